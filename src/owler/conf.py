@@ -1,0 +1,183 @@
+"""Crawler configuration: StormCrawler key names, layered YAML, strict typed getters.
+
+Layers, lowest first: ``resources/crawler-conf.yaml`` (every key with its default and a comment),
+an optional user YAML file (``--conf FILE``), then ``-o key=value`` overrides. The result is a flat
+``dict`` that also travels as the Storm topology conf, so bolts read the very same keys.
+
+Getters follow StormCrawler's ``ConfUtils``: ``get_int(conf, key, default)`` and friends. They
+raise :class:`ConfError` on values of the wrong type instead of guessing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+#: Where the default configuration lives, relative to the project root.
+DEFAULT_CONF_NAME = "crawler-conf.yaml"
+
+
+class ConfError(ValueError):
+    """A configuration file or value is invalid. The message says which key or file."""
+
+
+def project_root() -> Path:
+    """The project root: ``OWLER_HOME`` or the folder holding ``resources/crawler-conf.yaml``.
+
+    Inside a Storm worker the code runs from the topology jar's ``resources/`` folder, where the
+    project's ``resources/`` are packed as ``resources/resources``; both layouts are searched.
+    """
+    env = os.environ.get("OWLER_HOME")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in [Path.cwd(), *here.parents]:
+        if (parent / "resources" / DEFAULT_CONF_NAME).is_file():
+            return parent
+    return here.parents[2]
+
+
+def resource_path(name: str | os.PathLike, root: Path | None = None) -> Path:
+    """Resolve a resource file name: absolute paths stay, others are looked up under ``resources/``
+    of the project root, then relative to the current directory."""
+    p = Path(name)
+    if p.is_absolute():
+        return p
+    base = root or project_root()
+    for cand in (base / "resources" / p, base / p, Path.cwd() / p):
+        if cand.exists():
+            return cand
+    return base / "resources" / p
+
+
+def load_yaml_file(path: str | os.PathLike) -> dict[str, Any]:
+    """Load one YAML map of crawler keys. A top-level ``config:`` key (StormCrawler's layout) is
+    unwrapped. Raises :class:`ConfError` with the file name on any problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfError(f"cannot read configuration file {p}: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfError(f"invalid YAML in {p}: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfError(f"{p}: expected a map of configuration keys, got {type(data).__name__}")
+    if set(data) == {"config"} and isinstance(data["config"], dict):
+        data = data["config"]
+    return {str(k): v for k, v in data.items()}
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """``key=value`` → (key, YAML-typed value): ``-o fetcher.threads.number=50`` gives an int."""
+    if "=" not in item:
+        raise ConfError(f"override {item!r} is not of the form key=value")
+    key, _, raw = item.partition("=")
+    key = key.strip()
+    if not key:
+        raise ConfError(f"override {item!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def load_conf(
+    conf_file: str | os.PathLike | None = None,
+    overrides: Iterable[str] | Mapping[str, Any] | None = None,
+    root: Path | None = None,
+) -> dict[str, Any]:
+    """The layered crawler configuration (defaults < ``conf_file`` < ``overrides``)."""
+    base = root or project_root()
+    conf = load_yaml_file(base / "resources" / DEFAULT_CONF_NAME)
+    if conf_file:
+        conf.update(load_yaml_file(conf_file))
+    if overrides:
+        if isinstance(overrides, Mapping):
+            conf.update({str(k): v for k, v in overrides.items()})
+        else:
+            for item in overrides:
+                k, v = parse_override(item)
+                conf[k] = v
+    return conf
+
+
+_MISSING = object()
+
+
+def _get(conf: Mapping[str, Any], key: str, default: Any) -> Any:
+    value = conf.get(key, _MISSING)
+    if value is _MISSING or value is None:
+        return default
+    return value
+
+
+def get_str(conf: Mapping[str, Any], key: str, default: str | None = None) -> str | None:
+    value = _get(conf, key, default)
+    if value is None:
+        return None
+    if isinstance(value, (dict, list)):
+        raise ConfError(f"{key}: expected a string, got {type(value).__name__}")
+    return str(value)
+
+
+def get_int(conf: Mapping[str, Any], key: str, default: int) -> int:
+    value = _get(conf, key, default)
+    if isinstance(value, bool):
+        raise ConfError(f"{key}: expected an integer, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ConfError(f"{key}: expected an integer, got {value!r}")
+
+
+def get_float(conf: Mapping[str, Any], key: str, default: float) -> float:
+    value = _get(conf, key, default)
+    if isinstance(value, bool):
+        raise ConfError(f"{key}: expected a number, got a boolean")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise ConfError(f"{key}: expected a number, got {value!r}")
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def get_bool(conf: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = _get(conf, key, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ConfError(f"{key}: expected true or false, got {value!r}")
+
+
+def get_list(conf: Mapping[str, Any], key: str, default: list[str] | None = None) -> list[str]:
+    """A list of strings; a plain string is split on commas (StormCrawler's ``loadListFromConf``)."""
+    value = _get(conf, key, default if default is not None else [])
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    raise ConfError(f"{key}: expected a list or a comma-separated string, got {value!r}")
