@@ -1,0 +1,67 @@
+# OWLer-py: set-up, the main job and the tests. Everything is installed by the project's own files:
+# Debian packages (Java, Maven, leiningen, zookeeper), a Python virtualenv with pinned packages, and
+# Apache Storm from Maven Central into .storm/ (storm/install.sh). `make setup` is idempotent and
+# returns at once when everything is in place.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export LEIN_ROOT := 1
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+APT_PACKAGES := openjdk-17-jdk-headless maven leiningen zookeeper
+SEEDS ?=
+CONF ?=
+IDLE ?= 30
+
+.PHONY: setup apt venv storm crawl demo test unit integration bench clean
+
+setup: apt venv storm
+
+apt: .work/.apt.stamp
+.work/.apt.stamp:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@mkdir -p .work && touch $@
+
+venv: $(BIN)/.installed
+$(BIN)/.installed: requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q 'setuptools<66' wheel
+	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+storm: apt venv
+	@bash storm/install.sh
+	@ln -sfn "$(CURDIR)/.storm/apache-storm-$$(cat storm/VERSION)/bin/storm" $(BIN)/storm
+
+# The main job: inject SEEDS into the embedded frontier and crawl until idle.
+# Without SEEDS: a demonstration on a generated web farm served on 127.0.0.x (no Internet needed).
+crawl: setup
+ifeq ($(strip $(SEEDS)),)
+	$(BIN)/python -m tests.farm.demo --idle-exit $(IDLE)
+else
+	$(BIN)/owler inject $(SEEDS) $(if $(CONF),--conf $(CONF))
+	$(BIN)/owler run explorative --idle-exit $(IDLE) $(if $(CONF),--conf $(CONF))
+	$(BIN)/owler status $(if $(CONF),--conf $(CONF))
+endif
+
+test: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+unit: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/component
+
+integration: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf .work _build _resources

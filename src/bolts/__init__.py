@@ -1,0 +1,1 @@
+"""Thin streamparse bolts: decode a tuple, call ``owler``, emit. The logic lives in ``src/owler``."""

@@ -1,0 +1,42 @@
+"""URLFilterBolt: normalizes and filters the outlinks of a page with the urlfilters.json chain.
+
+Statuses pass through unchanged; an outlinks batch keeps only accepted (normalized) URLs and is
+dropped when none is left. Rejections are counted per filter name.
+"""
+
+from __future__ import annotations
+
+from streamparse import Bolt, Stream
+
+from bolts.base import OwlerComponent
+from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM
+from owler.filters import URLFilters
+
+
+class URLFilterBolt(OwlerComponent, Bolt):
+    outputs = [Stream(STATUS_FIELDS, name=STATUS_STREAM),
+               Stream(OUTLINKS_FIELDS, name=OUTLINKS_STREAM)]
+
+    def initialize(self, storm_conf, context):
+        self.owler_setup(storm_conf, context)
+        self.filters = URLFilters.from_conf(storm_conf)
+
+    def process(self, tup):
+        if tup.stream == STATUS_STREAM:
+            self.emit(list(tup.values), stream=STATUS_STREAM)
+            return
+        source, md, outlinks = tup.values[0], tup.values[1] or {}, tup.values[2] or []
+        kept = []
+        seen = set()
+        for url in outlinks:
+            out, rejected_by = self.filters.filter(source, md, url)
+            if out is None:
+                self.count(f"rejected/{rejected_by}")
+                continue
+            if out not in seen:
+                seen.add(out)
+                kept.append(out)
+        self.count("accepted", len(kept))
+        if kept:
+            self.emit([source, md, kept], stream=OUTLINKS_STREAM)
+        self.write_stats()

@@ -1,0 +1,192 @@
+"""The ``owler`` command: inject, run, status, check-url, check-robots.
+
+Exit codes: 0 success; 1 a run or command failed; 2 bad usage or bad input (unknown topology,
+invalid seeds only, bad configuration); 3 a missing runtime (Java, Storm: run ``make setup``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from owler import conf as C
+
+
+def _conf(args) -> dict:
+    return C.load_conf(getattr(args, "conf", None), getattr(args, "option", None) or [])
+
+
+def _add_conf_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--conf", metavar="FILE", help="YAML file of crawler keys over the defaults")
+    p.add_argument("-o", "--option", action="append", metavar="KEY=VALUE",
+                   help="override one crawler key (repeatable)")
+
+
+def _abs_paths(conf: dict) -> dict:
+    root = C.project_root()
+    for key in ("frontier.sqlite.path", "warc.dir"):
+        value = conf.get(key)
+        if value and not Path(str(value)).is_absolute():
+            conf[key] = str(root / str(value))
+    return conf
+
+
+def cmd_inject(args) -> int:
+    from owler.blacklist import Blacklist
+    from owler.filters import URLFilters
+    from owler.frontier import open_frontier
+    from owler.seeds import SeedFileError, read_seed_file
+
+    conf = _abs_paths(_conf(args))
+    try:
+        seeds, errors = read_seed_file(args.seeds)
+    except SeedFileError as exc:
+        print(f"owler inject: {exc}", file=sys.stderr)
+        return 2
+    for lineno, line, reason in errors:
+        print(f"owler inject: line {lineno}: {reason}: {line!r}", file=sys.stderr)
+    filters = URLFilters.from_conf(conf)
+    blacklist = Blacklist.from_conf(conf)
+    accepted = []
+    for url, md in seeds:
+        out, rejected_by = filters.filter(None, md, url)
+        if out is None:
+            print(f"owler inject: rejected by {rejected_by}: {url}", file=sys.stderr)
+            continue
+        listed = blacklist.match(out)
+        if listed:
+            print(f"owler inject: blacklisted ({listed}): {url}", file=sys.stderr)
+            continue
+        accepted.append((out, md))
+    frontier = open_frontier(conf)
+    try:
+        n = frontier.inject(accepted, time.time()) if accepted else 0
+    finally:
+        frontier.close()
+    print(f"owler inject: {n} new URL(s) injected, {len(accepted) - n} already known, "
+          f"{len(errors)} invalid line(s); frontier: {conf.get('frontier.sqlite.path')}")
+    return 0 if accepted else 2
+
+
+def cmd_run(args) -> int:
+    from owler.runner import LocalRun, RunError
+
+    conf = _conf(args)
+    try:
+        return LocalRun(C.project_root(), args.topology, conf, time_limit=args.time,
+                        idle_exit=args.idle_exit).run()
+    except RunError as exc:
+        print(f"owler run: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def cmd_status(args) -> int:
+    from owler.constants import STATUS_NAMES
+    from owler.frontier import open_frontier
+
+    conf = _abs_paths(_conf(args))
+    path = conf.get("frontier.sqlite.path")
+    if conf.get("frontier.backend", "sqlite") == "sqlite" and not Path(str(path)).exists():
+        print(f"owler status: no frontier at {path} (run `owler inject SEEDS` first)",
+              file=sys.stderr)
+        return 1
+    frontier = open_frontier(conf)
+    try:
+        now = time.time()
+        counts = frontier.counts()
+        doc = {name: counts.get(name, 0) for name in STATUS_NAMES}
+        doc["total"] = sum(doc.values())
+        doc["due_now"] = frontier.due_count(now)
+        doc["queues"] = frontier.queue_count()
+        doc["queues_due"] = frontier.queue_count(now)
+        doc["top_hosts"] = [[k, c] for k, c in frontier.top_hosts(10)]
+        doc["frontier"] = str(path)
+    finally:
+        frontier.close()
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    for name in STATUS_NAMES:
+        print(f"{name:<12} {doc[name]:>10}")
+    print(f"{'total':<12} {doc['total']:>10}")
+    print(f"due now: {doc['due_now']}   queues: {doc['queues']} ({doc['queues_due']} with URLs due)")
+    print("top queues:")
+    for key, count in doc["top_hosts"]:
+        print(f"  {count:>8}  {key}")
+    return 0
+
+
+def cmd_check_url(args) -> int:
+    from owler.filters import URLFilters, check_url
+
+    conf = _conf(args)
+    filters = URLFilters.from_conf(conf)
+    for url in args.urls:
+        print("\t".join(check_url(conf, url, filters)))
+    return 0
+
+
+def cmd_check_robots(args) -> int:
+    from owler.robots import check_robots
+
+    try:
+        content = Path(args.robots_file).read_bytes()
+    except OSError as exc:
+        print(f"owler check-robots: cannot read {args.robots_file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    for url, allowed in check_robots(args.agent, content, args.urls):
+        print(f"{'ALLOW' if allowed else 'DENY'}\t{url}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="owler", description="OWLer-py: a StormCrawler port for Apache Storm")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("inject", help="add seed URLs to the frontier")
+    s.add_argument("seeds", metavar="SEEDS_FILE", help="one URL per line, TAB key=value metadata; - for stdin")
+    _add_conf_args(s)
+    s.set_defaults(func=cmd_inject)
+
+    s = sub.add_parser("run", help="run a topology on Apache Storm in local mode")
+    s.add_argument("topology", metavar="TOPOLOGY", help="explorative, sitemap or warc2warc")
+    _add_conf_args(s)
+    s.add_argument("--time", type=float, default=None, metavar="SECONDS", help="stop after this long")
+    s.add_argument("--idle-exit", type=float, default=30.0, metavar="SECONDS",
+                   help="stop when nothing was due or in flight for this long (default 30)")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("status", help="counts per status, due URLs, queues")
+    _add_conf_args(s)
+    s.add_argument("--json", action="store_true", help="one JSON object")
+    s.set_defaults(func=cmd_status)
+
+    s = sub.add_parser("check-url", help="normalize and filter URLs as the crawler would")
+    _add_conf_args(s)
+    s.add_argument("urls", nargs="+", metavar="URL")
+    s.set_defaults(func=cmd_check_url)
+
+    s = sub.add_parser("check-robots", help="robots.txt decisions of the fetcher's own code")
+    s.add_argument("--agent", required=True, metavar="NAME")
+    s.add_argument("--robots-file", required=True, metavar="FILE")
+    s.add_argument("urls", nargs="+", metavar="URL")
+    s.set_defaults(func=cmd_check_robots)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except C.ConfError as exc:
+        print(f"owler {args.command}: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

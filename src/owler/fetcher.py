@@ -1,0 +1,270 @@
+"""The fetch engine behind the fetcher bolt (StormCrawler's FetcherBolt), without Storm.
+
+URLs are queued per partition key (:class:`owler.politeness.FetchQueues`); an asyncio loop in a
+background thread takes the next URL whose queue is ready, checks robots.txt (fetched, parsed and
+cached per host; Crawl-delay applied to the queue), fetches it with :class:`owler.http.HttpFetcher`
+and hands an :class:`Outcome` to a callback (the bolt emits and acks from there).
+
+Outcomes, with StormCrawler's semantics:
+
+- HTTP 2xx → ``kind="page"``: the content goes on to the parser and the WARC writer;
+- 3xx → ``REDIRECTION`` with ``_redirTo`` and the target as an outlink (``redirections.allowed``);
+- 4xx/5xx → ``FETCH_ERROR`` with ``fetch.statusCode``; network failures → ``FETCH_ERROR`` with
+  ``fetch.exception`` and ``error.cause`` (timeout, dns, connection_refused, …);
+- robots.txt denial → ``ERROR`` with ``error.cause=robots.txt``; a Crawl-delay above
+  ``fetcher.max.crawl.delay`` → ``ERROR`` with ``error.cause=crawl_delay`` (or capped when
+  ``fetcher.max.crawl.delay.force``); a refused private address → ``ERROR`` with
+  ``error.cause=private_address``; an unparsable URL → ``ERROR`` with ``error.cause=malformed URL``.
+
+Config keys: ``fetcher.threads.number``, ``fetcher.max.crawl.delay``,
+``fetcher.max.crawl.delay.force``, ``fetcher.timeout.queue``, ``redirections.allowed``,
+``http.store.headers``, ``protocol.md.prefix``, and those of :mod:`owler.http`,
+:mod:`owler.politeness` and :mod:`owler.robots`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from owler import conf as C
+from owler import wire
+from owler.constants import (ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE, REDIRECT_TO,
+                             Status)
+from owler.http import HttpFetcher, redirect_target
+from owler.metadata import copy as md_copy, set_value
+from owler.politeness import FetchQueues
+from owler.robots import RobotsCache, agents_from_conf, robots_url, rules_from_fetch
+
+log = logging.getLogger(__name__)
+
+ROBOTS_MAX_REDIRECTS = 5
+
+
+@dataclass(slots=True)
+class FetchItem:
+    url: str
+    key: str
+    metadata: dict
+    token: Any = None  # the caller's handle (the Storm tuple)
+    queued_at: float = 0.0
+
+
+@dataclass(slots=True)
+class Outcome:
+    item: FetchItem
+    kind: str  # "page" | "status" | "expired"
+    metadata: dict
+    status: Status | None = None
+    content: bytes = b""
+    outlinks: list = field(default_factory=list)  # URL strings
+
+
+class FetchEngine:
+    def __init__(self, conf: dict, on_outcome: Callable[[Outcome], None]):
+        self.conf = conf
+        self.on_outcome = on_outcome
+        self.threads = max(1, C.get_int(conf, "fetcher.threads.number", 50))
+        self.max_crawl_delay = C.get_float(conf, "fetcher.max.crawl.delay", 30)
+        self.force_crawl_delay = C.get_bool(conf, "fetcher.max.crawl.delay.force", False)
+        self.queue_timeout = C.get_float(conf, "fetcher.timeout.queue", -1)
+        self.allow_redirs = C.get_bool(conf, "redirections.allowed", True)
+        self.store_headers = C.get_bool(conf, "http.store.headers", False)
+        self.md_prefix = C.get_str(conf, "protocol.md.prefix", "protocol.") or ""
+        self.agents = agents_from_conf(conf)
+        self.queues = FetchQueues(conf)
+        self.robots = RobotsCache()
+        self.http = HttpFetcher(conf)
+        self.stats: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._robots_inflight: dict[str, asyncio.Future] = {}
+
+    # -- called from the caller's thread -----------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="owler-fetch-loop", daemon=True)
+        self._thread.start()
+        if not self._started.wait(30):
+            raise RuntimeError("fetch loop did not start")
+
+    def submit(self, item: FetchItem) -> bool:
+        """Queue a URL; False when the queues are full (the caller fails the tuple)."""
+        item.queued_at = time.time()
+        with self._lock:
+            accepted = self.queues.add(item.key, item)
+        if accepted and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+        return accepted
+
+    def queued(self) -> int:
+        with self._lock:
+            return self.queues.size
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping = True
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _count(self, name: str) -> None:
+        self.stats[name] = self.stats.get(name, 0) + 1
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        await self.http.start()
+        sem = asyncio.Semaphore(self.threads)
+        tasks: set[asyncio.Task] = set()
+        self._started.set()
+        try:
+            while not self._stopping:
+                now = time.time()
+                if self.queue_timeout > 0:
+                    with self._lock:
+                        expired = self.queues.expire(now, self.queue_timeout)
+                    for item in expired:
+                        self._count("expired")
+                        self.on_outcome(Outcome(item, "expired", item.metadata))
+                while not sem.locked():
+                    with self._lock:
+                        nxt = self.queues.next_ready(now)
+                    if nxt is None:
+                        break
+                    key, item = nxt
+                    await sem.acquire()
+                    task = asyncio.create_task(self._fetch_one(key, item, sem))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                with self._lock:
+                    wakeup = self.queues.next_wakeup(now)
+                timeout = 1.0 if wakeup is None else min(1.0, max(0.0, wakeup - now))
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout if timeout > 0 else 0.001)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            for t in tasks:
+                t.cancel()
+            await self.http.close()
+
+    async def _fetch_one(self, key: str, item: FetchItem, sem: asyncio.Semaphore) -> None:
+        delay = None
+        try:
+            outcome, delay = await self._process(key, item)
+        except Exception as exc:  # noqa: BLE001 - never lose a URL to a bug: record it
+            log.exception("fetch of %s failed", item.url)
+            md = md_copy(item.metadata)
+            set_value(md, ERROR_CAUSE, "exception")
+            set_value(md, FETCH_EXCEPTION, f"{type(exc).__name__}: {exc}")
+            outcome = Outcome(item, "status", md, Status.FETCH_ERROR)
+        finally:
+            with self._lock:
+                self.queues.finish(key, time.time(), delay)
+            sem.release()
+            if self._wake is not None:
+                self._wake.set()
+        self._count(outcome.status.value if outcome.status else "page")
+        self.on_outcome(outcome)
+
+    async def _robot_rules(self, url: str):
+        rurl = robots_url(url)
+        now = time.time()
+        rules = self.robots.get(rurl, now)
+        if rules is not None:
+            return rules
+        pending = self._robots_inflight.get(rurl)
+        if pending is not None:  # another task of this host is fetching it already
+            return await asyncio.shield(pending)
+        fut = self._loop.create_future()
+        self._robots_inflight[rurl] = fut
+        try:
+            target, status, content = rurl, None, None
+            for _ in range(ROBOTS_MAX_REDIRECTS + 1):
+                res = await self.http.fetch(target)
+                status, content = res.status, res.content
+                if status is not None and 300 <= status < 400:
+                    nxt = redirect_target(res)
+                    if nxt:
+                        target = nxt
+                        continue
+                break
+            self._count("robots_fetched")
+            rules = rules_from_fetch(status, content, self.agents, self.conf, now=time.time())
+            self.robots.put(rurl, rules)
+            fut.set_result(rules)
+            return rules
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # mark retrieved
+            raise
+        finally:
+            self._robots_inflight.pop(rurl, None)
+
+    async def _process(self, key: str, item: FetchItem) -> tuple[Outcome, float | None]:
+        md = md_copy(item.metadata)
+        url = item.url
+        rules = await self._robot_rules(url)
+        if not rules.allowed(url):
+            self._count("robots_denied")
+            set_value(md, ERROR_CAUSE, "robots.txt")
+            return Outcome(item, "status", md, Status.ERROR), 0.0
+        delay = None
+        if rules.crawl_delay is not None:
+            if rules.crawl_delay > self.max_crawl_delay:
+                if not self.force_crawl_delay:
+                    set_value(md, ERROR_CAUSE, "crawl_delay")
+                    return Outcome(item, "status", md, Status.ERROR), 0.0
+                delay = self.max_crawl_delay
+            else:
+                delay = rules.crawl_delay
+            with self._lock:
+                self.queues.set_crawl_delay(key, delay)
+
+        res = await self.http.fetch(url)
+        if res.status is None:
+            cause = res.error_cause or "exception"
+            set_value(md, ERROR_CAUSE, cause)
+            if res.error_message:
+                set_value(md, FETCH_EXCEPTION, res.error_message)
+            status = Status.ERROR if cause in ("private_address", "malformed URL",
+                                               "unsupported_scheme") else Status.FETCH_ERROR
+            return Outcome(item, "status", md, status), delay
+        set_value(md, FETCH_STATUS_CODE, res.status)
+        if self.store_headers:
+            for name, value in res.headers:
+                md.setdefault(self.md_prefix + name, []).append(value)
+        status = Status.from_http_code(res.status)
+        if status is Status.REDIRECTION:
+            outlinks = []
+            target = redirect_target(res)
+            if target:
+                set_value(md, REDIRECT_TO, target)
+                if self.allow_redirs and target != url:
+                    outlinks.append(target)
+            return Outcome(item, "status", md, status, outlinks=outlinks), delay
+        if status is Status.FETCH_ERROR:
+            return Outcome(item, "status", md, status), delay
+        # a page: keep what the WARC writer needs, transient (_raw.*), never persisted
+        md[wire.RAW_REQUEST] = [res.request_bytes().decode("latin-1")]
+        md[wire.RAW_STATUS_LINE] = [f"HTTP/{res.http_version or '1.1'} {res.status} {res.reason or ''}".rstrip()]
+        md[wire.RAW_HEADERS] = wire.encode_headers(res.headers)
+        md[wire.RAW_FETCH_TIME] = [repr(res.fetch_time)]
+        if res.ip:
+            md[wire.RAW_IP] = [res.ip]
+        if res.truncated:
+            md[wire.RAW_TRUNCATED] = ["length"]
+        return Outcome(item, "page", md, None, content=res.content), delay

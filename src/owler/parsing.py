@@ -1,0 +1,105 @@
+"""What the parser bolt does with one fetched page (StormCrawler's JSoupParserBolt), without Storm.
+
+``handle_page(url, content, metadata)`` returns the page's status metadata and its outlinks:
+
+- HTML (by Content-Type, else sniffed): title, charset, signature, meta robots and X-Robots-Tag;
+  outlinks unless the page is ``nofollow`` (``robots.noFollow.strict``), ``rel=nofollow`` links
+  dropped, at most ``parser.emitOutlinks.max.per.page``, none when ``parser.emitOutlinks`` is off;
+  a canonical URL and a meta refresh target are recorded in the metadata (``canonical``,
+  ``parse.metarefresh``) and the refresh target is followed like a link;
+- anything else is recorded (FETCHED, ``parse.mimetype``) and not parsed as HTML, unless
+  ``jsoup.treat.non.html.as.error`` turns it into ERROR;
+- a parse failure gives ERROR with ``error.source=parser`` and ``error.message``.
+
+The ``_raw.*`` transient keys are removed from the returned metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from owler import conf as C
+from owler import wire
+from owler.constants import ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, SIGNATURE, Status
+from owler.metadata import set_value
+from owler.parse.html import is_html, parse_html
+
+
+@dataclass(slots=True)
+class PageOutcome:
+    status: Status
+    metadata: dict
+    outlinks: list = field(default_factory=list)
+    text: str = ""
+
+
+class PageHandler:
+    def __init__(self, conf: dict):
+        self.conf = conf
+        self.emit_outlinks = C.get_bool(conf, "parser.emitOutlinks", True)
+        self.max_outlinks = C.get_int(conf, "parser.emitOutlinks.max.per.page", -1)
+        self.non_html_error = C.get_bool(conf, "jsoup.treat.non.html.as.error", False)
+        self.strict_nofollow = C.get_bool(conf, "robots.noFollow.strict", True)
+        self.skip_meta = C.get_bool(conf, "http.robots.meta.skip", False)
+        self.skip_headers = C.get_bool(conf, "http.robots.headers.skip", False)
+
+    def handle_page(self, url: str, content: bytes, metadata: dict) -> PageOutcome:
+        headers = wire.decode_headers(metadata.get(wire.RAW_HEADERS))
+        md = wire.strip_transient(metadata)
+        header_map: dict[str, str] = {}
+        robots_tags = []
+        for name, value in headers:
+            lname = name.lower()
+            if lname == "x-robots-tag":
+                robots_tags.append(value)
+            header_map.setdefault(lname, value)
+        if self.skip_headers:
+            robots_tags = []
+        ctype = header_map.get("content-type")
+        if not is_html(ctype, content):
+            set_value(md, "parse.mimetype", (ctype or "unknown").split(";")[0].strip())
+            if self.non_html_error:
+                set_value(md, ERROR_SOURCE, "parser")
+                set_value(md, ERROR_MESSAGE, f"not HTML: {ctype}")
+                return PageOutcome(Status.ERROR, md)
+            return PageOutcome(Status.FETCHED, md)
+        try:
+            parse_headers = dict(header_map)
+            if robots_tags:
+                parse_headers["x-robots-tag"] = ", ".join(robots_tags)
+            else:
+                parse_headers.pop("x-robots-tag", None)
+            res = parse_html(url, content, parse_headers, max_outlinks=self.max_outlinks,
+                             conf=self.conf)
+        except Exception as exc:  # noqa: BLE001 - errors are data: the page gets an ERROR status
+            set_value(md, ERROR_SOURCE, "parser")
+            set_value(md, ERROR_MESSAGE, f"{type(exc).__name__}: {exc}")
+            set_value(md, ERROR_CAUSE, "parse")
+            return PageOutcome(Status.ERROR, md)
+        set_value(md, "parse.mimetype", "text/html")
+        if res.title:
+            set_value(md, "parse.title", res.title[:1000])
+        if res.charset:
+            set_value(md, "parse.charset", res.charset)
+        if res.signature:
+            set_value(md, SIGNATURE, res.signature)
+        if res.canonical:
+            set_value(md, "canonical", res.canonical)
+        noindex = res.noindex and not self.skip_meta
+        nofollow = res.nofollow and not self.skip_meta
+        if noindex:
+            set_value(md, "robots.noindex", "true")
+        outlinks: list[str] = []
+        if self.emit_outlinks and not (nofollow and self.strict_nofollow):
+            seen = {url}
+            for link in res.outlinks:
+                if link.nofollow or link.url in seen:
+                    continue
+                seen.add(link.url)
+                outlinks.append(link.url)
+            if res.meta_refresh and res.meta_refresh not in seen:
+                set_value(md, "parse.metarefresh", res.meta_refresh)
+                outlinks.append(res.meta_refresh)
+        if 0 <= self.max_outlinks < len(outlinks):
+            outlinks = outlinks[: self.max_outlinks]
+        return PageOutcome(Status.FETCHED, md, outlinks, res.text)

@@ -1,0 +1,300 @@
+"""``owler run``: a topology on real Apache Storm in local mode, with crawl-friendly options.
+
+What it does, in order: loads the layered crawler configuration; checks Java and the project's
+Storm installation; builds the topology jar (``resources/`` + ``src/bolts`` + ``src/spouts``) and
+the Flux definition from the streamparse Topology class, exactly as ``sparse run`` would; starts
+Storm's LocalCluster through the project's launcher; prints a progress line every few seconds;
+stops after ``--time`` seconds, when the crawl has been idle (nothing due, nothing in flight) for
+``--idle-exit`` seconds, or on Ctrl-C / SIGTERM. Stopping deactivates the spouts, drains tuples in
+flight, kills the topology so every component closes its files, and checks that no WARC file is
+left half-written. A component that dies ends the run with its name and its log file.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import inspect
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from owler import conf as C
+
+
+class RunError(RuntimeError):
+    """A run cannot start or ended badly; the message says why (and where the logs are)."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def storm_home(root: Path) -> Path:
+    version = (root / "storm" / "VERSION").read_text().strip()
+    return root / ".storm" / f"apache-storm-{version}"
+
+
+def check_runtime(root: Path) -> Path:
+    """The Storm installation, or a RunError saying what is missing and how to get it."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise RunError("Java was not found (java on PATH or JAVA_HOME): install a JDK 17 "
+                       "(apt-get install openjdk-17-jdk-headless), then run `make setup`", 3)
+    home = storm_home(root)
+    if not (home / "bin" / "storm").is_file() or not (home / ".installed").is_file():
+        raise RunError(f"Apache Storm is not installed in {home}: run `make setup` "
+                       "(or bash storm/install.sh)", 3)
+    return home
+
+
+def topology_names(root: Path) -> list[str]:
+    return sorted(p.stem for p in (root / "topologies").glob("*.py") if not p.stem.startswith("_"))
+
+
+def load_topology(root: Path, name: str):
+    """The streamparse Topology class defined in ``topologies/<name>.py``."""
+    path = root / "topologies" / f"{name}.py"
+    if not path.is_file():
+        raise RunError(f"unknown topology {name!r}; available: {', '.join(topology_names(root))}", 2)
+    for p in (str(root / "src"),):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    from streamparse import Topology
+
+    spec = importlib.util.spec_from_file_location(f"owler_topology_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    classes = [c for c in vars(module).values()
+               if inspect.isclass(c) and issubclass(c, Topology) and c is not Topology]
+    if len(classes) != 1:
+        raise RunError(f"{path} must define exactly one Topology class", 2)
+    return classes[0]
+
+
+def build_jar(root: Path, dest: Path) -> Path:
+    """The topology jar: what Storm extracts as the shell components' working directory."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as jar:
+        for pkg in ("bolts", "spouts"):
+            for f in sorted((root / "src" / pkg).rglob("*.py")):
+                jar.write(f, f"resources/{f.relative_to(root / 'src')}")
+        for f in sorted((root / "resources").rglob("*")):
+            if f.is_file():
+                jar.write(f, f"resources/resources/{f.relative_to(root / 'resources')}")
+    return dest
+
+
+def flux_definition(topology_cls, name: str, conf: dict, streamparse_run: str) -> dict:
+    flux = topology_cls.to_flux_dict(name)
+    for comp in flux.get("spouts", []) + flux.get("bolts", []):
+        args = comp.get("constructorArgs")
+        if args and isinstance(args[0], list) and args[0] and args[0][0] == "streamparse_run":
+            script = args[0][1]
+            args[0] = [streamparse_run, script if script.startswith("-s ") else f"-s json {script}"]
+    flux["config"] = conf
+    return flux
+
+
+_DIED = re.compile(r"ShellBolt died\. Command: \[[^\]]*?([\w.]+Bolt)\], ProcessInfo pid:(\d+), name:([\w-]+)"
+                   r"|pid:(\d+), name:([\w-]+) exitCode")
+
+
+def find_dead_component(log_file: Path, pylog_dir: Path) -> str | None:
+    """From Storm's log, which shell component died, and its own log file."""
+    try:
+        text = log_file.read_text(errors="replace")
+    except OSError:
+        return None
+    for m in _DIED.finditer(text):
+        pid = m.group(2) or m.group(4)
+        comp = m.group(3) or m.group(5)
+        logs = sorted(glob.glob(str(pylog_dir / f"pystorm_*_{comp}_*_{pid}.log")))
+        where = logs[0] if logs else str(pylog_dir)
+        return f"component {comp!r} (pid {pid}) died; its log: {where}; Storm's log: {log_file}"
+    if "Halting process" in text or "Async loop died" in text:
+        return f"a component died; see Storm's log: {log_file}"
+    return None
+
+
+class LocalRun:
+    def __init__(self, root: Path, name: str, conf: dict, *, time_limit: float | None,
+                 idle_exit: float, progress_every: float = 5.0, out=sys.stdout):
+        self.root, self.name, self.conf = root, name, conf
+        self.time_limit, self.idle_exit = time_limit, idle_exit
+        self.progress_every = progress_every
+        self.out = out
+        self.work = Path(C.get_str(conf, "owler.work.dir", str(root / ".work")))
+        self.run_dir = self.work / "run" / name
+        self.log_dir = self.work / "logs"
+        self.stop_reason: str | None = None
+
+    # -- set-up ----------------------------------------------------------------------------
+    def prepare(self) -> tuple[Path, Path]:
+        home = check_runtime(self.root)
+        cls = load_topology(self.root, self.name)
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir)
+        self.run_dir.mkdir(parents=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        conf = dict(self.conf)
+        conf.update({
+            "owler.run.dir": str(self.run_dir),
+            "topology.workers": 1,
+            "topology.acker.executors": 1,
+            "pystorm.log.path": str(self.log_dir),
+            "pystorm.log.level": C.get_str(conf, "pystorm.log.level", "info"),
+            "topology.python.path": sys.executable,
+        })
+        for key in ("frontier.sqlite.path", "warc.dir"):
+            if conf.get(key) and not os.path.isabs(str(conf[key])):
+                conf[key] = str(self.root / str(conf[key]))
+        self.conf = conf
+        jar = build_jar(self.root, self.run_dir / f"{self.name}.jar")
+        venv_bin = Path(sys.executable).parent
+        streamparse_run = venv_bin / "streamparse_run"
+        if not streamparse_run.exists():
+            raise RunError(f"{streamparse_run} not found: run `make setup`", 3)
+        flux = flux_definition(cls, self.name, conf, str(streamparse_run))
+        flux_path = self.run_dir / f"{self.name}.yaml"
+        flux_path.write_text(yaml.safe_dump(flux, sort_keys=False))
+        self.storm = home / "bin" / "storm"
+        return jar, flux_path
+
+    # -- observation ---------------------------------------------------------------------------
+    def component_stats(self) -> dict[str, dict]:
+        stats = {}
+        for f in self.run_dir.glob("*.json"):
+            try:
+                stats[f.stem] = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+        return stats
+
+    def totals(self, stats: dict, prefix: str, kind: str, name: str) -> float:
+        return sum(v.get(kind, {}).get(name, 0) for k, v in stats.items() if k.startswith(prefix))
+
+    def warc_bytes(self) -> int:
+        d = Path(str(self.conf.get("warc.dir", "")))
+        return sum(f.stat().st_size for f in d.glob("*") if f.is_file()) if d.is_dir() else 0
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self) -> int:
+        from owler.frontier import open_frontier
+
+        jar, flux_path = self.prepare()
+        env = dict(os.environ)
+        env["OWLER_HOME"] = str(self.root)
+        env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+        env["STORM_LOG_DIR"] = str(self.log_dir)
+        env["OWLER_STORM_STDIN"] = "1"
+        storm_log = self.log_dir / "owler-local.log"
+        if storm_log.exists():
+            storm_log.unlink()
+        ttl = int(self.time_limit) + 600 if self.time_limit else 0
+        cmd = [str(self.storm), "jar", str(jar), "org.apache.storm.flux.Flux", "--local",
+               "--no-splash", "--sleep", str(ttl), str(flux_path)]
+        console = open(self.log_dir / f"{self.name}-console.log", "w")
+        print(f"owler: running topology {self.name!r} on Apache Storm (local mode)", file=self.out)
+        print(f"owler: logs: {self.log_dir} (Storm: {storm_log}; components: pystorm_*.log)",
+              file=self.out)
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=console,
+                                stderr=subprocess.STDOUT, env=env, cwd=str(self.root),
+                                start_new_session=True)
+        frontier = open_frontier(self.conf)
+        interrupted = []
+
+        def on_signal(signum, frame):  # noqa: ARG001
+            interrupted.append(signum)
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        start = time.time()
+        idle_since: float | None = None
+        last_progress = 0.0
+        last_fetched, last_t = 0.0, start
+        stopping = False
+        try:
+            while True:
+                rc = proc.poll()
+                if rc is not None:
+                    break
+                now = time.time()
+                if interrupted and not stopping:
+                    self.stop_reason = "interrupted"
+                elif self.time_limit and now - start >= self.time_limit and not stopping:
+                    self.stop_reason = f"time limit of {self.time_limit:g} s reached"
+                stats = self.component_stats()
+                in_flight = self.totals(stats, "spout", "gauges", "in_flight")
+                queued = self.totals(stats, "fetcher", "gauges", "queued")
+                try:
+                    due = frontier.due_count(now)
+                except Exception:  # noqa: BLE001 - the database may be busy for a moment
+                    due = -1
+                started = any(k.startswith("spout") for k in stats)
+                if started and due == 0 and in_flight == 0 and queued == 0:
+                    idle_since = idle_since or now
+                    if now - idle_since >= self.idle_exit and not stopping:
+                        self.stop_reason = f"idle for {self.idle_exit:g} s"
+                else:
+                    idle_since = None
+                if now - last_progress >= self.progress_every:
+                    fetched = self.totals(stats, "fetcher", "counters", "fetched")
+                    errors = sum(self.totals(stats, "fetcher", "counters", s)
+                                 for s in ("FETCH_ERROR", "ERROR"))
+                    rate = (fetched - last_fetched) / max(now - last_t, 1e-6)
+                    last_fetched, last_t = fetched, now
+                    print(f"[{now - start:6.0f}s] fetched={fetched:.0f} errors={errors:.0f} "
+                          f"pages/s={rate:.1f} due={due} in_flight={in_flight:.0f} "
+                          f"queued={queued:.0f} warc_bytes={self.warc_bytes()}",
+                          file=self.out, flush=True)
+                    last_progress = now
+                if self.stop_reason and not stopping:
+                    stopping = True
+                    print(f"owler: stopping ({self.stop_reason})", file=self.out, flush=True)
+                    try:
+                        proc.stdin.write(b"stop\n")
+                        proc.stdin.flush()
+                    except OSError:
+                        pass
+                    stop_deadline = time.time() + 90
+                if stopping and time.time() > stop_deadline:
+                    proc.kill()
+                time.sleep(0.5)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            frontier.close()
+            if proc.poll() is None:
+                proc.kill()
+            console.close()
+        return self.finish(stopping, proc.returncode, storm_log)
+
+    def finish(self, stopping: bool, rc: int, storm_log: Path) -> int:
+        from owler.warc.writer import recover_open_files
+
+        warc_dir = Path(str(self.conf.get("warc.dir")))
+        left_open = sorted(warc_dir.glob("*.open")) if warc_dir.is_dir() else []
+        if not stopping:
+            dead = find_dead_component(storm_log, self.log_dir)
+            raise RunError(f"the topology stopped unexpectedly (exit code {rc}): "
+                           f"{dead or 'see ' + str(self.log_dir / (self.name + '-console.log'))}", 1)
+        if left_open:
+            fixed = recover_open_files(warc_dir, prefix=C.get_str(self.conf, "warc.prefix", "OWLER"))
+            print(f"owler: finalized {len(fixed)} WARC file(s) left open", file=self.out)
+        files = sorted(warc_dir.glob("*.warc.gz")) if warc_dir.is_dir() else []
+        print(f"owler: stopped ({self.stop_reason}).", file=self.out)
+        print(f"owler: WARC files: {warc_dir} ({len(files)} file(s), {self.warc_bytes()} bytes)",
+              file=self.out)
+        print(f"owler: frontier: {self.conf.get('frontier.sqlite.path')} (see `owler status`)",
+              file=self.out)
+        return 0

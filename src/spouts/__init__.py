@@ -1,0 +1,1 @@
+"""Thin streamparse spouts over ``owler``."""

@@ -1,0 +1,50 @@
+"""The explorative crawl: frontier → partitioner → fetcher → parser → outlinks back to the frontier.
+
+Fetched pages go from the fetcher both to the parser and to the WARC writer (one copy each, no
+extra hop for the content). Page statuses go straight to the status updater; outlinks, one batch
+tuple per page, go through the URL filters and the blacklist first.
+
+Run: ``owler run explorative`` (local mode), ``sparse run -n explorative`` or
+``sparse submit -n explorative``. Crawler keys: ``resources/crawler-conf.yaml``, a file named by
+``OWLER_CONF``, and ``-o key=value``.
+"""
+
+import os
+
+from streamparse import Grouping, Topology
+
+from bolts.blacklist import BlacklistBolt
+from bolts.fetcher import FetcherBolt
+from bolts.parser import ParserBolt
+from bolts.partitioner import PartitionerBolt
+from bolts.status_updater import StatusUpdaterBolt
+from bolts.urlfilter import URLFilterBolt
+from bolts.warc_writer import WARCWriterBolt
+from owler.conf import load_conf
+from owler.constants import OUTLINKS_STREAM, STATUS_STREAM
+from spouts.frontier import FrontierSpout
+
+TICK = {"topology.tick.tuple.freq.secs": 1}
+
+
+class Explorative(Topology):
+    config = load_conf(os.environ.get("OWLER_CONF") or None)
+
+    spout = FrontierSpout.spec(name="spout", par=1)
+    partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout], par=1)
+    fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
+                               par=1, config=TICK)
+    parser = ParserBolt.spec(name="parser", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=1)
+    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=1,
+                               config=TICK)
+    urlfilter = URLFilterBolt.spec(
+        name="urlfilter", par=1,
+        inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE,
+                parser[OUTLINKS_STREAM]: Grouping.SHUFFLE})
+    blacklist = BlacklistBolt.spec(name="blacklist", par=1,
+                                   inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
+    status = StatusUpdaterBolt.spec(
+        name="status", par=1, config=TICK,
+        inputs={fetcher[STATUS_STREAM]: Grouping.fields("url"),
+                parser[STATUS_STREAM]: Grouping.fields("url"),
+                blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})
