@@ -17,8 +17,9 @@ PARTITIONER_FIELDS = ["url", "key", "metadata"]
 FETCHED_FIELDS = ["url", "content", "metadata"]
 PARSED_FIELDS = ["url", "content", "metadata", "text"]
 STATUS_FIELDS = ["url", "metadata", "status"]
-#: ``url``/``metadata`` of the source page, ``outlinks`` a list of ``[url, metadata]`` pairs,
-#: each of which becomes DISCOVERED in the frontier unless a filter drops it.
+#: ``url``/``metadata`` of the source page (a redirect's source for a redirect), ``outlinks`` a list of
+#: URL strings. Each becomes DISCOVERED in the frontier unless a filter drops it; its metadata is
+#: derived once per batch from the source (``metadata.transfer``, depth, path), as StormCrawler does.
 OUTLINKS_FIELDS = ["url", "metadata", "outlinks"]
 
 

@@ -1,0 +1,236 @@
+"""URLs: normalisation, resolution of links, URL ids, pay-level domains and partition keys.
+
+Hot path (DESIGN.md §7): a page has ~200 outlinks, each resolved and normalised here, so the
+parsing is done by ``ada_url`` (a WHATWG URL parser in C++, ~3 µs per URL) and the rest is a few
+string operations on its serialisation; no per-call heavy objects.
+
+Normalisation (:func:`normalize`) = the WHATWG URL standard's parse + serialise, which already
+lower-cases scheme and host, converts IDN hosts to punycode, decodes ``%XX`` in hosts, drops the
+default port, resolves ``.``/``..`` segments (also ``%2e``), percent-encodes spaces, controls and
+non-ASCII per the standard's encode sets and turns an empty path into ``/``. On top of that:
+
+- only ``http`` and ``https`` are kept (``None`` for any other scheme or an unparsable URL);
+- the fragment is removed (optional);
+- an empty query (a trailing ``?``) is removed;
+- RFC 3986 §6.2.2 equivalences in path and query: ``%XX`` escapes of unreserved characters
+  (``A-Z a-z 0-9 - . _ ~``) are decoded and the other escapes' hex digits are upper-cased.
+
+Known differences with other normalisers, on purpose (the WHATWG standard decides): query
+parameters are never sorted or dropped here (that is a URL filter's job), ``+`` stays ``+``, a
+trailing dot of a host is kept, duplicate slashes in the path are kept, IPv4 hosts written in
+hex/octal/short forms are canonicalised (``http://0x7f.1/`` → ``http://127.0.0.1/``).
+
+Config keys read: none (``partition.url.mode`` is read by the callers and passed as ``mode``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import ipaddress
+import re
+import socket
+import threading
+
+import ada_url
+
+from owler.constants import PARTITION_MODE_DOMAIN, PARTITION_MODE_HOST, PARTITION_MODE_IP
+
+__all__ = [
+    "normalize",
+    "resolve",
+    "host_of",
+    "url_id",
+    "pay_level_domain",
+    "partition_key",
+    "PARTITION_MODES",
+]
+
+PARTITION_MODES = (PARTITION_MODE_HOST, PARTITION_MODE_DOMAIN, PARTITION_MODE_IP)
+
+_normalize_url = ada_url.normalize_url
+_join_url = ada_url.join_url
+
+_PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _pct_sub(m: re.Match[str]) -> str:
+    hx = m.group(1)
+    code = int(hx, 16)
+    if code in _UNRESERVED:
+        return chr(code)
+    return "%" + hx.upper()
+
+
+def _finish(href: str, keep_fragment: bool) -> str | None:
+    """Post-process an ada serialisation: scheme check, host's trailing dot, fragment, empty
+    query, %XX escapes."""
+    if href.startswith("https://"):
+        start = 8
+    elif href.startswith("http://"):
+        start = 7
+    else:
+        return None
+    # In a WHATWG serialisation of an http(s) URL the path always starts with "/", and the first
+    # "/" after "//" is the path's ("/" in userinfo is always percent-encoded).
+    p = href.find("/", start)
+    if p < 0:
+        return None
+    if href[p - 1] == "." or ".:" in href[start:p]:
+        auth = href[start:p]
+        at = auth.rfind("@") + 1
+        host, colon, port = auth[at:].partition(":")  # never IPv6 here: it has no "."
+        host = host.rstrip(".")
+        if not host:
+            return None
+        href = href[:start] + auth[:at] + host + colon + port + href[p:]
+    frag = ""
+    i = href.find("#")
+    if i >= 0:
+        if keep_fragment and i < len(href) - 1:
+            frag = href[i:]
+        href = href[:i]
+    if href.endswith("?") and href.find("?") == len(href) - 1:
+        href = href[:-1]
+    if "%" in href:
+        # hosts are already percent-decoded by the parser: only userinfo, path and query remain
+        href = href[:start] + _PCT.sub(_pct_sub, href[start:])
+    if frag and "%" in frag:
+        frag = _PCT.sub(_pct_sub, frag)
+    return href + frag
+
+
+def normalize(url: str, keep_fragment: bool = False) -> str | None:
+    """The normalised form of an absolute http(s) URL, or ``None`` when it is not one.
+
+    Never raises on garbage input (any non-string, unparsable URL or other scheme gives ``None``).
+    Leading/trailing spaces and control characters, tabs and newlines inside are dropped as the
+    WHATWG parser does. ``keep_fragment=True`` keeps a non-empty ``#fragment``.
+    """
+    try:
+        href = _normalize_url(url)
+    except (ValueError, TypeError, AttributeError, UnicodeError):
+        return None
+    return _finish(href, keep_fragment)
+
+
+def resolve(base: str, href: str, keep_fragment: bool = False) -> str | None:
+    """Resolve a link ``href`` found on page ``base`` and normalise the result (as
+    :func:`normalize`). ``None`` for ``javascript:``, ``mailto:``, ``data:``, ``tel:`` and any other
+    non-http(s) target, for an unparsable href or base. Surrounding whitespace is stripped like
+    browsers do. Never raises."""
+    try:
+        href = href.strip()
+        joined = _join_url(base, href)
+    except (ValueError, TypeError, AttributeError, UnicodeError):
+        # an absolute href needs no base (an empty or broken base does not spoil it)
+        return normalize(href, keep_fragment) if isinstance(href, str) else None
+    return _finish(joined, keep_fragment)
+
+
+def host_of(url: str) -> str:
+    """Host name of a URL without port (lower-case, punycode; IPv6 in brackets); ``""`` when the
+    URL is unparsable or has no host. Never raises."""
+    try:
+        return ada_url.URL(url).hostname
+    except (ValueError, TypeError, AttributeError, UnicodeError):
+        return ""
+
+
+def url_id(url: str) -> str:
+    """The document id of a URL in the frontier: sha256 hex digest of its UTF-8 string
+    (StormCrawler's OpenSearch ``_id``)."""
+    return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# ---- pay-level domains -------------------------------------------------------------------------
+
+_psl = None
+_psl_lock = threading.Lock()
+
+
+def _get_psl():
+    """The PublicSuffixList, built once (~0.1 s) on first use."""
+    global _psl
+    if _psl is None:
+        with _psl_lock:
+            if _psl is None:
+                from publicsuffixlist import PublicSuffixList
+
+                _psl = PublicSuffixList()
+    return _psl
+
+
+def _is_ip(host: str) -> bool:
+    if not host:
+        return False
+    if host[0] == "[" or ":" in host:
+        return True
+    last = host.rstrip(".").rpartition(".")[2]
+    if last.isdigit():
+        try:
+            ipaddress.ip_address(host)
+            return True
+        except ValueError:
+            # WHATWG canonicalises IPv4 hosts, so a numeric last label is an invalid host anyway
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=65536)
+def pay_level_domain(host: str) -> str:
+    """The registrable ("pay-level") domain of a host by the Public Suffix List, ICANN and private
+    sections (``www.bbc.co.uk`` → ``bbc.co.uk``, ``foo.github.io`` → ``foo.github.io``).
+
+    IP addresses, hosts that are themselves a public suffix (``co.uk``, ``localhost``) and hosts
+    the list cannot split (empty labels) are returned as they are (lower-cased, without a trailing
+    dot). TLDs unknown to the list fall under the PSL's default rule ``*``: the last label is the
+    public suffix, so ``a.site1.farm.test`` → ``farm.test``.
+    """
+    h = host.lower().rstrip(".")
+    if not h or _is_ip(h):
+        return h
+    try:
+        pld = _get_psl().privatesuffix(h)
+    except (ValueError, TypeError, UnicodeError):
+        pld = None
+    return pld or h
+
+
+# ---- partition keys ----------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _ip_of(host: str) -> str:
+    """IPv4 address of a host, cached (including failures, which give the host itself)."""
+    if host.startswith("[") and host.endswith("]"):
+        return host[1:-1]
+    try:
+        return socket.gethostbyname(host)
+    except (OSError, UnicodeError):
+        return host
+
+
+def partition_key(url: str, mode: str) -> str:
+    """The queue / partition key of a URL under ``partition.url.mode`` ``mode``:
+
+    - ``byHost``: the host name (``www.example.com``);
+    - ``byDomain``: its pay-level domain (``example.com``);
+    - ``byIP``: its IP address by DNS (cached; the host itself when resolution fails).
+
+    Raises ``ValueError`` for an unknown mode or a URL without a host.
+    """
+    host = host_of(url)
+    if not host:
+        raise ValueError(f"cannot compute a partition key for {url!r}: not a valid URL with a host")
+    if mode == PARTITION_MODE_DOMAIN:
+        return pay_level_domain(host)
+    if mode == PARTITION_MODE_HOST:
+        return host
+    if mode == PARTITION_MODE_IP:
+        return _ip_of(host)
+    raise ValueError(
+        f"unknown partition mode {mode!r} (partition.url.mode): expected one of "
+        + ", ".join(PARTITION_MODES)
+    )
