@@ -28,7 +28,9 @@ class ShellComponent:
         exe = Path(sys.executable).parent / "streamparse_run"
         env = {**os.environ, "OWLER_HOME": str(ROOT)}
         self.proc = subprocess.Popen([str(exe), "-s", "json", target], cwd=ROOT / "src",
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                     bufsize=0)
+        self._buf = b""
         context = {"taskid": task, "componentid": component,
                    "task->component": {str(task): component},
                    "source->stream->fields": sources or {}}
@@ -43,18 +45,21 @@ class ShellComponent:
         self.proc.stdin.flush()
 
     def read(self, timeout: float = 10.0) -> dict:
-        lines = []
+        """One message (the JSON text before a line ``end``)."""
         deadline = time.time() + timeout
+        fd = self.proc.stdout.fileno()
         while True:
-            r, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.time()))
+            idx = self._buf.find(b"\nend\n")
+            if idx >= 0:
+                msg, self._buf = self._buf[:idx], self._buf[idx + 5:]
+                return json.loads(msg)
+            r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.time()))
             if not r:
                 raise TimeoutError(f"no message from the component within {timeout} s")
-            line = self.proc.stdout.readline()
-            if not line:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
                 raise EOFError(f"component exited with {self.proc.wait()}")
-            if line == b"end\n":
-                return json.loads(b"".join(lines))
-            lines.append(line)
+            self._buf += chunk
 
     def read_until(self, pred, timeout: float = 10.0) -> list[dict]:
         """Messages up to and including the first one matching ``pred`` (logs kept aside)."""
