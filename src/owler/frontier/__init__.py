@@ -1,0 +1,117 @@
+"""The frontier: where every known URL lives with its status, next fetch date and metadata.
+
+A backend implements :class:`Frontier` (an embedded SQLite file today, OpenSearch later). The
+record model follows StormCrawler's status index (DESIGN.md §3): id = sha256(url), ``url``,
+``status``, ``next_fetch_date``, ``key`` (partition key), ``metadata``.
+
+Rules every backend keeps (DESIGN.md §4):
+
+- DISCOVERED is create-only: it never overwrites a known URL; any other status replaces the record.
+- ``apply_updates`` returns only once the batch is durable, so the status updater may ack then;
+  an exception means nothing of the batch may be assumed written (the tuples are failed, replayed).
+- "Never fetch again" (a ``None`` next fetch date) is stored as :data:`NEVER` and read back as
+  ``None``.
+
+Config keys read here: ``frontier.backend`` (``sqlite`` | ``opensearch``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Container, Iterable, Mapping, Protocol
+
+from owler import conf as C
+from owler.conf import ConfError
+from owler.constants import Status
+
+__all__ = [
+    "NEVER",
+    "DEFAULT_KEY",
+    "StatusUpdate",
+    "FrontierRecord",
+    "Frontier",
+    "FrontierError",
+    "open_frontier",
+]
+
+#: Stored next fetch date of a URL that is never to be fetched again: 9999-12-31T23:59:59Z.
+#: Chosen far beyond any ``now`` so no due-query ever returns it; reported as ``None``.
+NEVER = 253402300799.0
+
+#: Partition key of a URL whose key cannot be computed (StormCrawler's ``_DEFAULT_``).
+DEFAULT_KEY = "_DEFAULT_"
+
+
+class FrontierError(RuntimeError):
+    """The frontier cannot be opened or used (bad file, wrong schema version, …)."""
+
+
+@dataclass(slots=True)
+class StatusUpdate:
+    """One write to the frontier.
+
+    ``next_fetch_date``: epoch seconds; ``None`` = never fetch again (stored as :data:`NEVER`).
+    ``key``: the partition key (queue) of the URL.
+    """
+
+    url: str
+    status: Status
+    metadata: dict[str, list[str]] = field(default_factory=dict)
+    next_fetch_date: float | None = None
+    key: str = DEFAULT_KEY
+
+
+@dataclass(slots=True)
+class FrontierRecord:
+    """A URL as stored. ``next_fetch_date`` is ``None`` when the URL is never fetched again."""
+
+    url: str
+    status: Status
+    next_fetch_date: float | None
+    key: str
+    metadata: dict[str, list[str]]
+    updated: float
+
+
+class Frontier(Protocol):
+    """What the spout, the status updater and the CLI need from a frontier backend."""
+
+    def apply_updates(self, updates: Iterable[StatusUpdate]) -> None:
+        """Write a batch atomically; return only after it is durable. Raises on failure."""
+
+    def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
+        """Add seeds as DISCOVERED, due ``now``, never overwriting; return how many were new."""
+
+    def due(
+        self, now: float, max_buckets: int, per_bucket: int, exclude: Container[str] = ()
+    ) -> list[tuple[str, dict[str, list[str]], str]]:
+        """Due URLs as ``(url, metadata, key)``, round-robin over at most ``max_buckets`` keys."""
+
+    def counts(self) -> dict[str, int]:
+        """Number of URLs per status name; all five names present."""
+
+    def due_count(self, now: float) -> int: ...
+
+    def queue_count(self, now: float | None = None) -> int: ...
+
+    def top_hosts(self, n: int = 10) -> list[tuple[str, int]]: ...
+
+    def get(self, url: str) -> FrontierRecord | None: ...
+
+    def close(self) -> None: ...
+
+
+def open_frontier(conf: Mapping[str, Any] | None) -> Frontier:
+    """The frontier backend chosen by ``frontier.backend`` (default ``sqlite``)."""
+    conf = conf or {}
+    backend = (C.get_str(conf, "frontier.backend", "sqlite") or "sqlite").strip().lower()
+    if backend == "sqlite":
+        from owler.frontier.sqlite import SQLiteFrontier
+
+        path = C.get_str(conf, "frontier.sqlite.path", ".work/frontier.sqlite")
+        return SQLiteFrontier(path, conf)
+    if backend == "opensearch":
+        raise ConfError(
+            "frontier.backend: the OpenSearch frontier is not available yet; use 'sqlite'"
+        )
+    raise ConfError(f"frontier.backend: unknown backend {backend!r}; expected 'sqlite' or 'opensearch'")

@@ -1,0 +1,511 @@
+"""HTTP fetching with limits and the private-address guard (StormCrawler's HTTP protocol).
+
+One :class:`HttpFetcher` per fetcher task holds ONE ``aiohttp.ClientSession``: a keep-alive
+connection pool and ONE shared ``ssl.SSLContext`` (building a context per connection costs ~30 ms
+CPU, DESIGN.md §5). Redirects are never followed (the fetcher turns 3xx into REDIRECTION), cookies
+are never kept, and the body is read raw and decoded here with bounded output.
+
+Every failure becomes a :class:`FetchResult` whose ``error_cause`` says why; :meth:`HttpFetcher.fetch`
+never raises (except ``asyncio.CancelledError``). Invariant: ``error_cause is None`` ⇔
+``status is not None``. When the response head arrived but the body failed (timeout while reading,
+decompression bomb, broken chunking) the headers are kept, ``status`` is None and the HTTP code is
+given in ``error_message``.
+
+``error_cause`` values: ``private_address``, ``malformed URL``, ``unsupported_scheme``, ``dns``,
+``connection_refused``, ``connection_error``, ``connection_reset``, ``tls``, ``timeout``,
+``malformed_response``, ``too_large_decompressed``, ``exception``.
+
+Private-address guard (DESIGN.md §5): unless ``http.allow.private.addresses`` is true, no request
+goes to a loopback, private (RFC 1918, fc00::/7), link-local, multicast, unspecified, reserved,
+shared (CGNAT 100.64.0.0/10) or 0.0.0.0/8 address. Host names are resolved ONCE by
+:class:`GuardedResolver`, which drops non-public results before aiohttp connects to them, so the
+address connected to is the address checked (no DNS-rebinding gap). Literal IPs are checked before
+the request; aiohttp itself rejects non-canonical IPv4 forms such as ``2130706433`` or ``127.1``.
+
+Config keys (crawler-conf.yaml):
+
+=============================== ============ ====================================================
+key                             default      meaning
+=============================== ============ ====================================================
+http.agent                      ""           verbatim User-Agent; else built from http.agent.*
+http.agent.name                 (required)   product token, e.g. ``Owler@ows.eu/1`` (verbatim)
+http.agent.version/description/url/email     parts of the built User-Agent
+http.accept / http.accept.language           Accept / Accept-Language headers
+http.timeout                    10000        ms; total, connect and read timeout of one request
+http.content.limit              -1           max body bytes kept (raw and decoded), -1 = none
+http.max.decompressed.size      33554432     decoded bytes beyond which the fetch is refused
+http.allow.private.addresses    false        turn the private-address guard off
+http.trust.everything           false        do not verify TLS certificates
+http.keepalive.timeout          15.0         s an idle pooled connection is kept (owler key)
+fetcher.threads.number          10           pool limit = 2 x this
+fetcher.threads.per.queue       1            per-host pool limit = max(2, 2 x this)
+=============================== ============ ====================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import ipaddress
+import socket
+import ssl
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from urllib.parse import urljoin
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import ThreadedResolver
+from yarl import URL
+
+from owler import conf as C
+from owler.conf import ConfError
+
+DEFAULT_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+DEFAULT_ACCEPT_LANGUAGE = "en-us,en-gb,en;q=0.7,*;q=0.3"
+ACCEPT_ENCODING = "gzip, deflate"  # br only if a brotli decoder is installed (it is not)
+
+_SHARED = ipaddress.ip_network("100.64.0.0/10")
+_THIS_NET = ipaddress.ip_network("0.0.0.0/8")
+_ULA = ipaddress.ip_network("fc00::/7")
+_CHUNK = 64 * 1024
+
+
+# ---- user agent ------------------------------------------------------------------------------
+
+def user_agent(conf: Mapping[str, Any]) -> str:
+    """The User-Agent: ``http.agent`` verbatim when set, else StormCrawler's
+    ``name[/version][ (description; url; email)]`` with blank parts left out.
+
+    ``http.agent.name`` is taken verbatim (``Owler@ows.eu/1`` is fine). Raises
+    :class:`owler.conf.ConfError` when it is empty and ``http.agent`` is not set.
+    """
+    verbatim = (C.get_str(conf, "http.agent", "") or "").strip()
+    if verbatim:
+        return verbatim
+    name = (C.get_str(conf, "http.agent.name", "") or "").strip()
+    if not name:
+        raise ConfError("http.agent.name must be set (the crawler must identify itself)")
+    version = (C.get_str(conf, "http.agent.version", "") or "").strip()
+    ua = f"{name}/{version}" if version else name
+    extra = [p for p in ((C.get_str(conf, k, "") or "").strip()
+                         for k in ("http.agent.description", "http.agent.url", "http.agent.email"))
+             if p]
+    if extra:
+        ua += " (" + "; ".join(extra) + ")"
+    return ua
+
+
+# ---- private-address guard -------------------------------------------------------------------
+
+def is_public_address(addr: str) -> bool:
+    """True when ``addr`` (an IP literal, optionally ``[v6]`` or with a ``%zone``) is a public,
+    routable unicast address. Anything unparsable is not public."""
+    try:
+        ip = ipaddress.ip_address(addr.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address):
+        mapped = ip.ipv4_mapped
+        if mapped is not None:
+            ip = mapped
+        elif ip in _ULA:
+            return False
+    if (ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_multicast
+            or ip.is_unspecified or ip.is_reserved):
+        return False
+    if isinstance(ip, ipaddress.IPv4Address) and (ip in _SHARED or ip in _THIS_NET):
+        return False
+    return ip.is_global
+
+
+class PrivateAddressError(OSError):
+    """A host resolved only to addresses the guard refuses."""
+
+
+class GuardedResolver(AbstractResolver):
+    """Wraps a resolver (default: aiohttp's ThreadedResolver) and keeps only public addresses.
+
+    aiohttp connects to what the resolver returns, so every connection goes to a checked address.
+    A host with no public address raises :class:`PrivateAddressError` (aiohttp wraps it in
+    ``ClientConnectorDNSError``).
+    """
+
+    def __init__(self, inner: AbstractResolver | None = None) -> None:
+        self._inner = inner or ThreadedResolver()
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        public = [r for r in results if is_public_address(r["host"])]
+        if not public:
+            refused = ", ".join(sorted({r["host"] for r in results})) or "nothing"
+            raise PrivateAddressError(f"{host} resolves to non-public address(es): {refused}")
+        return public
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+# ---- result ----------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class FetchResult:
+    """What one request gave. ``headers`` are the raw response headers in order, duplicates kept,
+    decoded as latin-1 (byte-preserving). ``content`` is decoded from gzip/deflate; when the
+    Content-Encoding is unknown the raw bytes are kept and ``content_encoding`` names it."""
+
+    url: str
+    status: int | None = None
+    reason: str | None = None
+    http_version: str | None = None
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    content: bytes = b""
+    truncated: bool = False
+    ip: str | None = None
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    fetch_time: float = 0.0
+    elapsed: float = 0.0
+    error_cause: str | None = None
+    error_message: str | None = None
+    method: str = "GET"
+    request_target: str = "/"
+    #: coding still applied to ``content`` (None = identity / decoded by us)
+    content_encoding: str | None = None
+    #: codings removed from the body ("gzip"), for a WARC writer that must adjust the headers
+    decoded_from: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_cause is None and self.status is not None
+
+    def header(self, name: str) -> str | None:
+        """First value of a response header, case-insensitive; None when absent."""
+        lname = name.lower()
+        for k, v in self.headers:
+            if k.lower() == lname:
+                return v
+        return None
+
+    @property
+    def content_type(self) -> str | None:
+        return self.header("Content-Type")
+
+    def request_bytes(self) -> bytes:
+        """The request line and headers as sent (for the WARC request record); b"" when nothing
+        was sent."""
+        if not self.request_headers:
+            return b""
+        lines = [f"{self.method} {self.request_target} HTTP/1.1"]
+        lines.extend(f"{k}: {v}" for k, v in self.request_headers)
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+
+def redirect_target(result: FetchResult) -> str | None:
+    """The absolute Location of a 3xx result, resolved against the request URL; None otherwise."""
+    if result.status is None or not 300 <= result.status < 400:
+        return None
+    loc = result.header("Location")
+    if not loc or not loc.strip():
+        return None
+    loc = loc.strip()
+    try:  # headers are latin-1 decoded; most servers send UTF-8 bytes
+        loc = loc.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        pass
+    try:
+        return urljoin(result.url, loc)
+    except ValueError:
+        return None
+
+
+# ---- decoding --------------------------------------------------------------------------------
+
+class _TooLarge(Exception):
+    pass
+
+
+def _inflate(data: bytes, wbits: int, max_out: int) -> bytes:
+    """Decompress with at most ``max_out`` bytes of output (raises _TooLarge beyond, having held
+    no more than that), following concatenated gzip members. A truncated stream gives what could
+    be decoded; garbage after a complete gzip member is ignored."""
+    out: list[bytes] = []
+    total = 0
+    first = True
+    while data:
+        d = zlib.decompressobj(wbits)
+        try:
+            buf = d.decompress(data, max_out - total + 1)
+            while True:
+                total += len(buf)
+                if total > max_out:
+                    raise _TooLarge
+                out.append(buf)
+                if not d.unconsumed_tail:
+                    break
+                buf = d.decompress(d.unconsumed_tail, max_out - total + 1)
+            if not d.eof:
+                buf = d.flush()
+                total += len(buf)
+                if total > max_out:
+                    raise _TooLarge
+                out.append(buf)
+        except zlib.error:
+            if first:
+                raise
+            break
+        first = False
+        data = d.unused_data if d.eof and wbits > 16 else b""
+    return b"".join(out)
+
+
+def decode_body(data: bytes, encoding: str | None, max_out: int) -> tuple[bytes, str | None, str | None]:
+    """Undo a Content-Encoding. Returns (content, still_encoded, decoded_from). Raises _TooLarge
+    over ``max_out`` decoded bytes and zlib.error on corrupt data."""
+    if not encoding:
+        return data, None, None
+    codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if not codings:
+        return data, None, None
+    if any(c not in ("gzip", "x-gzip", "deflate") for c in codings):
+        return data, encoding.strip(), None
+    for coding in reversed(codings):
+        if coding in ("gzip", "x-gzip"):
+            data = _inflate(data, 16 + zlib.MAX_WBITS, max_out)
+        else:  # deflate: zlib-wrapped per the RFC, raw deflate in practice too
+            try:
+                data = _inflate(data, zlib.MAX_WBITS, max_out)
+            except zlib.error:
+                data = _inflate(data, -zlib.MAX_WBITS, max_out)
+    return data, None, ", ".join(codings)
+
+
+# ---- the fetcher -----------------------------------------------------------------------------
+
+#: Where the connector records the peer of the connection a request got (one holder per fetch;
+#: each fetch runs in its caller's task, so concurrent fetches never share a holder).
+_PEER: contextvars.ContextVar[list] = contextvars.ContextVar("owler_http_peer")
+
+
+class _PeerRecordingConnector(aiohttp.TCPConnector):
+    """TCPConnector that notes the peer address of the connection handed to each request (the
+    response may release it before the caller looks)."""
+
+    async def connect(self, req, traces, timeout):  # type: ignore[override]
+        conn = await super().connect(req, traces, timeout)
+        holder = _PEER.get(None)
+        if holder is not None and conn.transport is not None:
+            peer = conn.transport.get_extra_info("peername")
+            if peer:
+                holder[0] = peer[0]
+        return conn
+
+
+@functools.lru_cache(maxsize=2)
+def shared_ssl_context(trust_everything: bool) -> ssl.SSLContext:
+    """One SSLContext per process and mode (a context per connection costs ~30 ms CPU)."""
+    ctx = ssl.create_default_context()
+    if trust_everything:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _error_cause(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return "private_address" if isinstance(exc.os_error, PrivateAddressError) else "dns"
+    if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
+        return "tls"
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "timeout"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        if isinstance(exc.os_error, ConnectionRefusedError):
+            return "connection_refused"
+        if isinstance(exc.os_error, (TimeoutError, asyncio.TimeoutError)):
+            return "timeout"
+        return "connection_error"
+    if isinstance(exc, aiohttp.InvalidURL):
+        return "malformed URL"
+    if isinstance(exc, (aiohttp.ServerDisconnectedError, ConnectionResetError,
+                        aiohttp.ClientConnectionResetError)):
+        return "connection_reset"
+    if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ClientResponseError)):
+        return "malformed_response"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection_refused"
+    if isinstance(exc, (aiohttp.ClientConnectionError, OSError)):
+        return "connection_error"
+    return "exception"
+
+
+def _error_message(exc: BaseException) -> str:
+    msg = f"{type(exc).__name__}: {exc}"
+    inner = getattr(exc, "os_error", None)
+    if isinstance(exc, aiohttp.ClientConnectorError) and inner is not None and str(inner):
+        msg += f" ({inner})"
+    return msg
+
+
+class HttpFetcher:
+    """Async HTTP client for the fetcher: ``await start()``, many ``await fetch(url)``, then
+    ``await close()``. Must be used from one event loop."""
+
+    def __init__(self, conf: Mapping[str, Any], resolver: AbstractResolver | None = None) -> None:
+        """``resolver`` replaces aiohttp's ThreadedResolver (tests, or aiodns); the guard wraps it
+        unless http.allow.private.addresses is true."""
+        self._inner_resolver = resolver
+        self.user_agent = user_agent(conf)
+        self.accept = C.get_str(conf, "http.accept", DEFAULT_ACCEPT) or ""
+        self.accept_language = C.get_str(conf, "http.accept.language", DEFAULT_ACCEPT_LANGUAGE) or ""
+        self.timeout = max(0.001, C.get_int(conf, "http.timeout", 10000) / 1000.0)
+        self.content_limit = C.get_int(conf, "http.content.limit", -1)
+        self.max_decompressed = C.get_int(conf, "http.max.decompressed.size", 32 * 1024 * 1024)
+        if self.max_decompressed < 0:
+            self.max_decompressed = 1 << 62
+        self.allow_private = C.get_bool(conf, "http.allow.private.addresses", False)
+        self.trust_everything = C.get_bool(conf, "http.trust.everything", False)
+        self.keepalive = C.get_float(conf, "http.keepalive.timeout", 15.0)
+        threads = max(1, C.get_int(conf, "fetcher.threads.number", 10))
+        per_queue = max(1, C.get_int(conf, "fetcher.threads.per.queue", 1))
+        self.pool_limit = threads * 2
+        self.pool_limit_per_host = max(2, per_queue * 2)
+        self._headers = {
+            "User-Agent": self.user_agent,
+            "Accept": self.accept,
+            "Accept-Language": self.accept_language,
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        if self._session is not None:
+            return
+        resolver = (self._inner_resolver if self.allow_private
+                    else GuardedResolver(self._inner_resolver))
+        connector = _PeerRecordingConnector(
+            limit=self.pool_limit, limit_per_host=self.pool_limit_per_host,
+            ssl=shared_ssl_context(self.trust_everything), resolver=resolver,
+            keepalive_timeout=self.keepalive, ttl_dns_cache=60)
+        t = self.timeout
+        self._session = aiohttp.ClientSession(
+            connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=t, sock_connect=t, sock_read=t),
+            auto_decompress=False, headers=self._headers, skip_auto_headers=("Accept-Encoding",),
+            max_line_size=32768, max_field_size=32768, raise_for_status=False, trust_env=False)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    async def __aenter__(self) -> "HttpFetcher":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def fetch(self, url: str, extra_headers: Mapping[str, str] | None = None, *,
+                    method: str = "GET", content_limit: int | None = None) -> FetchResult:
+        """GET ``url`` (redirects not followed). ``content_limit`` overrides http.content.limit
+        for this request (e.g. robots.txt). Never raises: failures carry ``error_cause``."""
+        res = FetchResult(url=url, method=method, fetch_time=time.time())
+        t0 = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.timeout + 1.0):  # safety net over aiohttp's own
+                await self._fetch(res, url, extra_headers, method,
+                                  self.content_limit if content_limit is None else content_limit)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a result
+            self._fail(res, _error_cause(exc), _error_message(exc))
+        res.elapsed = time.perf_counter() - t0
+        return res
+
+    @staticmethod
+    def _fail(res: FetchResult, cause: str, message: str) -> None:
+        if res.status is not None:
+            message = f"HTTP {res.status}: {message}"
+        res.status = None
+        res.error_cause = cause
+        res.error_message = message
+        res.content = b""
+
+    async def _fetch(self, res: FetchResult, url: str, extra: Mapping[str, str] | None,
+                     method: str, limit: int) -> None:
+        try:
+            target = URL(url, encoded=True) if url.isascii() and " " not in url else URL(url)
+        except (ValueError, TypeError) as exc:
+            self._fail(res, "malformed URL", str(exc))
+            return
+        if target.scheme not in ("http", "https"):
+            self._fail(res, "unsupported_scheme" if target.scheme else "malformed URL",
+                       f"cannot fetch {url!r}")
+            return
+        if not target.host:
+            self._fail(res, "malformed URL", f"no host in {url!r}")
+            return
+        if not self.allow_private and _is_ip_literal(target.host) and not is_public_address(target.host):
+            self._fail(res, "private_address", f"{target.host} is not a public address")
+            return
+        if self._session is None:
+            await self.start()
+        assert self._session is not None
+        peer: list = [None]
+        _PEER.set(peer)
+        async with self._session.request(method, target, headers=extra, allow_redirects=False) as resp:
+            res.status = resp.status
+            res.reason = resp.reason
+            res.http_version = f"{resp.version.major}.{resp.version.minor}"
+            res.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+            info = resp.request_info
+            res.request_headers = list(info.headers.items())
+            res.request_target = info.url.raw_path_qs or "/"
+            res.ip = peer[0]
+            raw, truncated = await _read_body(resp, limit)
+        res.truncated = truncated
+        try:
+            content, still, decoded = decode_body(raw, res.header("Content-Encoding"),
+                                                  self.max_decompressed)
+        except _TooLarge:
+            self._fail(res, "too_large_decompressed",
+                       f"decoded body exceeds http.max.decompressed.size={self.max_decompressed}")
+            return
+        except zlib.error as exc:
+            self._fail(res, "malformed_response", f"cannot decode {res.header('Content-Encoding')}: {exc}")
+            return
+        if limit >= 0 and len(content) > limit:
+            content = content[:limit]
+            res.truncated = True
+        res.content, res.content_encoding, res.decoded_from = content, still, decoded
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+        return True
+    except ValueError:
+        return False
+
+
+async def _read_body(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+    """Read the raw body, at most ``limit`` bytes (-1 = all). When the limit cuts the body the
+    connection is closed, never returned half-read to the pool."""
+    if limit < 0 or (resp.content_length is not None and resp.content_length <= limit):
+        return await resp.read(), False
+    chunks: list[bytes] = []
+    got = 0
+    while got < limit:
+        chunk = await resp.content.read(min(_CHUNK, limit - got))
+        if not chunk:
+            return b"".join(chunks), False
+        chunks.append(chunk)
+        got += len(chunk)
+    if resp.content.at_eof():
+        return b"".join(chunks), False
+    resp.close()  # half-read: never back to the pool
+    return b"".join(chunks), True

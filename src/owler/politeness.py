@@ -1,0 +1,296 @@
+"""Per-queue politeness for the fetcher (StormCrawler FetcherBolt's ``FetchItemQueues``).
+
+Pure logic, no threads, no sleeping: every method takes the current time (``now``, seconds, same
+clock as the injected ``clock``, ``time.time`` by default). The caller (the fetch loop) asks
+:meth:`FetchQueues.next_ready` for work, reports :meth:`FetchQueues.finish` when a fetch ends and
+sleeps until :meth:`FetchQueues.next_wakeup`. Not thread-safe: callers on several threads lock.
+
+Semantics (StormCrawler's):
+
+- One FIFO queue per key (the partition key: host, pay-level domain or IP).
+- A queue gives out an item only when fewer than ``fetcher.threads.per.queue`` of its fetches are
+  in progress and ``now >= next_allowed``. Ready queues are served round-robin: a queue that just
+  gave out an item goes behind every queue that was already ready.
+- Intervals are measured from the END of the previous fetch: ``finish(key, now)`` sets
+  ``next_allowed = now + delay`` where delay is the queue's crawl delay (robots.txt Crawl-delay via
+  :meth:`set_crawl_delay`) when set, else ``fetcher.server.delay``; with
+  ``fetcher.threads.per.queue > 1`` it is ``fetcher.server.min.delay``. An explicit
+  ``finish(..., delay=d)`` wins (``0.0`` = "asap", used after a robots denial).
+- An empty queue with nothing in flight is removed, but its next allowed time (and crawl delay)
+  is remembered until it passes, so a URL arriving right after cannot jump the delay (StormCrawler
+  forgets it; that is a politeness hole).
+- ``fetcher.max.urls.in.queues``: :meth:`add` returns False once queued + in-flight URLs reach it
+  (StormCrawler blocks ``execute()``; the bolt fails the tuple instead, for back-pressure).
+  ``fetcher.max.queue.size`` does the same per queue.
+- :meth:`expire` returns items that waited longer than ``fetcher.timeout.queue`` seconds.
+
+Config keys: ``fetcher.server.delay`` (1.0 s), ``fetcher.server.min.delay`` (0.0 s),
+``fetcher.threads.per.queue`` (1), ``fetcher.max.urls.in.queues`` (-1 = unbounded),
+``fetcher.max.queue.size`` (-1 = unbounded), ``fetcher.server.delay.force`` (false: a robots
+crawl delay shorter than ``fetcher.server.delay`` is raised to it when true).
+
+Cost: add / next_ready / finish are O(log number-of-queues); expire is O(expired items).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections import OrderedDict, deque
+from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+
+from owler import conf as C
+
+T = TypeVar("T")
+
+
+class _Entry(Generic[T]):
+    __slots__ = ("added", "item", "key", "alive")
+
+    def __init__(self, added: float, item: T, key: str) -> None:
+        self.added = added
+        self.item = item
+        self.key = key
+        self.alive = True
+
+
+class _Queue:
+    __slots__ = ("items", "in_progress", "next_time", "crawl_delay", "seq")
+
+    def __init__(self, next_time: float = 0.0, crawl_delay: float | None = None) -> None:
+        self.items: deque[_Entry] = deque()
+        self.in_progress = 0
+        self.next_time = next_time
+        self.crawl_delay = crawl_delay
+        self.seq: int | None = None  # sequence number of this queue's live heap entry
+
+
+class FetchQueues(Generic[T]):
+    """The fetcher's politeness queues. See the module docstring for the semantics."""
+
+    def __init__(self, conf: Mapping[str, Any] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        conf = conf or {}
+        self.clock = clock
+        self.server_delay = C.get_float(conf, "fetcher.server.delay", 1.0)
+        self.min_delay = C.get_float(conf, "fetcher.server.min.delay", 0.0)
+        self.max_threads = max(1, C.get_int(conf, "fetcher.threads.per.queue", 1))
+        self.max_urls = C.get_int(conf, "fetcher.max.urls.in.queues", -1)
+        self.max_queue_size = C.get_int(conf, "fetcher.max.queue.size", -1)
+        self.force_server_delay = C.get_bool(conf, "fetcher.server.delay.force", False)
+        # Age order is kept only when queue timeouts are on: taken entries stay in it until the
+        # oldest waiting one leaves, which the timeout bounds.
+        self._track_age = C.get_float(conf, "fetcher.timeout.queue", -1) > 0
+        self._queues: OrderedDict[str, _Queue] = OrderedDict()
+        self._heap: list[tuple[float, int, str]] = []  # (ready time, seq, key), lazily cleaned
+        self._seq = itertools.count()
+        self._by_age: deque[_Entry] = deque()  # every queued entry, oldest first
+        self._cooldown: dict[str, tuple[float, float | None]] = {}
+        self._cooldown_heap: list[tuple[float, str]] = []
+        self._size = 0
+        self._in_flight = 0
+
+    # -- counters ------------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """URLs waiting in the queues (not counting those in flight)."""
+        return self._size
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @property
+    def num_queues(self) -> int:
+        return len(self._queues)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def queue_length(self, key: str) -> int:
+        q = self._queues.get(key)
+        return len(q.items) if q else 0
+
+    def queue_in_progress(self, key: str) -> int:
+        q = self._queues.get(key)
+        return q.in_progress if q else 0
+
+    def next_allowed(self, key: str) -> float:
+        """When ``key`` may next be fetched from (0.0 when unknown)."""
+        q = self._queues.get(key)
+        if q is not None:
+            return q.next_time
+        return self._cooldown.get(key, (0.0, None))[0]
+
+    def keys(self) -> Iterator[str]:
+        return iter(self._queues)
+
+    # -- operations ----------------------------------------------------------------------------
+    def add(self, queue_key: str, item: T, now: float | None = None) -> bool:
+        """Queue ``item`` under ``queue_key``. False (nothing queued) when
+        ``fetcher.max.urls.in.queues`` or ``fetcher.max.queue.size`` is reached."""
+        if 0 <= self.max_urls <= self._size + self._in_flight:
+            return False
+        q = self._queues.get(queue_key)
+        if q is not None and 0 <= self.max_queue_size <= len(q.items):
+            return False
+        now = self.clock() if now is None else now
+        self._prune_cooldown(now)
+        if q is None:
+            if self.max_queue_size == 0:
+                return False
+            q = _Queue(*self._cooldown.pop(queue_key, (0.0, None)))
+            self._queues[queue_key] = q
+        entry = _Entry(now, item, queue_key)
+        q.items.append(entry)
+        if self._track_age:
+            self._by_age.append(entry)
+        self._size += 1
+        if q.seq is None and q.in_progress < self.max_threads:
+            self._schedule(queue_key, q, max(q.next_time, now))
+        return True
+
+    def next_ready(self, now: float) -> tuple[str, T] | None:
+        """The next (queue key, item) that may be fetched at ``now``, round-robin over the ready
+        queues; the queue's slot is taken until :meth:`finish`. None when nothing is ready."""
+        heap = self._heap
+        while heap:
+            t, seq, key = heap[0]
+            q = self._queues.get(key)
+            if q is None or q.seq != seq:
+                heapq.heappop(heap)  # stale
+                continue
+            if t > now:
+                return None
+            heapq.heappop(heap)
+            q.seq = None
+            entry = q.items.popleft()
+            entry.alive = False
+            self._size -= 1
+            q.in_progress += 1
+            self._in_flight += 1
+            if q.items and q.in_progress < self.max_threads:
+                # more slots: still ready, but behind every queue that is already waiting
+                self._schedule(key, q, max(q.next_time, now))
+            self._trim_age()
+            return key, entry.item
+        return None
+
+    def finish(self, queue_key: str, now: float, delay: float | None = None) -> None:
+        """A fetch from ``queue_key`` ended at ``now``: free its slot; the queue's next fetch is
+        allowed at ``now + delay`` (default: crawl delay, server delay or min delay as described
+        in the module docstring). Unknown keys are ignored."""
+        q = self._queues.get(queue_key)
+        if q is None or q.in_progress <= 0:
+            return
+        q.in_progress -= 1
+        self._in_flight -= 1
+        if delay is None:
+            if self.max_threads > 1:
+                delay = self.min_delay
+            elif q.crawl_delay is not None:
+                delay = q.crawl_delay
+            else:
+                delay = self.server_delay
+        q.next_time = now + max(0.0, delay)
+        if q.items:
+            if q.in_progress < self.max_threads:
+                self._schedule(queue_key, q, q.next_time)  # replaces any older entry
+        elif q.in_progress == 0:
+            self._remove(queue_key, q, now)
+
+    def set_crawl_delay(self, queue_key: str, seconds: float | None) -> None:
+        """Use ``seconds`` (robots.txt Crawl-delay, already capped by the caller) between this
+        queue's fetches instead of ``fetcher.server.delay``; None goes back to the default.
+        With ``fetcher.server.delay.force`` a shorter delay is raised to the server delay."""
+        q = self._queues.get(queue_key)
+        if q is None:
+            return
+        if seconds is not None:
+            seconds = max(0.0, float(seconds))
+            if self.force_server_delay and seconds < self.server_delay:
+                seconds = self.server_delay
+        q.crawl_delay = seconds
+
+    def next_wakeup(self, now: float) -> float | None:
+        """The earliest time a queue can give out an item (<= ``now``: one is ready now); None
+        when no queued item can become ready without a :meth:`finish`."""
+        heap = self._heap
+        while heap:
+            t, seq, key = heap[0]
+            q = self._queues.get(key)
+            if q is None or q.seq != seq:
+                heapq.heappop(heap)
+                continue
+            return t
+        return None
+
+    def expire(self, now: float, timeout: float) -> list[T]:
+        """Remove and return the items queued for longer than ``timeout`` seconds (oldest first);
+        nothing when ``timeout`` < 0 (``fetcher.timeout.queue: -1``). In-flight items are never
+        expired. Assumes ``now`` never goes backwards between calls (the age index is FIFO)."""
+        if timeout < 0:
+            return []
+        if not self._track_age:
+            return self._expire_scan(now, now - timeout)
+        out: list[T] = []
+        by_age = self._by_age
+        limit = now - timeout
+        while by_age and (not by_age[0].alive or by_age[0].added < limit):
+            entry = by_age.popleft()
+            if not entry.alive:
+                continue
+            entry.alive = False
+            q = self._queues[entry.key]
+            if q.items and q.items[0] is entry:
+                q.items.popleft()
+            else:  # only when callers passed times out of order
+                q.items.remove(entry)
+            self._size -= 1
+            out.append(entry.item)
+            if not q.items:
+                q.seq = None  # its heap entry is now stale
+                if q.in_progress == 0:
+                    self._remove(entry.key, q, now)
+        return out
+
+    def _expire_scan(self, now: float, limit: float) -> list[T]:
+        """expire() without the age index (fetcher.timeout.queue off in the conf): O(queues)."""
+        out: list[T] = []
+        for key, q in list(self._queues.items()):
+            while q.items and q.items[0].added < limit:
+                entry = q.items.popleft()
+                entry.alive = False
+                self._size -= 1
+                out.append(entry.item)
+            if not q.items:
+                q.seq = None
+                if q.in_progress == 0:
+                    self._remove(key, q, now)
+        return out
+
+    # -- internals -----------------------------------------------------------------------------
+    def _schedule(self, key: str, q: _Queue, ready_at: float) -> None:
+        seq = next(self._seq)
+        q.seq = seq
+        heapq.heappush(self._heap, (ready_at, seq, key))
+
+    def _remove(self, key: str, q: _Queue, now: float) -> None:
+        del self._queues[key]
+        if q.next_time > now:
+            self._cooldown[key] = (q.next_time, q.crawl_delay)
+            heapq.heappush(self._cooldown_heap, (q.next_time, key))
+
+    def _prune_cooldown(self, now: float) -> None:
+        ch = self._cooldown_heap
+        while ch and ch[0][0] <= now:
+            t, key = heapq.heappop(ch)
+            kept = self._cooldown.get(key)
+            if kept is not None and kept[0] <= now:
+                del self._cooldown[key]
+
+    def _trim_age(self) -> None:
+        by_age = self._by_age
+        while by_age and not by_age[0].alive:
+            by_age.popleft()

@@ -1,0 +1,236 @@
+"""Status updates: StormCrawler's ``AbstractStatusUpdaterBolt`` and ``MetadataTransfer`` as plain
+logic. The status updater bolt turns each (url, metadata, status) into a :class:`StatusUpdate`
+with :meth:`StatusUpdater.to_update`, writes a batch with ``Frontier.apply_updates`` and, after the
+commit, calls :meth:`StatusUpdater.committed` and acks.
+
+What :meth:`StatusUpdater.to_update` does (StormCrawler's order):
+
+1. DISCOVERED of a URL in the cache of recently committed URLs → ``None`` (nothing to write: a
+   DISCOVERED never overwrites a known URL anyway; ack the tuple).
+2. ``discoveryDate`` (DISCOVERED) or ``lastProcessedDate`` (other statuses), ISO instants, set only
+   when ``metadata.persist``/``metadata.transfer`` would keep them.
+3. FETCH_ERROR increments ``fetch.error.count``; reaching ``max.fetch.errors`` turns the status
+   into ERROR with ``error.cause=maxFetchErrors``. Any other status drops the count.
+4. FETCHED and REDIRECTION drop ``error.cause``, ``error.message``, ``error.source``.
+5. next fetch date from the scheduler (it may add keys such as ``fetchInterval``), rounded to
+   ``status.updater.unit.round.date`` (SECOND | MINUTE | HOUR).
+6. metadata reduced to the persisted keys: ``metadata.transfer`` ∪ ``metadata.persist`` ∪
+   ``fetch.error.count`` (+ ``depth``, ``max.depth`` with ``metadata.track.depth``, ``url.path``
+   with ``metadata.track.path``); ``prefix*`` wildcards allowed; keys match case-sensitively.
+7. partition key by ``partition.url.mode`` (``_DEFAULT_`` when the URL has no host).
+
+Config keys read: ``max.fetch.errors`` (3), ``status.updater.use.cache`` (true),
+``status.updater.cache.size`` (100000), ``status.updater.unit.round.date`` (SECOND),
+``metadata.transfer``, ``metadata.persist``, ``metadata.track.path``, ``metadata.track.depth``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import OrderedDict
+from typing import Any, Iterable, Mapping
+
+from owler import conf as C
+from owler.conf import ConfError
+from owler.constants import (
+    DEPTH,
+    ERROR_CAUSE,
+    ERROR_MESSAGE,
+    ERROR_SOURCE,
+    FETCH_ERROR_COUNT,
+    URL_PATH,
+    Status,
+)
+from owler.frontier import DEFAULT_KEY, StatusUpdate
+from owler.metadata import Metadata, first
+from owler.metadata import normalize as normalize_md
+
+MAX_DEPTH = "max.depth"
+DISCOVERY_DATE = "discoveryDate"
+LAST_PROCESSED_DATE = "lastProcessedDate"
+MAX_FETCH_ERRORS_CAUSE = "maxFetchErrors"
+
+_ROUND_UNITS = {"SECOND": 1.0, "MINUTE": 60.0, "HOUR": 3600.0}
+
+
+class _KeySet:
+    """Exact keys plus ``prefix*`` wildcards."""
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.exact: set[str] = set()
+        prefixes = []
+        for k in keys:
+            k = str(k).strip()
+            if not k:
+                continue
+            if k.endswith("*"):
+                prefixes.append(k[:-1])
+            else:
+                self.exact.add(k)
+        self.prefixes = tuple(prefixes)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.exact or (bool(self.prefixes) and key.startswith(self.prefixes))
+
+    def select(self, md: Mapping[str, list[str]]) -> Metadata:
+        if not self.prefixes:
+            return {k: list(md[k]) for k in self.exact if md.get(k)}
+        return {k: list(v) for k, v in md.items() if v and k in self}
+
+
+class MetadataTransfer:
+    """What outlinks inherit and what is stored (StormCrawler's ``MetadataTransfer``)."""
+
+    def __init__(self, conf: Mapping[str, Any] | None = None) -> None:
+        conf = conf or {}
+        self.track_path = C.get_bool(conf, "metadata.track.path", True)
+        self.track_depth = C.get_bool(conf, "metadata.track.depth", True)
+        transfer = list(C.get_list(conf, "metadata.transfer", []))
+        if self.track_path:
+            transfer.append(URL_PATH)
+        if self.track_depth:
+            transfer += [DEPTH, MAX_DEPTH]
+        persist = C.get_list(conf, "metadata.persist", []) + [FETCH_ERROR_COUNT]
+        self.transfer = _KeySet(transfer)
+        self.persisted = _KeySet(transfer + persist)
+
+    def for_outlink(self, parent_url: str, parent_md: Mapping[str, list[str]]) -> Metadata:
+        """Metadata of an outlink of ``parent_url``: the transferred keys, ``url.path`` + the parent
+        URL (track.path), ``depth`` = parent depth + 1, a missing or bad depth counting as 0."""
+        md = self.transfer.select(parent_md)
+        if self.track_path:
+            md.setdefault(URL_PATH, []).append(parent_url)
+        if self.track_depth:
+            try:
+                depth = int(first(md, DEPTH, "0") or 0)
+            except ValueError:
+                depth = 0
+            md[DEPTH] = [str(depth + 1)]
+        return md
+
+    def filter(self, md: Mapping[str, list[str]]) -> Metadata:
+        """The keys that are stored: transfer ∪ persist ∪ fetch.error.count."""
+        return self.persisted.select(md)
+
+
+_transfer_cache: dict[tuple, MetadataTransfer] = {}
+
+
+def transfer_metadata(parent_url: str, parent_md: Mapping[str, list[str]],
+                      conf: Mapping[str, Any] | None) -> Metadata:
+    """Metadata for the outlinks of a page (see :meth:`MetadataTransfer.for_outlink`).
+    The result is a fresh dict; copy it (``dict(md)`` is not enough: values are lists) before
+    changing it per outlink."""
+    conf = conf or {}
+    sig = tuple(repr(conf.get(k)) for k in (
+        "metadata.track.path", "metadata.track.depth", "metadata.transfer", "metadata.persist"))
+    mt = _transfer_cache.get(sig)
+    if mt is None:
+        mt = _transfer_cache[sig] = MetadataTransfer(conf)
+    return mt.for_outlink(parent_url, normalize_md(parent_md))
+
+
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class StatusUpdater:
+    """Turns statuses into frontier writes (module docstring). Not thread-safe."""
+
+    def __init__(self, conf: Mapping[str, Any] | None, scheduler, partition_mode: str | None = None
+                 ) -> None:
+        conf = conf or {}
+        self.scheduler = scheduler
+        self.partition_mode = partition_mode or C.get_str(conf, "partition.url.mode", "byDomain")
+        self.max_fetch_errors = C.get_int(conf, "max.fetch.errors", 3)
+        self.transfer = MetadataTransfer(conf)
+        unit = (C.get_str(conf, "status.updater.unit.round.date", "SECOND") or "SECOND").upper()
+        if unit not in _ROUND_UNITS:
+            raise ConfError(f"status.updater.unit.round.date: expected SECOND, MINUTE or HOUR, got {unit!r}")
+        self.round_to = _ROUND_UNITS[unit]
+        self.use_cache = C.get_bool(conf, "status.updater.use.cache", True)
+        self.cache_size = C.get_int(conf, "status.updater.cache.size", 100000)
+        if self.use_cache and self.cache_size <= 0:
+            self.use_cache = False
+        self._cache: OrderedDict[str, None] = OrderedDict()
+        self.cache_hits = 0
+        self.cache_misses = 0
+
+    # -- the LRU of committed URLs ---------------------------------------------------------------
+    def known(self, url: str) -> bool:
+        """True when ``url`` was committed recently (an LRU of ``status.updater.cache.size``)."""
+        if not self.use_cache:
+            return False
+        if url in self._cache:
+            self._cache.move_to_end(url)
+            return True
+        return False
+
+    def committed(self, updates: Iterable[StatusUpdate | None]) -> None:
+        """Call after ``apply_updates`` returned (the batch is durable): remembers its URLs so later
+        DISCOVERED of them need no write. Never call it before the commit succeeded."""
+        if not self.use_cache:
+            return
+        cache = self._cache
+        for u in updates:
+            if u is None:
+                continue
+            cache[u.url] = None
+            cache.move_to_end(u.url)
+        while len(cache) > self.cache_size:
+            cache.popitem(last=False)
+
+    @property
+    def cache_len(self) -> int:
+        return len(self._cache)
+
+    # -- one status ------------------------------------------------------------------------------
+    def to_update(self, url: str, metadata: Mapping[str, list[str]] | None, status: Status | str,
+                  now: float) -> StatusUpdate | None:
+        """The frontier write for ``url`` with ``status``, or ``None`` when nothing needs writing
+        (a DISCOVERED URL already committed, see :meth:`known`): ack such a tuple right away.
+        ``metadata`` is not modified. Raises ``ValueError`` for an unknown status name."""
+        status = Status(status)
+        if status == Status.DISCOVERED:
+            if self.known(url):
+                self.cache_hits += 1
+                return None
+            self.cache_misses += 1
+        md = normalize_md(metadata)  # a copy, coerced to dict[str, list[str]]
+        persisted = self.transfer.persisted
+        date_key = DISCOVERY_DATE if status == Status.DISCOVERED else LAST_PROCESSED_DATE
+        if date_key in persisted:
+            md[date_key] = [_iso(now)]
+
+        if status == Status.FETCH_ERROR:
+            try:
+                count = int(first(md, FETCH_ERROR_COUNT, "0") or 0)
+            except ValueError:
+                count = 0
+            count += 1
+            md[FETCH_ERROR_COUNT] = [str(count)]
+            if count >= self.max_fetch_errors:
+                status = Status.ERROR
+                md[ERROR_CAUSE] = [MAX_FETCH_ERRORS_CAUSE]
+        else:
+            md.pop(FETCH_ERROR_COUNT, None)
+        if status in (Status.FETCHED, Status.REDIRECTION):
+            for k in (ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE):
+                md.pop(k, None)
+
+        next_fetch = self.scheduler.schedule(status, md, now)
+        if next_fetch is not None and self.round_to:
+            next_fetch = round(next_fetch / self.round_to) * self.round_to
+        md = self.transfer.filter(md)
+        return StatusUpdate(url, status, md, next_fetch, self.key_of(url))
+
+    def key_of(self, url: str) -> str:
+        """Partition key of ``url`` by ``partition.url.mode``; ``_DEFAULT_`` if it has no host."""
+        from owler.urls import partition_key
+
+        try:
+            return partition_key(url, self.partition_mode) or DEFAULT_KEY
+        except ValueError as exc:
+            if "unknown partition mode" in str(exc):
+                raise ConfError(str(exc)) from exc
+            return DEFAULT_KEY

@@ -1,0 +1,552 @@
+"""WarcWriter: rotated, per-record-gzipped WARC/1.1 files for the WARC writer bolt.
+
+Port of StormCrawler's ``WARCHdfsBolt`` + ``WARCFileNameFormat`` + ``FileTimeSizeRotationPolicy``
+(external/warc), writing records with :mod:`owler.warc.records` (zlib level 6 per record member:
+about 2.5x faster than warcio's level-9 writer, see ``bench/bench_warc.py``).
+
+Files
+  ``{prefix}-{yyyyMMddHHmmss}-{partition}-{serial:05d}.warc.gz`` (open time, UTC). StormCrawler
+  writes ``{prefix}-{time}-{task %02d-}{rotation %05d}.warc.gz``; the partition here plays the role
+  of the task index and is always present, so recovery can tell writers apart. While written the
+  file is ``<name>.open``; :meth:`WarcWriter.close` (and every rotation) flushes, fsyncs and renames
+  it to ``<name>`` without ever replacing an existing file (``link`` + ``unlink``; a name already
+  taken, by an earlier run in the same second, moves the serial on). Each file starts with a
+  ``warcinfo`` record; every request/response record names it in ``WARC-Warcinfo-ID``. Files are
+  opened lazily on the first write, so an idle writer leaves no empty files.
+
+Rotation
+  by size: the file is closed as soon as it reaches ``rotation_size`` bytes (compressed);
+  by time: :meth:`WarcWriter.maybe_rotate` (the bolt calls it on tick tuples) closes a file older
+  than ``rotation_time`` seconds, even without new writes. ``<= 0`` turns either off.
+
+Durability
+  every ``write_*`` call ends with ``flush()`` (the bytes are in the OS when it returns);
+  ``fsync=True`` also fsyncs every call, or call :meth:`WarcWriter.sync` before acking a batch.
+  A write that fails (e.g. disk full) is cut back to the last complete record and the error is
+  raised, so the caller fails the tuple and Storm replays it.
+
+Recovery (:func:`recover_open_files`)
+  At start-up, ``.open`` files left by a crash are scanned member by member; a trailing partial or
+  corrupt member (a record half-written when the process died; its tuple was never acked, so it
+  will be replayed) is cut off, and the file is renamed to its final name. Files holding no record
+  besides ``warcinfo`` are deleted (they archive nothing). A non-empty file without a single valid
+  record is not ours to judge: it is renamed ``<name>.corrupt`` and kept. Only files of the given
+  prefix and partition are touched, so writers of other partitions that are still running are
+  safe; ``partition=None`` recovers every partition and must only be used when no writer runs.
+
+Config keys (:meth:`WarcWriter.from_conf`): ``warc.dir``, ``warc.prefix``, ``warc.rotation.size``,
+``warc.rotation.time``, ``warc.gzip.level``, ``warc.operator``, ``warc.fsync`` (default false).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from owler import conf as C
+from owler.warc import records as R
+
+log = logging.getLogger("owler.warc")
+
+OPEN_SUFFIX = ".open"
+CORRUPT_SUFFIX = ".corrupt"
+WARC_SUFFIX = ".warc.gz"
+_NAME_PART = re.compile(r"^[A-Za-z0-9_.]+$")
+_PREFIX = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_FILE_NAME = re.compile(
+    r"^(?P<prefix>.+)-(?P<ts>\d{14})-(?P<partition>[A-Za-z0-9_.]+)-(?P<serial>\d{5,})\.warc\.gz$")
+
+WARC_DIR = "warc.dir"
+WARC_PREFIX = "warc.prefix"
+WARC_ROTATION_SIZE = "warc.rotation.size"
+WARC_ROTATION_TIME = "warc.rotation.time"
+WARC_GZIP_LEVEL = "warc.gzip.level"
+WARC_OPERATOR = "warc.operator"
+WARC_FSYNC = "warc.fsync"
+
+
+@dataclass
+class WarcStats:
+    """Counters since the writer was created (``bytes`` = compressed bytes written)."""
+
+    records: int = 0
+    requests: int = 0
+    responses: int = 0
+    raw_records: int = 0
+    bytes: int = 0
+    files_opened: int = 0
+    files_closed: int = 0
+
+
+@dataclass(frozen=True)
+class WrittenRecord:
+    """Where the last response (or raw record) went: for CDX lines / ``warc-filename`` metadata."""
+
+    filename: str  # the final name (without ``.open``)
+    offset: int
+    length: int
+    record_id: str | None
+
+
+def parse_file_name(name: str) -> dict[str, str] | None:
+    """Split a final file name into prefix, ts, partition, serial; None if not ours."""
+    if name.endswith(OPEN_SUFFIX):
+        name = name[: -len(OPEN_SUFFIX)]
+    m = _FILE_NAME.match(name)
+    return m.groupdict() if m else None
+
+
+class WarcWriter:
+    """Writes request/response exchanges to rotated WARC files (see the module docstring)."""
+
+    def __init__(self, directory: str | os.PathLike, prefix: str = "OWLER", partition: str = "0",
+                 rotation_size: int = 1 << 30, rotation_time: float = 3600.0, gzip_level: int = 6,
+                 software: str = "OWLer-py/0.1", operator: str | None = None,
+                 extra_info: Mapping[str, Any] | None = None,
+                 clock: Callable[[], float] = time.time, fsync: bool = False,
+                 date_precision: str = "us") -> None:
+        if not _PREFIX.match(prefix or ""):
+            raise ValueError(f"WARC prefix must match {_PREFIX.pattern}: {prefix!r}")
+        partition = str(partition)
+        if not _NAME_PART.match(partition):
+            raise ValueError(f"WARC partition must match {_NAME_PART.pattern} (no '-'): {partition!r}")
+        if not 0 <= int(gzip_level) <= 9:
+            raise ValueError(f"gzip level must be 0..9, not {gzip_level}")
+        R.warc_date(0, date_precision)  # validates the precision
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.prefix = prefix
+        self.partition = partition
+        self.rotation_size = int(rotation_size)
+        self.rotation_time = float(rotation_time)
+        self.gzip_level = int(gzip_level)
+        self.clock = clock
+        self.fsync = fsync
+        self.date_precision = date_precision
+        info: dict[str, Any] = {
+            "software": software,
+            "format": R.FORMAT,
+            "conformsTo": R.CONFORMS_TO,
+            "hostname": socket.gethostname(),
+            "isPartOf": prefix,
+            "operator": operator,
+        }
+        info.update(extra_info or {})
+        R.warc_fields(info)  # fail now, not at the first write
+        self.info = info
+        self.stats = WarcStats()
+        self.last_record: WrittenRecord | None = None
+        self._serial = 0
+        self._fh = None
+        self._open_path: Path | None = None
+        self._final_name = ""
+        self._opened_at = 0.0
+        self._size = 0
+        self._warcinfo_id = ""
+        self._closed = False
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any], partition: str = "0", **kw: Any) -> "WarcWriter":
+        """Build from crawler conf keys (module docstring); ``kw`` overrides any argument."""
+        args: dict[str, Any] = dict(
+            directory=C.get_str(conf, WARC_DIR, ".work/warc"),
+            prefix=C.get_str(conf, WARC_PREFIX, "OWLER"),
+            partition=partition,
+            rotation_size=C.get_int(conf, WARC_ROTATION_SIZE, 1 << 30),
+            rotation_time=C.get_float(conf, WARC_ROTATION_TIME, 3600.0),
+            gzip_level=C.get_int(conf, WARC_GZIP_LEVEL, 6),
+            operator=C.get_str(conf, WARC_OPERATOR, None),
+            fsync=C.get_bool(conf, WARC_FSYNC, False),
+        )
+        args.update(kw)
+        return cls(**args)
+
+    # -- state --------------------------------------------------------------------------------
+    @property
+    def current_path(self) -> Path | None:
+        """The ``.open`` file being written, or None."""
+        return self._open_path
+
+    def __enter__(self) -> "WarcWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ------------------------------------------------------------------------------
+    def write_exchange(self, url: str, *, fetch_time: float | None,
+                       request_line_and_headers: bytes | None, status_line: str,
+                       response_headers: list[tuple[str, str]], payload: bytes,
+                       ip: str | None = None, truncated: str | None = None,
+                       extra_headers: Mapping[str, Any] | None = None,
+                       identified_payload_type: str | None = None,
+                       payload_decoded: bool = True) -> int:
+        """Write ``request`` (if given) and ``response`` records; return compressed bytes written.
+
+        ``payload`` is the body after transfer decoding (and after content decoding when
+        ``payload_decoded``); headers are fixed up accordingly (:mod:`owler.warc.records`).
+        ``fetch_time`` None means now. ``truncated`` is a WARC-Truncated reason (``length``,
+        ``time``, ``disconnect``, ``unspecified``). Raises :class:`~owler.warc.records.
+        WarcFormatError` on bad arguments (nothing written) and ``OSError`` on I/O failure (the
+        file is cut back to its last complete record)."""
+        if truncated is not None and truncated not in R.TRUNCATED_REASONS:
+            raise R.WarcFormatError(f"WARC-Truncated must be one of {sorted(R.TRUNCATED_REASONS)}, "
+                                    f"not {truncated!r}")
+        uri = R.target_uri(url)
+        extra = R.check_extra_headers(extra_headers)
+        line, protocol = R.http_status_line(status_line)
+        http_head = R.http_response_head(line, response_headers, len(payload), payload_decoded)
+        req_head = (R.http_request_head(request_line_and_headers)
+                    if request_line_and_headers is not None else None)
+        date = R.warc_date(self.clock() if fetch_time is None else fetch_time, self.date_precision)
+
+        self._ensure_open()
+        resp_id = R.new_record_id()
+        req_id = R.new_record_id() if req_head is not None else None
+        common = [("WARC-Date", date), ("WARC-Warcinfo-ID", self._warcinfo_id)]
+        if ip:
+            common.append(("WARC-IP-Address", R.warc_value("WARC-IP-Address", ip)))
+        common.append(("WARC-Target-URI", uri))
+        members = []
+        if req_head is not None:
+            h = [("WARC-Type", "request"), ("WARC-Record-ID", req_id), *common,
+                 ("WARC-Concurrent-To", resp_id), ("Content-Type", R.REQUEST_CONTENT_TYPE),
+                 ("WARC-Block-Digest", R.sha1_b32(req_head))]
+            members.append(R.gzip_member((R.record_head(h, len(req_head)), req_head, R.RECORD_END),
+                                         self.gzip_level))
+        h = [("WARC-Type", "response"), ("WARC-Record-ID", resp_id), *common]
+        if req_id:
+            h.append(("WARC-Concurrent-To", req_id))
+        if protocol:
+            h.append(("WARC-Protocol", protocol))
+        if truncated:
+            h.append(("WARC-Truncated", truncated))
+        h.append(("Content-Type", R.RESPONSE_CONTENT_TYPE))
+        h.append(("WARC-Payload-Digest", R.sha1_b32(payload)))
+        h.append(("WARC-Block-Digest", R.sha1_b32(http_head, payload)))
+        if identified_payload_type:
+            h.append(("WARC-Identified-Payload-Type",
+                      R.warc_value("WARC-Identified-Payload-Type", identified_payload_type)))
+        h.extend(extra)
+        block_len = len(http_head) + len(payload)
+        members.append(R.gzip_member((R.record_head(h, block_len), http_head, payload, R.RECORD_END),
+                                     self.gzip_level))
+        offset = self._append(members)
+        resp_offset = offset + (len(members[0]) if req_head is not None else 0)
+        n = sum(len(m) for m in members)
+        self.last_record = WrittenRecord(self._final_name, resp_offset, len(members[-1]), resp_id)
+        self.stats.responses += 1
+        self.stats.requests += 1 if req_head is not None else 0
+        self.stats.records += len(members)
+        self._after_write()
+        return n
+
+    def write_record_bytes(self, raw: bytes) -> int:
+        """Append one already-serialized record unchanged; return bytes written.
+
+        ``raw`` is either one or more complete gzip members (starting ``1f 8b``), written as is,
+        or an uncompressed record (starting ``WARC/``, ending CRLF CRLF), which is compressed as
+        one member without changing a byte of it. Anything else raises ``WarcFormatError``.
+        The record keeps its own ``WARC-Warcinfo-ID`` (if any) and digests."""
+        raw = bytes(raw)
+        if raw[:2] == b"\x1f\x8b":
+            member = raw
+        elif raw.startswith(b"WARC/") and raw.endswith(R.RECORD_END):
+            R.parse_record_head(raw)
+            member = R.gzip_member((raw,), self.gzip_level)
+        else:
+            raise R.WarcFormatError("raw record is neither a gzip member nor a WARC/ record "
+                                    "ending in CRLF CRLF")
+        self._ensure_open()
+        offset = self._append([member])
+        self.last_record = WrittenRecord(self._final_name, offset, len(member), None)
+        self.stats.raw_records += 1
+        self.stats.records += 1
+        self._after_write()
+        return len(member)
+
+    # -- files --------------------------------------------------------------------------------
+    def maybe_rotate(self, now: float | None = None) -> Path | None:
+        """Close the current file if it is older than ``rotation_time``; return its final path."""
+        if self._fh is None or self.rotation_time <= 0:
+            return None
+        now = self.clock() if now is None else now
+        if now - self._opened_at >= self.rotation_time:
+            return self._close_file()
+        return None
+
+    def rotate(self) -> Path | None:
+        """Close the current file now (the next write opens a new one); its final path or None."""
+        return self._close_file() if self._fh is not None else None
+
+    def sync(self) -> None:
+        """Flush and fsync the current file (for callers that batch an fsync before acking)."""
+        if self._fh is not None:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        """Close and finalize the current file. Idempotent; the writer cannot be used after."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._fh is not None:
+            self._close_file()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise ValueError("WarcWriter is closed")
+        if self._fh is not None:
+            return
+        now = self.clock()
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(now))
+        while True:
+            name = f"{self.prefix}-{stamp}-{self.partition}-{self._serial:05d}{WARC_SUFFIX}"
+            self._serial += 1
+            final = self.directory / name
+            path = self.directory / (name + OPEN_SUFFIX)
+            if final.exists() or (self.directory / (name + CORRUPT_SUFFIX)).exists():
+                continue
+            try:
+                fh = open(path, "xb")
+            except FileExistsError:
+                continue
+            break
+        info_id = R.new_record_id()
+        block = R.warc_fields(self.info)
+        head = R.record_head([("WARC-Type", "warcinfo"), ("WARC-Record-ID", info_id),
+                              ("WARC-Date", R.warc_date(now, self.date_precision)),
+                              ("WARC-Filename", name),
+                              ("Content-Type", R.WARCINFO_CONTENT_TYPE),
+                              ("WARC-Block-Digest", R.sha1_b32(block))], len(block))
+        member = R.gzip_member((head, block, R.RECORD_END), self.gzip_level)
+        try:
+            fh.write(member)
+            fh.flush()
+        except OSError:
+            fh.close()
+            path.unlink(missing_ok=True)
+            raise
+        self._fh, self._open_path, self._final_name = fh, path, name
+        self._opened_at, self._size, self._warcinfo_id = now, len(member), info_id
+        self.stats.files_opened += 1
+        self.stats.records += 1
+        self.stats.bytes += len(member)
+        log.info("opened WARC file %s", path)
+
+    def _append(self, members: list[bytes]) -> int:
+        """Write the members at the end of the file; on failure cut back and re-raise."""
+        fh, start = self._fh, self._size
+        try:
+            for m in members:
+                fh.write(m)
+            fh.flush()
+            if self.fsync:
+                os.fsync(fh.fileno())
+        except OSError:
+            log.exception("WARC write failed in %s; cutting back to %d bytes", self._open_path, start)
+            try:
+                fh.seek(start)
+                fh.truncate(start)
+                fh.flush()
+            except OSError:
+                # cannot repair in place: leave the .open file for recover_open_files
+                log.error("cannot cut back %s; leaving it for recovery", self._open_path)
+                try:
+                    fh.close()
+                except OSError:
+                    pass
+                self._fh = self._open_path = None
+            raise
+        n = sum(len(m) for m in members)
+        self._size += n
+        self.stats.bytes += n
+        return start
+
+    def _after_write(self) -> None:
+        if self.rotation_size > 0 and self._size >= self.rotation_size:
+            self._close_file()
+
+    def _close_file(self) -> Path | None:
+        fh, path = self._fh, self._open_path
+        self._fh = self._open_path = None
+        if fh is None or path is None:
+            return None
+        try:
+            fh.flush()
+            os.fsync(fh.fileno())
+        finally:
+            fh.close()
+        final = _finalize(path)
+        self.stats.files_closed += 1
+        log.info("closed WARC file %s (%d bytes)", final, self._size)
+        return final
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _finalize(open_path: Path, suffix: str = OPEN_SUFFIX, new_suffix: str = "") -> Path:
+    """Rename ``x.open`` to ``x`` atomically, never replacing an existing file."""
+    final = open_path.with_name(open_path.name[: -len(suffix)] + new_suffix)
+    try:
+        os.link(open_path, final)
+    except FileExistsError:
+        if not os.path.samefile(open_path, final):  # an earlier finalize died after link()
+            raise FileExistsError(f"cannot finalize {open_path}: {final} already exists") from None
+    except OSError:  # no hard links on this filesystem
+        if final.exists():
+            raise FileExistsError(f"cannot finalize {open_path}: {final} already exists") from None
+        os.rename(open_path, final)
+        _fsync_dir(final.parent)
+        return final
+    os.unlink(open_path)
+    _fsync_dir(final.parent)
+    return final
+
+
+# -- recovery -----------------------------------------------------------------------------------
+
+@dataclass
+class ScanResult:
+    """What :func:`scan_members` found: bytes of complete records, records by type, first error."""
+
+    valid_end: int
+    size: int
+    records: int
+    types: dict[str, int]
+    error: str | None
+
+
+def scan_members(path: str | os.PathLike, chunk_size: int = 1 << 20) -> ScanResult:
+    """Walk the gzip members of a WARC file; stop at the first incomplete or invalid one.
+
+    A member is valid when it inflates completely (gzip CRC and length checked by zlib) into
+    whole WARC records. ``valid_end`` is the offset just after the last valid member."""
+    size = os.path.getsize(path)
+    valid_end = records = 0
+    types: dict[str, int] = {}
+    error = None
+    with open(path, "rb") as f:
+        pending = b""
+        member_start = 0
+        consumed = 0  # compressed bytes of the current member fed so far
+        d = zlib.decompressobj(31)
+        out: list[bytes] = []
+        while error is None:
+            if not pending:
+                pending = f.read(chunk_size)
+                if not pending:
+                    if consumed:
+                        error = f"incomplete gzip member at offset {member_start}"
+                    break
+            try:
+                out.append(d.decompress(pending))
+            except zlib.error as e:
+                error = f"corrupt gzip member at offset {member_start}: {e}"
+                break
+            if not d.eof:
+                consumed += len(pending)
+                pending = b""
+                continue
+            used = len(pending) - len(d.unused_data)
+            pending = d.unused_data
+            member_end = member_start + consumed + used
+            try:
+                found = _count_records(b"".join(out))
+            except R.WarcFormatError as e:
+                error = f"invalid record in gzip member at offset {member_start}: {e}"
+                break
+            for t in found:
+                types[t] = types.get(t, 0) + 1
+            records += len(found)
+            valid_end = member_start = member_end
+            consumed, out, d = 0, [], zlib.decompressobj(31)
+    return ScanResult(valid_end, size, records, types, error)
+
+
+def _count_records(data: bytes) -> list[str]:
+    types, pos = [], 0
+    while pos < len(data):
+        headers, start, length = R.parse_record_head(data, pos)
+        end = start + length
+        if data[end:end + 4] != R.RECORD_END:
+            raise R.WarcFormatError("record block shorter than its Content-Length")
+        types.append(headers.get("warc-type", "?"))
+        pos = end + 4
+    if not types:
+        raise R.WarcFormatError("empty gzip member")
+    return types
+
+
+def recover_open_files(directory: str | os.PathLike, prefix: str | None = None,
+                       partition: str | None = None) -> list[Path]:
+    """Finalize ``*.warc.gz.open`` files left by a crash; return the final paths.
+
+    Only files named ``{prefix}-…-{partition}-…`` are touched (``None`` = any). A trailing partial
+    or corrupt member is cut off (logged); files with nothing but a warcinfo record are deleted;
+    non-empty files with no valid record are renamed ``*.corrupt`` (kept, not returned). A file that
+    cannot be finalized (e.g. its final name exists as another file) is logged and left ``.open``;
+    new writers never reuse a name that exists as ``.open``, final or ``.corrupt``."""
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    done: list[Path] = []
+    for path in sorted(d.glob("*" + WARC_SUFFIX + OPEN_SUFFIX)):
+        parts = parse_file_name(path.name)
+        if parts is None:
+            continue
+        if prefix is not None and parts["prefix"] != prefix:
+            continue
+        if partition is not None and parts["partition"] != str(partition):
+            continue
+        try:
+            final = _recover_one(path)
+        except OSError:  # one bad file must not stop the others (nor the bolt's start)
+            log.exception("WARC recovery: cannot finalize %s; left as is", path)
+            continue
+        if final is not None:
+            done.append(final)
+    return done
+
+
+def _recover_one(path: Path) -> Path | None:
+    res = scan_members(path)
+    captures = res.records - res.types.get("warcinfo", 0)
+    if res.valid_end == 0 and res.size > 0:
+        log.error("WARC recovery: %s has no valid record (%s); kept as %s%s",
+                  path, res.error, path.name[: -len(OPEN_SUFFIX)], CORRUPT_SUFFIX)
+        _finalize(path, new_suffix=CORRUPT_SUFFIX)
+        return None
+    if captures == 0:
+        log.warning("WARC recovery: %s holds no capture (%d bytes); deleted", path, res.size)
+        path.unlink()
+        return None
+    if res.valid_end < res.size:
+        log.warning("WARC recovery: %s: %s; dropping the last %d bytes after %d valid records",
+                    path, res.error, res.size - res.valid_end, res.records)
+        with open(path, "r+b") as f:
+            f.truncate(res.valid_end)
+            f.flush()
+            os.fsync(f.fileno())
+    final = _finalize(path)
+    log.warning("WARC recovery: finalized %s (%d records)", final, res.records)
+    return final

@@ -1,0 +1,279 @@
+"""SQLiteFrontier: create-only DISCOVERED, due() query, counts, concurrency of two processes' worth
+of connections."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+
+import pytest
+
+from owler.conf import ConfError
+from owler.constants import STATUS_NAMES, Status
+from owler.frontier import NEVER, FrontierError, StatusUpdate, open_frontier
+from owler.frontier.sqlite import SQLiteFrontier
+
+NOW = 1_700_000_000.0
+
+
+@pytest.fixture
+def fr(tmp_path):
+    f = SQLiteFrontier(tmp_path / "sub" / "frontier.sqlite", {"partition.url.mode": "byHost"})
+    yield f
+    f.close()
+
+
+def upd(url, status=Status.DISCOVERED, nfd=NOW, key=None, md=None):
+    return StatusUpdate(url, status, md or {}, nfd, key or url.split("/")[2])
+
+
+def test_creates_parent_dir_wal_and_schema(tmp_path):
+    path = tmp_path / "a" / "b" / "f.sqlite"
+    f = SQLiteFrontier(path)
+    f.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "1"
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"urls", "meta", "queues"} <= tables
+
+
+def test_wrong_schema_version_is_a_clear_error(tmp_path):
+    path = tmp_path / "f.sqlite"
+    SQLiteFrontier(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value='99' WHERE name='schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(FrontierError, match="schema version 99"):
+        SQLiteFrontier(path)
+
+
+def test_not_a_database_and_directory(tmp_path):
+    bad = tmp_path / "junk.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(FrontierError, match="cannot open"):
+        SQLiteFrontier(bad)
+    with pytest.raises(FrontierError, match="directory"):
+        SQLiteFrontier(tmp_path)
+
+
+def test_bad_synchronous_key(tmp_path):
+    with pytest.raises(ConfError, match="frontier.sqlite.synchronous"):
+        SQLiteFrontier(tmp_path / "f.sqlite", {"frontier.sqlite.synchronous": "SOMETIMES"})
+
+
+def test_open_frontier_factory(tmp_path):
+    f = open_frontier({"frontier.sqlite.path": str(tmp_path / "x.sqlite")})
+    assert isinstance(f, SQLiteFrontier)
+    f.close()
+    with pytest.raises(ConfError, match="not available yet"):
+        open_frontier({"frontier.backend": "opensearch"})
+    with pytest.raises(ConfError, match="unknown backend"):
+        open_frontier({"frontier.backend": "redis"})
+
+
+def test_discovered_never_overwrites(fr):
+    url = "http://a.com/x"
+    fr.apply_updates([upd(url, Status.FETCHED, NOW + 3600, md={"k": ["v"]})])
+    fr.apply_updates([upd(url, Status.DISCOVERED, NOW, md={"other": ["1"]})])
+    rec = fr.get(url)
+    assert rec.status == Status.FETCHED
+    assert rec.next_fetch_date == NOW + 3600
+    assert rec.metadata == {"k": ["v"]}
+
+
+def test_other_statuses_overwrite_and_order_in_batch(fr):
+    url = "http://a.com/x"
+    fr.apply_updates([upd(url), upd(url, Status.FETCHED, NOW + 60, md={"a": ["1"]}), upd(url)])
+    rec = fr.get(url)
+    assert rec.status == Status.FETCHED and rec.metadata == {"a": ["1"]}
+    fr.apply_updates([upd(url, Status.FETCH_ERROR, NOW + 120, md={"fetch.error.count": ["1"]})])
+    rec = fr.get(url)
+    assert rec.status == Status.FETCH_ERROR and rec.next_fetch_date == NOW + 120
+    assert rec.metadata == {"fetch.error.count": ["1"]}
+    assert rec.key == "a.com"
+
+
+def test_never_again_is_stored_far_and_read_as_none(fr):
+    fr.apply_updates([upd("http://a.com/e", Status.ERROR, None)])
+    assert fr.get("http://a.com/e").next_fetch_date is None
+    assert fr.due(NEVER - 1, 10, 10) == []
+    assert fr.due_count(NOW * 100) == 0
+    assert fr.get("http://unknown.com/") is None
+
+
+def test_apply_updates_rejects_garbage_and_writes_nothing(fr):
+    with pytest.raises(TypeError):
+        fr.apply_updates([upd("http://a.com/1"), None])
+    assert fr.get("http://a.com/1") is None
+
+
+def test_failed_transaction_rolls_back(fr, monkeypatch):
+    fr.apply_updates([upd("http://a.com/1")])
+    bad = upd("http://a.com/2")
+    bad.metadata = {"x": [object()]}  # not JSON-serialisable: fails before BEGIN
+    with pytest.raises(TypeError):
+        fr.apply_updates([upd("http://a.com/3"), bad])
+    assert fr.get("http://a.com/3") is None
+    # a failure inside the transaction: the connection is usable afterwards
+    import owler.frontier.sqlite as mod
+
+    monkeypatch.setattr(mod, "_REFRESH_QUEUE", "INSERT INTO nonexistent VALUES (?)")
+    with pytest.raises(sqlite3.OperationalError):
+        fr.apply_updates([upd("http://a.com/4")])
+    monkeypatch.undo()
+    assert fr.get("http://a.com/4") is None
+    fr.apply_updates([upd("http://a.com/5")])
+    assert fr.get("http://a.com/5") is not None
+
+
+def test_inject_normalizes_and_is_idempotent(fr):
+    seeds = [("HTTP://Example.COM/a#frag", {"tag": ["x"]}), ("http://b.org/", {})]
+    assert fr.inject(seeds, NOW) == 2
+    assert fr.inject(seeds, NOW) == 0
+    rec = fr.get("http://example.com/a")
+    assert rec.status == Status.DISCOVERED and rec.metadata == {"tag": ["x"]}
+    assert rec.key == "example.com" and rec.next_fetch_date == NOW
+    assert fr.counts()["DISCOVERED"] == 2
+
+
+def test_inject_does_not_overwrite_fetched(fr):
+    fr.apply_updates([upd("http://a.com/", Status.FETCHED, NOW + 999)])
+    assert fr.inject([("http://a.com/", {})], NOW) == 0
+    assert fr.get("http://a.com/").status == Status.FETCHED
+
+
+def test_inject_rejects_invalid_before_writing(fr):
+    with pytest.raises(ValueError, match="ftp"):
+        fr.inject([("http://ok.com/", {}), ("ftp://x.com/", {})], NOW)
+    assert fr.get("http://ok.com/") is None
+
+
+def test_inject_partition_by_domain(tmp_path):
+    f = SQLiteFrontier(tmp_path / "f.sqlite", {"partition.url.mode": "byDomain"})
+    f.inject([("http://www.bbc.co.uk/news", {})], NOW)
+    assert f.get("http://www.bbc.co.uk/news").key == "bbc.co.uk"
+    f.close()
+
+
+def _fill(fr):
+    ups = []
+    for host, n in (("a.com", 5), ("b.com", 3), ("c.com", 1)):
+        for i in range(n):
+            ups.append(upd(f"http://{host}/{i}", nfd=NOW - 100 + i + (0 if host == "a.com" else 10)))
+    ups.append(upd("http://d.com/future", nfd=NOW + 10))
+    fr.apply_updates(ups)
+
+
+def test_due_round_robin_per_bucket_and_now(fr):
+    _fill(fr)
+    got = [u for u, _, _ in fr.due(NOW, max_buckets=10, per_bucket=2)]
+    # a.com is the most overdue queue, then b.com and c.com (same earliest date: by key)
+    assert got == ["http://a.com/0", "http://b.com/0", "http://c.com/0",
+                   "http://a.com/1", "http://b.com/1"]
+    assert "http://d.com/future" not in got
+    assert [u for u, _, _ in fr.due(NOW + 10, 10, 1)][-1] == "http://d.com/future"
+
+
+def test_due_max_buckets_and_keys(fr):
+    _fill(fr)
+    rows = fr.due(NOW, max_buckets=2, per_bucket=10)
+    assert {k for _, _, k in rows} == {"a.com", "b.com"}
+    assert len(rows) == 8
+    assert fr.due(NOW, 0, 10) == [] and fr.due(NOW, 10, 0) == []
+
+
+def test_due_exclude_urls_and_ids(fr):
+    _fill(fr)
+    excl = {"http://a.com/0", hashlib.sha256(b"http://a.com/1").hexdigest()}
+    got = [u for u, _, _ in fr.due(NOW, 1, 2, exclude=excl)]
+    assert got == ["http://a.com/2", "http://a.com/3"]
+
+
+def test_due_returns_metadata(fr):
+    fr.apply_updates([upd("http://a.com/", md={"depth": ["2"], "tag": ["x", "y"]})])
+    assert fr.due(NOW, 1, 1) == [("http://a.com/", {"depth": ["2"], "tag": ["x", "y"]}, "a.com")]
+
+
+def test_queue_follows_rescheduling(fr):
+    fr.apply_updates([upd("http://a.com/1"), upd("http://b.com/1", nfd=NOW - 5)])
+    assert fr.queue_count() == 2 and fr.queue_count(NOW) == 2
+    fr.apply_updates([upd("http://a.com/1", Status.FETCHED, NOW + 86400)])
+    assert fr.queue_count(NOW) == 1
+    assert [k for _, _, k in fr.due(NOW, 10, 10)] == ["b.com"]
+    assert fr.queue_count() == 2
+
+
+def test_counts_due_count_top_hosts(fr):
+    assert fr.counts() == {name: 0 for name in STATUS_NAMES}
+    _fill(fr)
+    fr.apply_updates([upd("http://a.com/0", Status.FETCHED, NOW + 60),
+                      upd("http://a.com/1", Status.REDIRECTION, NOW + 60),
+                      upd("http://b.com/0", Status.ERROR, None),
+                      upd("http://b.com/1", Status.FETCH_ERROR, NOW - 1)])
+    c = fr.counts()
+    assert set(c) == set(STATUS_NAMES)
+    assert c == {"DISCOVERED": 6, "FETCHED": 1, "FETCH_ERROR": 1, "REDIRECTION": 1, "ERROR": 1}
+    assert fr.due_count(NOW) == 6  # 5 DISCOVERED (d.com is in the future) + 1 FETCH_ERROR
+    assert fr.top_hosts(2) == [("a.com", 5), ("b.com", 3)]
+    assert fr.queue_count() == 4
+
+
+def test_two_connections_concurrently(tmp_path):
+    """A spout (reads) and a status updater (writes) on the same file in parallel: no
+    'database is locked', every write lands."""
+    path = tmp_path / "f.sqlite"
+    SQLiteFrontier(path).close()
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    n_batches, batch = 40, 200
+
+    def writer(tag):
+        try:
+            f = SQLiteFrontier(path)
+            for b in range(n_batches):
+                f.apply_updates([upd(f"http://{tag}{i % 17}.com/{b}/{i}") for i in range(batch)])
+            f.close()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    def reader():
+        try:
+            f = SQLiteFrontier(path)
+            while not stop.is_set():
+                f.due(NOW, 100, 5)
+                f.counts()
+                f.due_count(NOW)
+            f.close()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in ("w", "v")]
+    r = threading.Thread(target=reader)
+    r.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    r.join()
+    assert errors == []
+    f = SQLiteFrontier(path)
+    assert f.counts()["DISCOVERED"] == 2 * n_batches * batch
+    f.close()
+
+
+def test_stale_queue_is_repaired_by_due(fr):
+    """An ignored DISCOVERED of a known URL may lower its queue's date; due() repairs it."""
+    fr.apply_updates([upd("http://a.com/1", Status.FETCHED, NOW + 3600)])
+    fr.apply_updates([upd("http://a.com/1", Status.DISCOVERED, NOW - 10)])
+    assert fr.get("http://a.com/1").status == Status.FETCHED
+    assert fr.due(NOW, 10, 10) == []
+    assert fr.queue_count(NOW) == 0  # repaired
+    # a URL rewritten under another key leaves an empty queue behind: dropped on the next due()
+    fr.apply_updates([upd("http://b.com/1", nfd=NOW - 5, key="old")])
+    fr.apply_updates([upd("http://b.com/1", Status.FETCH_ERROR, NOW - 5, key="new")])
+    assert [k for _, _, k in fr.due(NOW, 10, 10)] == ["new"]
+    assert fr.queue_count() == 2  # a.com and new

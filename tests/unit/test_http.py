@@ -1,0 +1,550 @@
+"""owler.http against local servers on 127.0.0.1, port 0 (aiohttp.web and raw asyncio sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import socket
+import ssl
+import subprocess
+import time
+import tracemalloc
+import zlib
+
+import pytest
+from aiohttp import web
+
+from owler.conf import ConfError
+from owler.http import (FetchResult, GuardedResolver, HttpFetcher, PrivateAddressError,
+                        decode_body, is_public_address, redirect_target, user_agent)
+
+BIG = b"<html>" + b"x" * 100_000 + b"</html>"
+
+
+def make_conf(**over):
+    conf = {
+        "http.agent.name": "TestBot",
+        "http.agent.version": "1",
+        "http.timeout": 2000,
+        "http.content.limit": -1,
+        "http.allow.private.addresses": True,
+        "http.max.decompressed.size": 1_000_000,
+    }
+    conf.update(over)
+    return conf
+
+
+def gzip_bomb(size: int) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"\0" * (1 << 20)
+    parts = [c.compress(block) for _ in range(size >> 20)]
+    parts.append(c.flush())
+    return b"".join(parts)
+
+
+BOMB = gzip_bomb(100 << 20)  # ~100 KB on the wire, 100 MB decoded
+
+
+def make_app(seen: list) -> web.Application:
+    async def record(request: web.Request):
+        seen.append({"path": request.path_qs, "headers": dict(request.headers),
+                     "port": request.transport.get_extra_info("peername")[1]})
+
+    async def ok(request):
+        await record(request)
+        return web.Response(body=b"<html>hello</html>", content_type="text/html")
+
+    async def status(request):
+        await record(request)
+        return web.Response(status=int(request.match_info["code"]), body=b"nope")
+
+    async def redirect(request):
+        await record(request)
+        return web.Response(status=301, headers={"Location": "/new/place?x=1"})
+
+    async def gz(request):
+        await record(request)
+        return web.Response(body=gzip.compress(b"decoded text " * 100),
+                            headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"})
+
+    async def deflate_raw(request):
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        return web.Response(body=c.compress(b"raw deflate") + c.flush(),
+                            headers={"Content-Encoding": "deflate"})
+
+    async def brotli(request):
+        return web.Response(body=b"\x8b\x00\x80opaque", headers={"Content-Encoding": "br"})
+
+    async def bad_gzip(request):
+        return web.Response(body=b"this is not gzip", headers={"Content-Encoding": "gzip"})
+
+    async def bomb(request):
+        await record(request)
+        return web.Response(body=BOMB, headers={"Content-Encoding": "gzip"})
+
+    async def big(request):
+        await record(request)
+        return web.Response(body=BIG, content_type="text/html")
+
+    async def chunked(request):
+        await record(request)
+        resp = web.StreamResponse()
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for i in range(10):
+            await resp.write(b"chunk%d;" % i)
+        await resp.write_eof()
+        return resp
+
+    async def big_chunked(request):
+        await record(request)
+        resp = web.StreamResponse()
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for _ in range(50):
+            await resp.write(b"y" * 10_000)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/", ok)
+    app.router.add_get("/page", ok)
+    app.router.add_get("/status/{code}", status)
+    app.router.add_get("/redirect", redirect)
+    app.router.add_get("/gzip", gz)
+    app.router.add_get("/deflate", deflate_raw)
+    app.router.add_get("/br", brotli)
+    app.router.add_get("/badgzip", bad_gzip)
+    app.router.add_get("/bomb", bomb)
+    app.router.add_get("/big", big)
+    app.router.add_get("/chunked", chunked)
+    app.router.add_get("/bigchunked", big_chunked)
+    return app
+
+
+@contextlib.asynccontextmanager
+async def web_server(seen: list):
+    runner = web.AppRunner(make_app(seen), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def raw_server(on_connect):
+    """A TCP server on 127.0.0.1:0 whose behaviour is ``on_connect(reader, writer)``."""
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield port
+    finally:
+        server.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 1)
+
+
+def fetch_all(paths, conf=None, **kw):
+    """Fetch each path from a fresh web server; returns (results, seen requests)."""
+    async def main():
+        seen: list = []
+        async with web_server(seen) as base:
+            async with HttpFetcher(conf or make_conf()) as f:
+                return [await f.fetch(base + p, **kw) for p in paths], seen
+    return asyncio.run(main())
+
+
+# ---- user agent ------------------------------------------------------------------------------
+
+def test_user_agent_built_stormcrawler_style():
+    conf = {"http.agent.name": "OWLer-py", "http.agent.version": "0.1",
+            "http.agent.description": "open web index crawler", "http.agent.url": "https://x.eu/",
+            "http.agent.email": "c@x.eu"}
+    assert user_agent(conf) == "OWLer-py/0.1 (open web index crawler; https://x.eu/; c@x.eu)"
+    assert user_agent({"http.agent.name": "Bot", "http.agent.url": "https://x.eu/"}) == \
+        "Bot (https://x.eu/)"
+    assert user_agent({"http.agent.name": "Bot"}) == "Bot"
+
+
+def test_user_agent_owler_name_verbatim_and_agent_override():
+    assert user_agent({"http.agent.name": "Owler@ows.eu/1"}) == "Owler@ows.eu/1"
+    assert user_agent({"http.agent.name": "x", "http.agent": "Mozilla/5.0 (compatible; Y)"}) == \
+        "Mozilla/5.0 (compatible; Y)"
+
+
+@pytest.mark.parametrize("conf", [{}, {"http.agent.name": ""}, {"http.agent.name": "  "},
+                                  {"http.agent": "", "http.agent.version": "1"}])
+def test_user_agent_requires_name(conf):
+    with pytest.raises(ConfError, match="http.agent.name"):
+        user_agent(conf)
+
+
+def test_fetcher_refuses_missing_agent_name():
+    with pytest.raises(ConfError):
+        HttpFetcher({"http.agent.name": ""})
+
+
+# ---- responses -------------------------------------------------------------------------------
+
+def test_200_body_headers_ip_and_request_bytes():
+    (res,), seen = fetch_all(["/page?q=1&b=%2F"])
+    assert res.ok and res.status == 200 and res.reason == "OK"
+    assert res.content == b"<html>hello</html>"
+    assert res.http_version == "1.1"
+    assert res.content_type.startswith("text/html")
+    assert res.header("content-type") == res.header("Content-Type")
+    assert res.header("X-Missing") is None
+    assert res.ip == "127.0.0.1"
+    assert res.error_cause is None and not res.truncated
+    assert res.fetch_time <= time.time() and res.elapsed > 0
+    # the server saw our headers
+    h = seen[0]["headers"]
+    assert h["User-Agent"] == "TestBot/1"
+    assert h["Accept-Encoding"] == "gzip, deflate"
+    assert "Cookie" not in h
+    assert seen[0]["path"] == "/page?q=1&b=%2F"  # sent as given, not re-quoted
+    req = res.request_bytes()
+    assert req.startswith(b"GET /page?q=1&b=%2F HTTP/1.1\r\n")
+    assert req.endswith(b"\r\n\r\n")
+    assert b"\r\nUser-Agent: TestBot/1\r\n" in req
+    assert b"\r\nAccept-Language: " in req and b"\r\nAccept: " in req
+    assert b"\r\nHost: 127.0.0.1:" in req
+
+
+def test_raw_headers_keep_order_and_duplicates():
+    async def on_connect(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX-B: 2\r\nSet-Cookie: c=3\r\n"
+                     b"Content-Length: 2\r\n\r\nhi")
+        await writer.drain()
+        writer.close()
+
+    async def main():
+        async with raw_server(on_connect) as port, HttpFetcher(make_conf()) as f:
+            return await f.fetch(f"http://127.0.0.1:{port}/")
+    res = asyncio.run(main())
+    assert res.ok and res.content == b"hi"
+    assert [h for h in res.headers if h[0] != "Content-Length"] == [
+        ("Set-Cookie", "a=1"), ("X-B", "2"), ("Set-Cookie", "c=3")]
+    assert res.header("set-cookie") == "a=1"
+
+
+def test_error_statuses_are_responses():
+    (r404, r500), _ = fetch_all(["/status/404", "/status/500"])
+    assert (r404.status, r404.content, r404.error_cause) == (404, b"nope", None)
+    assert (r500.status, r500.error_cause) == (500, None)
+    assert redirect_target(r404) is None
+
+
+def test_redirect_not_followed_and_target_resolved():
+    (res,), seen = fetch_all(["/redirect"])
+    assert res.status == 301
+    assert len(seen) == 1  # not followed
+    assert redirect_target(res) == res.url.rsplit("/", 1)[0] + "/new/place?x=1"
+
+
+def test_redirect_target_absolute_and_missing():
+    r = FetchResult(url="http://a.example/x/y", status=302,
+                    headers=[("location", "https://b.example/z")])
+    assert redirect_target(r) == "https://b.example/z"
+    r = FetchResult(url="http://a.example/x/y", status=302, headers=[("location", "../q")])
+    assert redirect_target(r) == "http://a.example/q"
+    assert redirect_target(FetchResult(url="http://a.example/", status=302)) is None
+    assert redirect_target(FetchResult(url="http://a.example/", status=None)) is None
+
+
+def test_gzip_and_deflate_decoded_unknown_kept():
+    (gz, dfl, br), _ = fetch_all(["/gzip", "/deflate", "/br"])
+    assert gz.ok and gz.content == b"decoded text " * 100
+    assert gz.decoded_from == "gzip" and gz.content_encoding is None
+    assert gz.header("Content-Encoding") == "gzip"  # raw headers untouched
+    assert dfl.content == b"raw deflate"
+    assert br.ok and br.content == b"\x8b\x00\x80opaque" and br.content_encoding == "br"
+
+
+def test_corrupt_gzip_is_malformed_response():
+    (res,), _ = fetch_all(["/badgzip"])
+    assert res.status is None and res.error_cause == "malformed_response"
+    assert "HTTP 200" in res.error_message and res.header("Content-Encoding") == "gzip"
+
+
+def test_gzip_bomb_refused_in_bounded_memory():
+    async def main():
+        seen: list = []
+        async with web_server(seen) as base, HttpFetcher(make_conf()) as f:
+            tracemalloc.start()
+            try:
+                res = await f.fetch(base + "/bomb")
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            return res, peak
+    res, peak = asyncio.run(main())
+    assert len(BOMB) < 200_000
+    assert res.status is None and res.error_cause == "too_large_decompressed"
+    assert res.content == b""
+    assert peak < 10_000_000, peak  # limit is 1 MB; 100 MB were never materialised
+
+
+def test_decode_body_limits_and_multimember():
+    data = gzip.compress(b"a" * 10) + gzip.compress(b"b" * 10)
+    assert decode_body(data, "gzip", 100)[0] == b"a" * 10 + b"b" * 10
+    assert decode_body(gzip.compress(b"a" * 100), "gzip", 100)[0] == b"a" * 100
+    with pytest.raises(Exception):
+        decode_body(gzip.compress(b"a" * 101), "gzip", 100)
+    # a cut stream gives what it can
+    part = decode_body(gzip.compress(bytes(range(256)) * 100)[:300], "gzip", 10**6)[0]
+    assert 0 < len(part) < 25600
+    assert decode_body(b"x", "identity", 10) == (b"x", None, None)
+    assert decode_body(zlib.compress(b"zz"), "deflate", 10)[0] == b"zz"
+
+
+def test_content_limit_truncates_and_drops_connection():
+    conf = make_conf(**{"http.content.limit": 10_000})
+    (small, big, big2, small2), seen = fetch_all(["/page", "/big", "/bigchunked", "/page"], conf)
+    assert small.ok and not small.truncated
+    assert small2.ok and small2.content == b"<html>hello</html>"
+    assert big.ok and big.truncated and big.content == BIG[:10_000]
+    assert big2.ok and big2.truncated and big2.content == b"y" * 10_000
+    ports = [s["port"] for s in seen]
+    assert ports[0] == ports[1]  # keep-alive reuse after a fully read body
+    assert ports[2] != ports[1]  # the truncated connection was not reused
+    assert ports[3] != ports[2]
+
+
+def test_per_request_content_limit_and_decoded_limit():
+    conf = make_conf(**{"http.content.limit": 100})
+    (gz,), _ = fetch_all(["/gzip"], conf)  # ~60 B on the wire, 1300 B decoded
+    assert gz.ok and gz.truncated and gz.content == (b"decoded text " * 100)[:100]
+    (big,), _ = fetch_all(["/big"], make_conf(), content_limit=50)
+    assert big.truncated and len(big.content) == 50
+
+
+def test_chunked_body():
+    (res,), _ = fetch_all(["/chunked"])
+    assert res.ok and res.content == b"".join(b"chunk%d;" % i for i in range(10))
+    assert res.header("Transfer-Encoding") == "chunked"
+
+
+# ---- failures --------------------------------------------------------------------------------
+
+def _fetch_raw(on_connect, conf):
+    async def main():
+        async with raw_server(on_connect) as port, HttpFetcher(conf) as f:
+            return await f.fetch(f"http://127.0.0.1:{port}/")
+    t0 = time.monotonic()
+    res = asyncio.run(main())
+    return res, time.monotonic() - t0
+
+
+def test_hanging_server_times_out():
+    async def never_answer(reader, writer):
+        await asyncio.sleep(30)
+
+    res, took = _fetch_raw(never_answer, make_conf(**{"http.timeout": 500}))
+    assert res.status is None and res.error_cause == "timeout"
+    assert took < 2.5
+
+
+def test_stalled_body_times_out_keeping_headers():
+    async def stall(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+        await writer.drain()
+        await asyncio.sleep(30)
+
+    res, took = _fetch_raw(stall, make_conf(**{"http.timeout": 500}))
+    assert res.status is None and res.error_cause == "timeout"
+    assert "HTTP 200" in res.error_message and res.header("Content-Length") == "1000"
+    assert took < 2.5
+
+
+def test_garbage_response_is_malformed():
+    async def garbage(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"SPDY/9 what\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    res, _ = _fetch_raw(garbage, make_conf())
+    assert res.status is None and res.error_cause in ("malformed_response", "connection_reset")
+
+
+def test_connection_refused():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+
+    async def main():
+        async with HttpFetcher(make_conf()) as f:
+            return await f.fetch(f"http://127.0.0.1:{port}/")
+    res = asyncio.run(main())
+    assert res.status is None and res.error_cause == "connection_refused"
+    assert res.error_message and res.request_bytes() == b""
+
+
+@pytest.mark.parametrize("url,cause", [
+    ("ftp://example.com/x", "unsupported_scheme"),
+    ("mailto:someone@example.com", "unsupported_scheme"),
+    ("not a url", "malformed URL"),
+    ("http:///nohost", "malformed URL"),
+])
+def test_bad_urls_give_causes(url, cause):
+    async def main():
+        async with HttpFetcher(make_conf()) as f:
+            return await f.fetch(url)
+    res = asyncio.run(main())
+    assert res.status is None and res.error_cause == cause, res
+
+
+# ---- private-address guard -------------------------------------------------------------------
+
+@pytest.mark.parametrize("addr,public", [
+    ("93.184.215.14", True), ("2606:4700::6810:85e5", True), ("8.8.8.8", True),
+    ("127.0.0.1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False),
+    ("169.254.169.254", False), ("100.64.0.1", False), ("100.127.255.254", False),
+    ("0.0.0.0", False), ("0.1.2.3", False), ("224.0.0.1", False), ("239.1.1.1", False),
+    ("240.0.0.1", False), ("255.255.255.255", False), ("::1", False), ("::", False),
+    ("fc00::1", False), ("fd12:3456::1", False), ("fe80::1", False), ("fe80::1%eth0", False),
+    ("ff02::1", False), ("ff0e::1", False), ("::ffff:127.0.0.1", False), ("::ffff:8.8.8.8", True),
+    ("[::1]", False), ("not-an-ip", False),
+])
+def test_is_public_address(addr, public):
+    assert is_public_address(addr) is public
+
+
+class FakeResolver:
+    def __init__(self, hosts):
+        self.hosts = hosts
+        self.calls = 0
+
+    async def resolve(self, host, port=0, family=socket.AF_INET):
+        self.calls += 1
+        return [{"hostname": host, "host": h, "port": port, "family": family, "proto": 0,
+                 "flags": 0} for h in self.hosts]
+
+    async def close(self):
+        pass
+
+
+def test_guarded_resolver_filters_and_refuses():
+    async def main():
+        mixed = GuardedResolver(FakeResolver(["10.0.0.1", "8.8.8.8", "127.0.0.1"]))
+        got = [r["host"] for r in await mixed.resolve("mixed.example", 80)]
+        private = GuardedResolver(FakeResolver(["192.168.0.7"]))
+        with pytest.raises(PrivateAddressError, match="192.168.0.7"):
+            await private.resolve("rebind.example", 80)
+        return got
+    assert asyncio.run(main()) == ["8.8.8.8"]
+
+
+def test_guard_refuses_literal_and_resolved_loopback():
+    paths = ["/page"]
+
+    async def main():
+        seen: list = []
+        async with web_server(seen) as base:
+            port = base.rsplit(":", 1)[1]
+            guarded = make_conf(**{"http.allow.private.addresses": False})
+            async with HttpFetcher(guarded) as f:
+                lit = await f.fetch(base + paths[0])
+                name = await f.fetch(f"http://localhost:{port}/page")
+                v6 = await f.fetch(f"http://[::1]:{port}/page")
+            async with HttpFetcher(make_conf()) as f:
+                allowed = await f.fetch(base + paths[0])
+            return lit, name, v6, allowed, seen
+    lit, name, v6, allowed, seen = asyncio.run(main())
+    for res in (lit, name, v6):
+        assert res.status is None and res.error_cause == "private_address", res
+        assert res.error_message
+    assert "127.0.0.1" in lit.error_message
+    assert allowed.ok and allowed.status == 200
+    assert len(seen) == 1  # only the allowed fetch reached the server
+
+
+def test_fetch_before_start_and_close_twice():
+    async def main():
+        seen: list = []
+        async with web_server(seen) as base:
+            f = HttpFetcher(make_conf())
+            res = await f.fetch(base + "/page")  # starts lazily
+            await f.close()
+            await f.close()
+            return res
+    assert asyncio.run(main()).ok
+
+
+def test_resolver_results_are_what_we_connect_to():
+    async def main():
+        seen: list = []
+        async with web_server(seen) as base:
+            port = base.rsplit(":", 1)[1]
+            fake = FakeResolver(["127.0.0.1"])
+            async with HttpFetcher(make_conf(), resolver=fake) as f:
+                res = await f.fetch(f"http://site.example:{port}/page")
+                res2 = await f.fetch(f"http://site.example:{port}/page")
+            mixed = FakeResolver(["10.0.0.1", "127.0.0.1"])
+            guarded = make_conf(**{"http.allow.private.addresses": False})
+            async with HttpFetcher(guarded, resolver=mixed) as f:
+                refused = await f.fetch(f"http://rebind.example:{port}/page")
+            return res, res2, refused, fake.calls, mixed.calls, seen
+    res, res2, refused, calls, mixed_calls, seen = asyncio.run(main())
+    assert res.ok and res.ip == "127.0.0.1" and res2.ok
+    assert calls == 1  # resolved once, connection kept alive
+    assert seen[0]["headers"]["Host"].startswith("site.example:")
+    assert refused.error_cause == "private_address" and mixed_calls == 1
+    assert "10.0.0.1" in refused.error_message and len(seen) == 2
+
+
+class FailingResolver(FakeResolver):
+    async def resolve(self, host, port=0, family=socket.AF_INET):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+
+@pytest.mark.parametrize("allow_private", [True, False])
+def test_dns_failure(allow_private):
+    async def main():
+        conf = make_conf(**{"http.allow.private.addresses": allow_private})
+        async with HttpFetcher(conf, resolver=FailingResolver([])) as f:
+            return await f.fetch("http://no-such-host.example/")
+    res = asyncio.run(main())
+    assert res.status is None and res.error_cause == "dns"
+
+
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(d / "k.pem"),
+                    "-out", str(d / "c.pem"), "-days", "1", "-subj", "/CN=localhost"],
+                   check=True, capture_output=True)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(d / "c.pem", d / "k.pem")
+    return ctx
+
+
+@pytest.mark.parametrize("trust,expect", [(False, "tls"), (True, None)])
+def test_tls_verification(self_signed, trust, expect):
+    async def main():
+        seen: list = []
+        runner = web.AppRunner(make_app(seen), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self_signed)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        try:
+            conf = make_conf(**{"http.trust.everything": trust})
+            async with HttpFetcher(conf) as f:
+                return await f.fetch(f"https://127.0.0.1:{port}/page")
+        finally:
+            await runner.cleanup()
+    res = asyncio.run(main())
+    assert res.error_cause == expect, res.error_message
+    if expect is None:
+        assert res.status == 200 and res.content == b"<html>hello</html>"
