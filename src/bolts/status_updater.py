@@ -44,14 +44,13 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
         try:
             if tup.stream == STATUS_STREAM:
                 url, md, status = tup.values
-                self.pending_updates.append(self.updater.to_update(url, md or {}, Status(status), now))
+                self._add(self.updater.to_update(url, md or {}, Status(status), now))
                 self.count(status)
             else:
                 source, md, outlinks = tup.values
                 child_md = transfer_metadata(source, md or {}, self.conf)
                 for url in outlinks:
-                    self.pending_updates.append(
-                        self.updater.to_update(url, dict(child_md), Status.DISCOVERED, now))
+                    self._add(self.updater.to_update(url, dict(child_md), Status.DISCOVERED, now))
                 self.count("discovered", len(outlinks))
         except Exception:  # noqa: BLE001 - a bad tuple is logged and acked, never a crash loop
             log.exception("cannot turn tuple %r into a status update", tup.values)
@@ -63,6 +62,12 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
         self.pending_tuples.append(tup)
         if len(self.pending_updates) >= self.batch_size or now - self.oldest >= self.interval:
             self.commit()
+
+    def _add(self, update) -> None:
+        if update is None:  # a DISCOVERED URL known from the cache: nothing to write
+            self.count("cached")
+        else:
+            self.pending_updates.append(update)
 
     def process_tick(self, tup):
         if self.pending_tuples and time.time() - self.oldest >= self.interval:
@@ -81,6 +86,7 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
             for t in tuples:
                 self.fail(t)
             return
+        self.updater.committed(updates)
         self.count("committed", len(updates))
         for t in tuples:
             self.ack(t)

@@ -233,6 +233,7 @@ class FetchEngine:
                 delay = rules.crawl_delay
             with self._lock:
                 self.queues.set_crawl_delay(key, delay)
+            delay = None  # stored on the queue: finish() applies it with the queue's own rules
 
         res = await self.http.fetch(url)
         if res.status is None:

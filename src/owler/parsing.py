@@ -88,7 +88,7 @@ class PageHandler:
         noindex = res.noindex and not self.skip_meta
         nofollow = res.nofollow and not self.skip_meta
         if noindex:
-            set_value(md, "robots.noindex", "true")
+            set_value(md, "robots.noIndex", "true")
         outlinks: list[str] = []
         if self.emit_outlinks and not (nofollow and self.strict_nofollow):
             seen = {url}
