@@ -137,7 +137,12 @@ def cmd_check_robots(args) -> int:
     except OSError as exc:
         print(f"owler check-robots: cannot read {args.robots_file}: {exc.strerror}", file=sys.stderr)
         return 2
-    for url, allowed in check_robots(args.agent, content, args.urls):
+    try:
+        decisions = check_robots(args.agent, content, args.urls)
+    except ValueError as exc:
+        print(f"owler check-robots: {exc}", file=sys.stderr)
+        return 2
+    for url, allowed in decisions:
         print(f"{'ALLOW' if allowed else 'DENY'}\t{url}")
     return 0
 

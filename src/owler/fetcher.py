@@ -76,6 +76,7 @@ class FetchEngine:
         self.store_headers = C.get_bool(conf, "http.store.headers", False)
         self.md_prefix = C.get_str(conf, "protocol.md.prefix", "protocol.") or ""
         self.agents = agents_from_conf(conf)
+        self.robots_limit = C.get_int(conf, "http.robots.content.limit", 524288)
         self.queues = FetchQueues(conf)
         self.robots = RobotsCache()
         self.http = HttpFetcher(conf)
@@ -194,7 +195,7 @@ class FetchEngine:
         try:
             target, status, content = rurl, None, None
             for _ in range(ROBOTS_MAX_REDIRECTS + 1):
-                res = await self.http.fetch(target)
+                res = await self.http.fetch(target, content_limit=self.robots_limit)
                 status, content = res.status, res.content
                 if status is not None and 300 <= status < 400:
                     nxt = redirect_target(res)
@@ -203,7 +204,8 @@ class FetchEngine:
                         continue
                 break
             self._count("robots_fetched")
-            rules = rules_from_fetch(status, content, self.agents, self.conf, now=time.time())
+            rules = rules_from_fetch(status, content, self.agents, self.conf, now=time.time(),
+                                     robots_url=target)
             self.robots.put(rurl, rules)
             fut.set_result(rules)
             return rules
