@@ -1,0 +1,147 @@
+"""Spout, fetcher, parser, status updater and WARC writer as real multilang subprocesses."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from owler import wire
+from owler.conf import load_conf
+from owler.frontier import open_frontier
+from tests.component.multilang import ShellComponent
+from tests.farm.harness import FarmProcess
+
+
+@pytest.fixture
+def conf(tmp_path):
+    c = load_conf()
+    c.update({"frontier.sqlite.path": str(tmp_path / "f.sqlite"), "warc.dir": str(tmp_path / "warc"),
+              "http.allow.private.addresses": True, "fetcher.server.delay": 0.2,
+              "http.timeout": 2000, "spout.min.delay.queries": 0, "owler.run.dir": str(tmp_path / "run")})
+    return c
+
+
+def emits(msgs, stream="default"):
+    return [m for m in msgs if m.get("command") == "emit" and m.get("stream", "default") == stream]
+
+
+PAGE = (b'<html><head><title>T</title></head><body><a href="/a">a</a>'
+        b'<a href="http://other.example/b" rel="nofollow">b</a><a href="c?x=1#f">c</a></body></html>')
+
+
+def page_md():
+    return {wire.RAW_HEADERS: ["Content-Type: text/html; charset=utf-8"],
+            wire.RAW_STATUS_LINE: ["HTTP/1.1 200 OK"], wire.RAW_FETCH_TIME: [repr(time.time())],
+            wire.RAW_REQUEST: ["GET /p HTTP/1.1\r\nHost: example.com\r\n\r\n"], "depth": ["0"]}
+
+
+def test_parser_emits_status_and_one_outlinks_batch(conf, tmp_path):
+    bolt = ShellComponent("bolts.parser.ParserBolt", conf, tmp_path, "parser")
+    try:
+        bolt.process(["http://example.com/p", wire.encode_content(PAGE), page_md()], tid="p1")
+        msgs = bolt.until_acked("p1")
+        status = emits(msgs, "status")
+        assert len(status) == 1 and status[0]["tuple"][2] == "FETCHED"
+        md = status[0]["tuple"][1]
+        assert md["parse.title"] == ["T"] and "signature" in md
+        assert not [k for k in md if k.startswith("_raw.")]  # transient keys never reach the frontier
+        out = emits(msgs, "outlinks")
+        assert len(out) == 1
+        assert out[0]["tuple"][2] == ["http://example.com/a", "http://example.com/c?x=1"]
+        # garbage content: an ERROR status with error.* keys, the bolt lives on
+        bolt.process(["http://example.com/q", "Z???", page_md()], tid="p2")
+        msgs = bolt.until_acked("p2")
+        st = emits(msgs, "status")[0]["tuple"]
+        assert st[2] == "ERROR" and "error.message" in st[1]
+        bolt.process(["http://example.com/img", wire.encode_content(b"\x89PNG\r\n\x1a\n" + bytes(300)),
+                      {**page_md(), wire.RAW_HEADERS: ["Content-Type: image/png"]}], tid="p3")
+        st = emits(bolt.until_acked("p3"), "status")[0]["tuple"]
+        assert st[2] == "FETCHED" and st[1]["parse.mimetype"] == ["image/png"]
+    finally:
+        bolt.close()
+
+
+def test_status_updater_acks_after_commit_and_never_overwrites(conf, tmp_path):
+    bolt = ShellComponent("bolts.status_updater.StatusUpdaterBolt", conf, tmp_path, "status")
+    try:
+        bolt.process(["http://example.com/p", {"depth": ["0"]}, "FETCHED"], tid="s1", stream="status")
+        bolt.process(["http://example.com/p", {}, ["http://example.com/a", "http://example.com/p"]],
+                     tid="o1", stream="outlinks")
+        time.sleep(0.6)
+        bolt.tick()  # nothing is acked before the commit, which the interval (ticks) triggers
+        msgs = bolt.read_until(lambda m: m.get("id") == "o1", timeout=10)
+        assert [m["id"] for m in msgs if m.get("command") == "ack"] == ["s1", "o1"]
+        f = open_frontier(conf)
+        try:
+            counts = f.counts()
+            assert counts["FETCHED"] == 1 and counts["DISCOVERED"] == 1  # p stays FETCHED
+            assert f.get("http://example.com/a").metadata.get("depth") == ["1"]
+        finally:
+            f.close()
+    finally:
+        bolt.close()
+
+
+def test_warc_writer_archives_and_closes_on_sigterm(conf, tmp_path):
+    bolt = ShellComponent("bolts.warc_writer.WARCWriterBolt", conf, tmp_path, "warc")
+    try:
+        bolt.process(["http://example.com/p", wire.encode_content(PAGE), page_md()], tid="w1")
+        assert bolt.until_acked("w1")[-1]["command"] == "ack"
+        assert list((tmp_path / "warc").glob("*.open"))
+    finally:
+        assert bolt.close() == 0  # SIGTERM: the writer closes its file and exits cleanly
+    files = list((tmp_path / "warc").glob("*.warc.gz"))
+    assert len(files) == 1 and not list((tmp_path / "warc").glob("*.open"))
+    with open(files[0], "rb") as fh:
+        types = [r.rec_type for r in ArchiveIterator(fh, check_digests="raise")]
+    assert types == ["warcinfo", "request", "response"]
+
+
+def test_spout_emits_due_urls_once_until_acked_or_failed(conf, tmp_path):
+    f = open_frontier(conf)
+    f.inject([("http://a.example/", {}), ("http://b.example/", {})], time.time())
+    f.close()
+    spout = ShellComponent("spouts.frontier.FrontierSpout", conf, tmp_path, "spout")
+    try:
+        got = []
+        for _ in range(6):
+            got += [m["tuple"][0] for m in emits(spout.next())]
+        assert sorted(got) == ["http://a.example/", "http://b.example/"]  # never twice in flight
+        spout.spout_fail("http://a.example/")
+        again = []
+        for _ in range(4):
+            again += [m["tuple"][0] for m in emits(spout.next())]
+        assert again == ["http://a.example/"]
+    finally:
+        spout.close()
+
+
+def test_fetcher_fetches_politely_and_reports_statuses(conf, tmp_path):
+    with FarmProcess(6, tmp_path / "access.log") as farm:
+        bolt = ShellComponent("bolts.fetcher.FetcherBolt", conf, tmp_path, "fetcher")
+        try:
+            urls = {"ok": farm.url(0, "/"), "robots": farm.url(1, "/"), "redir": farm.url(3, "/redirect"),
+                    "missing": farm.url(3, "/missing")}
+            for name, url in urls.items():
+                key = url.split("/")[2].split(":")[0]
+                bolt.process([url, key, {}], tid=name)
+            seen = {}
+            while len(seen) < 4:
+                for m in bolt.read_until(lambda m: m.get("command") in ("ack", "fail"), timeout=20):
+                    if m.get("command") == "emit":
+                        seen.setdefault(m["anchors"][0], []).append(m)
+                    elif m.get("command") in ("ack", "fail"):
+                        assert m["command"] == "ack"
+                        seen.setdefault(m["id"], [])
+            page = emits(seen["ok"])[0]["tuple"]
+            assert b"home 0" in wire.decode_content(page[1])
+            assert emits(seen["robots"], "status")[0]["tuple"][1]["error.cause"] == ["robots.txt"]
+            redir = emits(seen["redir"], "status")[0]["tuple"]
+            assert redir[2] == "REDIRECTION" and redir[1]["_redirTo"] == [farm.url(3, "/final")]
+            assert emits(seen["redir"], "outlinks")[0]["tuple"][2] == [farm.url(3, "/final")]
+            missing = emits(seen["missing"], "status")[0]["tuple"]
+            assert missing[2] == "FETCH_ERROR" and missing[1]["fetch.statusCode"] == ["404"]
+        finally:
+            bolt.close()
