@@ -20,7 +20,7 @@ from bolts.partitioner import PartitionerBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
 from bolts.warc_writer import WARCWriterBolt
-from owler.conf import load_conf
+from owler.conf import absolute_paths, load_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM
 from spouts.frontier import FrontierSpout
 
@@ -28,7 +28,7 @@ TICK = {"topology.tick.tuple.freq.secs": 1}
 
 
 class Explorative(Topology):
-    config = load_conf(os.environ.get("OWLER_CONF") or None)
+    config = absolute_paths(load_conf(os.environ.get("OWLER_CONF") or None))
 
     spout = FrontierSpout.spec(name="spout", par=1)
     partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout], par=1)

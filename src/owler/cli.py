@@ -25,22 +25,13 @@ def _add_conf_args(p: argparse.ArgumentParser) -> None:
                    help="override one crawler key (repeatable)")
 
 
-def _abs_paths(conf: dict) -> dict:
-    root = C.project_root()
-    for key in ("frontier.sqlite.path", "warc.dir"):
-        value = conf.get(key)
-        if value and not Path(str(value)).is_absolute():
-            conf[key] = str(root / str(value))
-    return conf
-
-
 def cmd_inject(args) -> int:
     from owler.blacklist import Blacklist
     from owler.filters import URLFilters
     from owler.frontier import open_frontier
     from owler.seeds import SeedFileError, read_seed_file
 
-    conf = _abs_paths(_conf(args))
+    conf = C.absolute_paths(_conf(args))
     try:
         seeds, errors = read_seed_file(args.seeds)
     except SeedFileError as exc:
@@ -87,7 +78,7 @@ def cmd_status(args) -> int:
     from owler.constants import STATUS_NAMES
     from owler.frontier import open_frontier
 
-    conf = _abs_paths(_conf(args))
+    conf = C.absolute_paths(_conf(args))
     path = conf.get("frontier.sqlite.path")
     if conf.get("frontier.backend", "sqlite") == "sqlite" and not Path(str(path)).exists():
         print(f"owler status: no frontier at {path} (run `owler inject SEEDS` first)",
@@ -191,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # e.g. `owler status | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

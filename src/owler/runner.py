@@ -134,7 +134,7 @@ class LocalRun:
         self.time_limit, self.idle_exit = time_limit, idle_exit
         self.progress_every = progress_every
         self.out = out
-        self.work = Path(C.get_str(conf, "owler.work.dir", str(root / ".work")))
+        self.work = Path(C.get_str(C.absolute_paths(dict(conf), root), "owler.work.dir", ".work"))
         self.run_dir = self.work / "run" / name
         self.log_dir = self.work / "logs"
         self.stop_reason: str | None = None
@@ -156,9 +156,7 @@ class LocalRun:
             "pystorm.log.level": C.get_str(conf, "pystorm.log.level", "info"),
             "topology.python.path": sys.executable,
         })
-        for key in ("frontier.sqlite.path", "warc.dir"):
-            if conf.get(key) and not os.path.isabs(str(conf[key])):
-                conf[key] = str(self.root / str(conf[key]))
+        C.absolute_paths(conf, self.root)
         self.conf = conf
         jar = build_jar(self.root, self.run_dir / f"{self.name}.jar")
         venv_bin = Path(sys.executable).parent
