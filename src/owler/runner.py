@@ -106,8 +106,8 @@ def flux_definition(topology_cls, name: str, conf: dict, streamparse_run: str) -
     return flux
 
 
-_DIED = re.compile(r"ShellBolt died\. Command: \[[^\]]*?([\w.]+Bolt)\], ProcessInfo pid:(\d+), name:([\w-]+)"
-                   r"|pid:(\d+), name:([\w-]+) exitCode")
+_DIED = re.compile(r"Shell(?:Bolt|Spout) died\. Command: \[[^\]]*\], ProcessInfo pid:(\d+), name:([\w-]+)"
+                   r"|Async loop died!\s+java.lang.RuntimeException: pid:(\d+), name:([\w-]+) exitCode")
 
 
 def find_dead_component(log_file: Path, pylog_dir: Path) -> str | None:
@@ -117,11 +117,12 @@ def find_dead_component(log_file: Path, pylog_dir: Path) -> str | None:
     except OSError:
         return None
     for m in _DIED.finditer(text):
-        pid = m.group(2) or m.group(4)
-        comp = m.group(3) or m.group(5)
+        pid = m.group(1) or m.group(3)
+        comp = m.group(2) or m.group(4)
         logs = sorted(glob.glob(str(pylog_dir / f"pystorm_*_{comp}_*_{pid}.log")))
         where = logs[0] if logs else str(pylog_dir)
-        return f"component {comp!r} (pid {pid}) died; its log: {where}; Storm's log: {log_file}"
+        return (f"component {comp!r} (pid {pid}) died; its log: {where}; its standard error and "
+                f"traceback: {log_file.parent / 'owler-console.log'}; Storm's log: {log_file}")
     if "Halting process" in text or "Async loop died" in text:
         return f"a component died; see Storm's log: {log_file}"
     return None
@@ -138,6 +139,7 @@ class LocalRun:
         self.run_dir = self.work / "run" / name
         self.log_dir = self.work / "logs"
         self.stop_reason: str | None = None
+        self._log_pos = 0
 
     # -- set-up ----------------------------------------------------------------------------
     def prepare(self) -> tuple[Path, Path]:
@@ -186,6 +188,19 @@ class LocalRun:
         d = Path(str(self.conf.get("warc.dir", "")))
         return sum(f.stat().st_size for f in d.glob("*") if f.is_file()) if d.is_dir() else 0
 
+    def component_died(self, storm_log: Path) -> str | None:
+        """Whether Storm's log (read incrementally) says a shell component died."""
+        try:
+            with open(storm_log, "rb") as f:
+                f.seek(self._log_pos)
+                chunk = f.read()
+        except OSError:
+            return None
+        self._log_pos += len(chunk)
+        if b" died" not in chunk:
+            return None
+        return find_dead_component(storm_log, self.log_dir)
+
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> int:
         from owler.frontier import open_frontier
@@ -202,7 +217,7 @@ class LocalRun:
         ttl = int(self.time_limit) + 600 if self.time_limit else 0
         cmd = [str(self.storm), "jar", str(jar), "org.apache.storm.flux.Flux", "--local",
                "--no-splash", "--sleep", str(ttl), str(flux_path)]
-        console = open(self.log_dir / f"{self.name}-console.log", "w")
+        console = open(self.log_dir / "owler-console.log", "w")
         print(f"owler: running topology {self.name!r} on Apache Storm (local mode)", file=self.out)
         print(f"owler: logs: {self.log_dir} (Storm: {storm_log}; components: pystorm_*.log)",
               file=self.out)
@@ -227,6 +242,12 @@ class LocalRun:
                 if rc is not None:
                     break
                 now = time.time()
+                dead = self.component_died(storm_log)
+                if dead and not stopping:
+                    # local mode does not halt on a dead shell component: it would loop forever
+                    proc.kill()
+                    proc.wait()
+                    raise RunError(f"the topology failed: {dead}", 1)
                 if interrupted and not stopping:
                     self.stop_reason = "interrupted"
                 elif self.time_limit and now - start >= self.time_limit and not stopping:
@@ -285,7 +306,7 @@ class LocalRun:
         if not stopping:
             dead = find_dead_component(storm_log, self.log_dir)
             raise RunError(f"the topology stopped unexpectedly (exit code {rc}): "
-                           f"{dead or 'see ' + str(self.log_dir / (self.name + '-console.log'))}", 1)
+                           f"{dead or 'see ' + str(self.log_dir / 'owler-console.log')}", 1)
         if left_open:
             fixed = recover_open_files(warc_dir, prefix=C.get_str(self.conf, "warc.prefix", "OWLER"))
             print(f"owler: finalized {len(fixed)} WARC file(s) left open", file=self.out)
