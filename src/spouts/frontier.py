@@ -5,13 +5,13 @@ Buffer refilled from ``Frontier.due()`` (per-queue round-robin, ``spout.max.buck
 in flight until Storm acks or fails its tuple (the status updater acks only after its commit, so
 by then the frontier has the new nextFetchDate); ``spout.ttl.purgatory`` seconds past the message
 timeout an entry is dropped anyway in case an ack was lost. Several spout tasks split the queues by
-a hash of the partition key.
+a hash (blake2b) of the partition key.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
-import zlib
 from collections import deque
 
 from streamparse import Spout
@@ -43,7 +43,11 @@ class FrontierSpout(OwlerComponent, Spout):
 
     def _mine(self, key: str) -> bool:
         index, total = self.shard
-        return total == 1 or zlib.crc32(key.encode()) % total == index
+        if total == 1:
+            return True
+        # not crc32: it is linear, so keys differing in one character often share its parity
+        digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % total == index
 
     def _refill(self, now: float) -> None:
         self.last_query = now

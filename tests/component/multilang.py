@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class ShellComponent:
     def __init__(self, target: str, conf: dict, tmp: Path, component: str = "comp", task: int = 1,
-                 sources: dict | None = None):
+                 sources: dict | None = None, tasks: list[int] | None = None):
         self.tmp = Path(tmp)
         piddir = self.tmp / "pids"
         piddir.mkdir(parents=True, exist_ok=True)
@@ -32,7 +32,7 @@ class ShellComponent:
                                      bufsize=0)
         self._buf = b""
         context = {"taskid": task, "componentid": component,
-                   "task->component": {str(task): component},
+                   "task->component": {str(t): component for t in (tasks or [task])},
                    "source->stream->fields": sources or {}}
         self.send({"conf": conf, "context": context, "pidDir": str(piddir)})
         msg = self.read(timeout=30)

@@ -145,3 +145,25 @@ def test_fetcher_fetches_politely_and_reports_statuses(conf, tmp_path):
             assert missing[2] == "FETCH_ERROR" and missing[1]["fetch.statusCode"] == ["404"]
         finally:
             bolt.close()
+
+
+def test_two_spout_tasks_split_the_queues(conf, tmp_path):
+    f = open_frontier(conf)
+    urls = [f"http://h{i}.example{i % 7}.org/p{j}" for i in range(20) for j in range(2)]
+    f.inject([(u, {}) for u in urls], time.time())
+    f.close()
+    spouts = [ShellComponent("spouts.frontier.FrontierSpout", conf, tmp_path / f"s{t}", "spout",
+                             task=t, tasks=[1, 2]) for t in (1, 2)]
+    try:
+        got = [[], []]
+        for _ in range(60):
+            for k, s in enumerate(spouts):
+                got[k] += [m["tuple"][0] for m in emits(s.next())]
+        assert got[0] and got[1]
+        assert not set(got[0]) & set(got[1])  # never the same URL from both tasks
+        assert sorted(got[0] + got[1]) == sorted(urls)
+        domains = [{u.split(".", 1)[1].split("/")[0] for u in g} for g in got]
+        assert not domains[0] & domains[1]  # a queue (pay-level domain) belongs to one task
+    finally:
+        for s in spouts:
+            s.close()
