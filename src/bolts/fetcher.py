@@ -35,8 +35,15 @@ class FetcherBolt(OwlerComponent, Bolt):
         self.engine.start()
 
     def process(self, tup):
-        url, key, md = tup.values[0], tup.values[1], tup.values[2]
-        if not self.engine.submit(FetchItem(url, key, md or {}, tup)):
+        try:
+            url, key, md = tup.values[0], tup.values[1], tup.values[2]
+            item = FetchItem(str(url), str(key), dict(md or {}), tup)
+        except (IndexError, TypeError, ValueError):  # not a partitioner tuple: drop it, loudly
+            log.error("malformed tuple dropped: %r", tup.values)
+            self.count("malformed")
+            self.ack(tup)
+            return
+        if not self.engine.submit(item):
             self.count("queue_full")
             self.fail(tup)
         self.gauges["queued"] = self.engine.queued()
