@@ -33,14 +33,9 @@ class WARCWriterBolt(OwlerComponent, Bolt):
         recovered = recover_open_files(directory, prefix=prefix, partition=partition)
         if recovered:
             log.warning("finalized %d WARC files left open by an earlier run", len(recovered))
-        self.writer = WarcWriter(
-            directory, prefix=prefix, partition=partition,
-            rotation_size=C.get_int(storm_conf, "warc.rotation.size", 1 << 30),
-            rotation_time=C.get_float(storm_conf, "warc.rotation.time", 3600),
-            gzip_level=C.get_int(storm_conf, "warc.gzip.level", 6),
-            operator=C.get_str(storm_conf, "warc.operator", None),
-            extra_info={"http-header-user-agent": C.get_str(storm_conf, "http.agent.name", "")},
-        )
+        self.writer = WarcWriter.from_conf(
+            storm_conf, partition,
+            extra_info={"http-header-user-agent": C.get_str(storm_conf, "http.agent.name", "")})
 
     def process(self, tup):
         url, content, md = tup.values[0], tup.values[1], tup.values[2] or {}

@@ -3,8 +3,8 @@
 ``handle_page(url, content, metadata)`` returns the page's status metadata and its outlinks:
 
 - HTML (by Content-Type, else sniffed): title, charset, signature, meta robots and X-Robots-Tag;
-  outlinks unless the page is ``nofollow`` (``robots.noFollow.strict``), ``rel=nofollow`` links
-  dropped, at most ``parser.emitOutlinks.max.per.page``, none when ``parser.emitOutlinks`` is off;
+  outlinks as :func:`owler.parse.html.parse_html` keeps them (nofollow rules, ``parser.emitOutlinks``),
+  ``rel=nofollow`` links dropped, at most ``parser.emitOutlinks.max.per.page``;
   a canonical URL and a meta refresh target are recorded in the metadata (``canonical``,
   ``parse.metarefresh``) and the refresh target is followed like a link;
 - anything else is recorded (FETCHED, ``parse.mimetype``) and not parsed as HTML, unless
@@ -36,12 +36,10 @@ class PageOutcome:
 class PageHandler:
     def __init__(self, conf: dict):
         self.conf = conf
-        self.emit_outlinks = C.get_bool(conf, "parser.emitOutlinks", True)
+        # parser.emitOutlinks, robots.noFollow.strict and http.robots.{meta,headers}.skip are
+        # applied by parse_html itself
         self.max_outlinks = C.get_int(conf, "parser.emitOutlinks.max.per.page", -1)
         self.non_html_error = C.get_bool(conf, "jsoup.treat.non.html.as.error", False)
-        self.strict_nofollow = C.get_bool(conf, "robots.noFollow.strict", True)
-        self.skip_meta = C.get_bool(conf, "http.robots.meta.skip", False)
-        self.skip_headers = C.get_bool(conf, "http.robots.headers.skip", False)
 
     def handle_page(self, url: str, content: bytes, metadata: dict) -> PageOutcome:
         headers = wire.decode_headers(metadata.get(wire.RAW_HEADERS))
@@ -53,8 +51,6 @@ class PageHandler:
             if lname == "x-robots-tag":
                 robots_tags.append(value)
             header_map.setdefault(lname, value)
-        if self.skip_headers:
-            robots_tags = []
         ctype = header_map.get("content-type")
         if not is_html(ctype, content):
             set_value(md, "parse.mimetype", (ctype or "unknown").split(";")[0].strip())
@@ -85,21 +81,13 @@ class PageHandler:
             set_value(md, SIGNATURE, res.signature)
         if res.canonical:
             set_value(md, "canonical", res.canonical)
-        noindex = res.noindex and not self.skip_meta
-        nofollow = res.nofollow and not self.skip_meta
-        if noindex:
+        if res.noindex:
             set_value(md, "robots.noIndex", "true")
-        outlinks: list[str] = []
-        if self.emit_outlinks and not (nofollow and self.strict_nofollow):
-            seen = {url}
-            for link in res.outlinks:
-                if link.nofollow or link.url in seen:
-                    continue
-                seen.add(link.url)
-                outlinks.append(link.url)
-            if res.meta_refresh and res.meta_refresh not in seen:
-                set_value(md, "parse.metarefresh", res.meta_refresh)
-                outlinks.append(res.meta_refresh)
+        # parse_html has deduplicated the links, dropped the page itself, and applied nofollow
+        outlinks = [link.url for link in res.outlinks if not link.nofollow]
+        if res.meta_refresh and res.meta_refresh != url and res.meta_refresh not in outlinks:
+            set_value(md, "parse.metarefresh", res.meta_refresh)
+            outlinks.append(res.meta_refresh)
         if 0 <= self.max_outlinks < len(outlinks):
             outlinks = outlinks[: self.max_outlinks]
         return PageOutcome(Status.FETCHED, md, outlinks, res.text)
