@@ -8,6 +8,7 @@ from streamparse import Bolt, Stream
 
 from bolts.base import OwlerComponent
 from owler.blacklist import Blacklist
+from owler import outlinks as outlink
 from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM
 
 
@@ -26,12 +27,12 @@ class BlacklistBolt(OwlerComponent, Bolt):
         self.blacklist.maybe_reload(time.time())
         source, md, outlinks = tup.values[0], tup.values[1] or {}, tup.values[2] or []
         kept = []
-        for url in outlinks:
-            listed = self.blacklist.match(url)
+        for item in outlinks:
+            listed = self.blacklist.match(outlink.split(item)[0])
             if listed:
                 self.count(f"blacklisted/{listed}")
             else:
-                kept.append(url)
+                kept.append(item)
         if kept:
             self.emit([source, md, kept], stream=OUTLINKS_STREAM)
         self.write_stats()

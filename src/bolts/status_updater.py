@@ -15,6 +15,7 @@ from streamparse import Bolt
 
 from bolts.base import OwlerComponent
 from owler import conf as C
+from owler import outlinks as outlink
 from owler.constants import STATUS_STREAM, Status
 from owler.frontier import open_frontier
 from owler.scheduler import load_scheduler
@@ -49,8 +50,12 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
             else:
                 source, md, outlinks = tup.values
                 child_md = transfer_metadata(source, md or {}, self.conf)
-                for url in outlinks:
-                    self._add(self.updater.to_update(url, dict(child_md), Status.DISCOVERED, now))
+                for item in outlinks:
+                    url, anchor = outlink.split(item)
+                    omd = dict(child_md)
+                    if anchor:  # stored only if metadata.persist lists it, as in StormCrawler
+                        omd[outlink.ANCHORS] = [anchor]
+                    self._add(self.updater.to_update(url, omd, Status.DISCOVERED, now))
                 self.count("discovered", len(outlinks))
         except Exception:  # noqa: BLE001 - a bad tuple is logged and acked, never a crash loop
             log.exception("cannot turn tuple %r into a status update", tup.values)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from streamparse import Bolt, Stream
 
 from bolts.base import OwlerComponent
+from owler import outlinks as outlink
 from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM
 from owler.filters import URLFilters
 
@@ -28,14 +29,15 @@ class URLFilterBolt(OwlerComponent, Bolt):
         source, md, outlinks = tup.values[0], tup.values[1] or {}, tup.values[2] or []
         kept = []
         seen = set()
-        for url in outlinks:
+        for item in outlinks:
+            url, anchor = outlink.split(item)
             out, rejected_by = self.filters.filter(source, md, url)
             if out is None:
                 self.count(f"rejected/{rejected_by}")
                 continue
             if out not in seen:
                 seen.add(out)
-                kept.append(out)
+                kept.append(outlink.join(out, anchor))
         self.count("accepted", len(kept))
         if kept:
             self.emit([source, md, kept], stream=OUTLINKS_STREAM)

@@ -18,8 +18,9 @@ FETCHED_FIELDS = ["url", "content", "metadata"]
 PARSED_FIELDS = ["url", "content", "metadata", "text"]
 STATUS_FIELDS = ["url", "metadata", "status"]
 #: ``url``/``metadata`` of the source page (a redirect's source for a redirect), ``outlinks`` a list of
-#: URL strings. Each becomes DISCOVERED in the frontier unless a filter drops it; its metadata is
-#: derived once per batch from the source (``metadata.transfer``, depth, path), as StormCrawler does.
+#: URL strings or ``[url, anchor]`` pairs (:mod:`owler.outlinks`). Each becomes DISCOVERED in the frontier unless a filter drops it; its metadata is
+#: derived once per batch from the source (``metadata.transfer``, depth, path), as StormCrawler does, plus the
+#: ``anchors`` key when the item has an anchor text.
 OUTLINKS_FIELDS = ["url", "metadata", "outlinks"]
 
 

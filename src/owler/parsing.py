@@ -4,7 +4,8 @@
 
 - HTML (by Content-Type, else sniffed): title, charset, signature, meta robots and X-Robots-Tag;
   outlinks as :func:`owler.parse.html.parse_html` keeps them (nofollow rules, ``parser.emitOutlinks``),
-  ``rel=nofollow`` links dropped, at most ``parser.emitOutlinks.max.per.page``;
+  ``rel=nofollow`` links dropped, at most ``parser.emitOutlinks.max.per.page``, each with its anchor
+  text when ``track.anchors`` keeps one (:mod:`owler.outlinks`);
   a canonical URL and a meta refresh target are recorded in the metadata (``canonical``,
   ``parse.metarefresh``) and the refresh target is followed like a link;
 - anything else is recorded (FETCHED, ``parse.mimetype``) and not parsed as HTML, unless
@@ -84,8 +85,11 @@ class PageHandler:
         if res.noindex:
             set_value(md, "robots.noIndex", "true")
         # parse_html has deduplicated the links, dropped the page itself, and applied nofollow
-        outlinks = [link.url for link in res.outlinks if not link.nofollow]
-        if res.meta_refresh and res.meta_refresh != url and res.meta_refresh not in outlinks:
+        # (items are URL strings or [url, anchor] pairs: owler.outlinks)
+        outlinks = [[link.url, link.anchor] if link.anchor else link.url
+                    for link in res.outlinks if not link.nofollow]
+        if res.meta_refresh and res.meta_refresh != url and not any(
+                link.url == res.meta_refresh for link in res.outlinks if not link.nofollow):
             set_value(md, "parse.metarefresh", res.meta_refresh)
             outlinks.append(res.meta_refresh)
         if 0 <= self.max_outlinks < len(outlinks):

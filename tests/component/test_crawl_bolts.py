@@ -49,7 +49,8 @@ def test_parser_emits_status_and_one_outlinks_batch(conf, tmp_path):
         assert not [k for k in md if k.startswith("_raw.")]  # transient keys never reach the frontier
         out = emits(msgs, "outlinks")
         assert len(out) == 1
-        assert out[0]["tuple"][2] == ["http://example.com/a", "http://example.com/c?x=1"]
+        # anchor texts travel with their links (track.anchors); the nofollow link is dropped
+        assert out[0]["tuple"][2] == [["http://example.com/a", "a"], ["http://example.com/c?x=1", "c"]]
         # garbage content: an ERROR status with error.* keys, the bolt lives on
         bolt.process(["http://example.com/q", "Z???", page_md()], tid="p2")
         msgs = bolt.until_acked("p2")
@@ -67,7 +68,8 @@ def test_status_updater_acks_after_commit_and_never_overwrites(conf, tmp_path):
     bolt = ShellComponent("bolts.status_updater.StatusUpdaterBolt", conf, tmp_path, "status")
     try:
         bolt.process(["http://example.com/p", {"depth": ["0"]}, "FETCHED"], tid="s1", stream="status")
-        bolt.process(["http://example.com/p", {}, ["http://example.com/a", "http://example.com/p"]],
+        bolt.process(["http://example.com/p", {}, [["http://example.com/a", "the A"],
+                                                    "http://example.com/p"]],
                      tid="o1", stream="outlinks")
         time.sleep(0.6)
         bolt.tick()  # nothing is acked before the commit, which the interval (ticks) triggers
@@ -77,7 +79,29 @@ def test_status_updater_acks_after_commit_and_never_overwrites(conf, tmp_path):
         try:
             counts = f.counts()
             assert counts["FETCHED"] == 1 and counts["DISCOVERED"] == 1  # p stays FETCHED
-            assert f.get("http://example.com/a").metadata.get("depth") == ["1"]
+            md_a = f.get("http://example.com/a").metadata
+            assert md_a.get("depth") == ["1"]
+            assert "anchors" not in md_a  # stored only when metadata.persist lists it
+        finally:
+            f.close()
+    finally:
+        bolt.close()
+
+
+def test_status_updater_persists_anchors_when_asked(conf, tmp_path):
+    conf["metadata.persist"] = list(conf["metadata.persist"]) + ["anchors"]
+    bolt = ShellComponent("bolts.status_updater.StatusUpdaterBolt", conf, tmp_path, "status")
+    try:
+        bolt.process(["http://example.com/p", {}, [["http://example.com/a", "the A"],
+                                                    "http://example.com/b"]],
+                     tid="o1", stream="outlinks")
+        time.sleep(0.6)
+        bolt.tick()
+        bolt.read_until(lambda m: m.get("id") == "o1", timeout=10)
+        f = open_frontier(conf)
+        try:
+            assert f.get("http://example.com/a").metadata["anchors"] == ["the A"]
+            assert "anchors" not in f.get("http://example.com/b").metadata
         finally:
             f.close()
     finally:

@@ -26,14 +26,15 @@ def emits(msgs, stream):
 def test_urlfilter_bolt_filters_and_normalizes_one_batch(conf, tmp_path):
     bolt = ShellComponent("bolts.urlfilter.URLFilterBolt", conf, tmp_path, "urlfilter")
     try:
-        outlinks = ["HTTP://Example.COM:80/a/../b?utm_source=x#frag", "mailto:x@y.z",
-                    "http://example.com/" + "/".join(["a"] * 6), "http://example.com/b"]
+        outlinks = [["HTTP://Example.COM:80/a/../b?utm_source=x#frag", "first B"], "mailto:x@y.z",
+                    "http://example.com/" + "/".join(["a"] * 6), ["http://example.com/b", "again"]]
         bolt.process(["http://example.com/", {"depth": ["0"]}, outlinks], tid="o1",
                      stream="outlinks")
         msgs = bolt.until_acked("o1")
         out = emits(msgs, "outlinks")
         assert len(out) == 1, msgs
-        assert out[0]["tuple"][2] == ["http://example.com/b"]
+        # normalized, deduplicated, the first anchor kept with the normalized URL
+        assert out[0]["tuple"][2] == [["http://example.com/b", "first B"]]
         assert out[0]["anchors"] == ["o1"]
         assert msgs[-1] == {"command": "ack", "id": "o1"}
         # statuses pass through unchanged
@@ -53,11 +54,11 @@ def test_blacklist_bolt_drops_listed_hosts_subdomains_and_prefixes(conf, tmp_pat
     try:
         links = ["http://spam.example/", "http://www.spam.example/x", "http://ads.example.org/",
                  "https://optout.example.net/private/page", "https://optout.example.net/public",
-                 "http://fine.example/"]
+                 ["http://fine.example/", "fine"], ["http://spam.example/y", "spam"]]
         bolt.process(["http://src.example/", {}, links], tid="b1", stream="outlinks")
         msgs = bolt.until_acked("b1")
         out = emits(msgs, "outlinks")
-        assert out[0]["tuple"][2] == ["https://optout.example.net/public", "http://fine.example/"]
+        assert out[0]["tuple"][2] == ["https://optout.example.net/public", ["http://fine.example/", "fine"]]
     finally:
         bolt.close()
 

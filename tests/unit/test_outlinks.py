@@ -1,0 +1,33 @@
+import pytest
+
+from owler import outlinks
+from owler.conf import load_conf
+from owler.parsing import PageHandler
+
+
+def test_split_and_join_both_forms():
+    assert outlinks.split("http://a/") == ("http://a/", "")
+    assert outlinks.split(["http://a/", "x"]) == ("http://a/", "x")
+    assert outlinks.split(["http://a/"]) == ("http://a/", "")
+    assert outlinks.join("http://a/", "") == "http://a/"
+    assert outlinks.join("http://a/", "x") == ["http://a/", "x"]
+    for bad in (None, 3, [], [3, "x"], {"url": "http://a/"}):
+        with pytest.raises(TypeError):
+            outlinks.split(bad)
+
+
+def _page(conf_over):
+    conf = load_conf()
+    conf.update(conf_over)
+    html = (b'<html><body><a href="/x">  The\n X  </a><a href="/y"></a>'
+            b'<meta http-equiv="refresh" content="0; url=/z"></body></html>')
+    md = {"_raw.headers": ["Content-Type: text/html"]}
+    return PageHandler(conf).handle_page("http://h.example/", html, md)
+
+
+def test_parser_keeps_anchor_texts_unless_disabled():
+    out = _page({})
+    assert out.outlinks == [["http://h.example/x", "The X"], "http://h.example/y",
+                            "http://h.example/z"]
+    assert _page({"track.anchors": False}).outlinks == [
+        "http://h.example/x", "http://h.example/y", "http://h.example/z"]
