@@ -1,6 +1,7 @@
 # OWLer-py: set-up, the main job and the tests. Everything is installed by the project's own files:
 # Debian packages (Java, Maven, leiningen, zookeeper), a Python virtualenv with pinned packages, and
-# Apache Storm from Maven Central into .storm/ (storm/install.sh). `make setup` is idempotent and
+# Apache Storm from Maven Central into .storm/ (storm/install.sh) and a single-node OpenSearch into
+# .services/ (services/opensearch/install.sh). `make setup` is idempotent and
 # returns at once when everything is in place.
 SHELL := /bin/bash
 PY ?= python3
@@ -14,9 +15,9 @@ SEEDS ?=
 CONF ?=
 IDLE ?= 30
 
-.PHONY: setup apt venv storm crawl demo test unit integration bench clean
+.PHONY: setup apt venv storm services crawl demo test unit integration bench clean
 
-setup: apt venv storm
+setup: apt venv storm services
 
 apt: .work/.apt.stamp
 .work/.apt.stamp:
@@ -39,6 +40,10 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 storm: apt venv
 	@bash storm/install.sh
 	@ln -sfn "$(CURDIR)/.storm/apache-storm-$$(cat storm/VERSION)/bin/storm" $(BIN)/storm
+
+# A single-node OpenSearch (frontier.backend: opensearch; tests) from Maven Central into .services/.
+services: apt
+	@bash services/opensearch/install.sh
 
 # The main job: inject SEEDS into the embedded frontier and crawl until idle.
 # Without SEEDS: a demonstration on a generated web farm served on 127.0.0.x (no Internet needed).

@@ -1,4 +1,4 @@
-"""The ``owler`` command: inject, run, status, check-url, check-robots.
+"""The ``owler`` command: inject, run, status, check-url, check-robots, services.
 
 Exit codes: 0 success; 1 a run or command failed; 2 bad usage or bad input (unknown topology,
 invalid seeds only, bad configuration); 3 a missing runtime (Java, Storm: run ``make setup``).
@@ -28,7 +28,7 @@ def _add_conf_args(p: argparse.ArgumentParser) -> None:
 def cmd_inject(args) -> int:
     from owler.blacklist import Blacklist
     from owler.filters import URLFilters
-    from owler.frontier import open_frontier
+    from owler.frontier import FrontierError, open_frontier
     from owler.seeds import SeedFileError, read_seed_file
 
     conf = C.absolute_paths(_conf(args))
@@ -52,13 +52,20 @@ def cmd_inject(args) -> int:
             print(f"owler inject: blacklisted ({listed}): {url}", file=sys.stderr)
             continue
         accepted.append((out, md))
-    frontier = open_frontier(conf)
+    try:
+        frontier = open_frontier(conf)
+    except FrontierError as exc:
+        print(f"owler inject: cannot use the frontier: {exc}", file=sys.stderr)
+        return 3 if "cannot reach" in str(exc) else 1
     try:
         n = frontier.inject(accepted, time.time()) if accepted else 0
+    except FrontierError as exc:
+        print(f"owler inject: {exc}", file=sys.stderr)
+        return 1
     finally:
         frontier.close()
     print(f"owler inject: {n} new URL(s) injected, {len(accepted) - n} already known, "
-          f"{len(errors)} invalid line(s); frontier: {conf.get('frontier.sqlite.path')}")
+          f"{len(errors)} invalid line(s); frontier: {frontier.location}")
     return 0 if accepted else 2
 
 
@@ -76,7 +83,7 @@ def cmd_run(args) -> int:
 
 def cmd_status(args) -> int:
     from owler.constants import STATUS_NAMES
-    from owler.frontier import open_frontier
+    from owler.frontier import FrontierError, open_frontier
 
     conf = C.absolute_paths(_conf(args))
     path = conf.get("frontier.sqlite.path")
@@ -84,8 +91,13 @@ def cmd_status(args) -> int:
         print(f"owler status: no frontier at {path} (run `owler inject SEEDS` first)",
               file=sys.stderr)
         return 1
-    frontier = open_frontier(conf)
     try:
+        frontier = open_frontier(conf)
+    except FrontierError as exc:
+        print(f"owler status: cannot use the frontier: {exc}", file=sys.stderr)
+        return 3 if "cannot reach" in str(exc) else 1
+    try:
+        frontier.refresh()
         now = time.time()
         counts = frontier.counts()
         doc = {name: counts.get(name, 0) for name in STATUS_NAMES}
@@ -94,7 +106,10 @@ def cmd_status(args) -> int:
         doc["queues"] = frontier.queue_count()
         doc["queues_due"] = frontier.queue_count(now)
         doc["top_hosts"] = [[k, c] for k, c in frontier.top_hosts(10)]
-        doc["frontier"] = str(path)
+        doc["frontier"] = frontier.location
+    except FrontierError as exc:
+        print(f"owler status: {exc}", file=sys.stderr)
+        return 1
     finally:
         frontier.close()
     if args.json:
@@ -138,6 +153,35 @@ def cmd_check_robots(args) -> int:
     return 0
 
 
+def cmd_services(args) -> int:
+    from owler.services import SERVICES, ServiceError, node_for
+
+    conf = _conf(args)
+    names = args.services or list(SERVICES)
+    rc = 0
+    for name in names:
+        try:
+            node = node_for(name, conf)
+            if args.action == "up":
+                print(node.up(timeout=args.timeout))
+            elif args.action == "down":
+                print(node.down())
+            else:
+                st = node.status()
+                if args.json:
+                    print(json.dumps(st))
+                else:
+                    state = f"running (pid {st['pid']}, health {st['health']})" if st["running"] \
+                        else "not running"
+                    print(f"{name}: {state} at {st['url']}; logs {st['logs']}")
+                if not st["running"]:
+                    rc = 1
+        except ServiceError as exc:
+            print(f"owler services {args.action}: {exc}", file=sys.stderr)
+            rc = 2 if "unknown service" in str(exc) or "already taken" in str(exc) else 1
+    return rc
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="owler", description="OWLer-py: a StormCrawler port for Apache Storm")
     sub = p.add_subparsers(dest="command", required=True)
@@ -170,6 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--robots-file", required=True, metavar="FILE")
     s.add_argument("urls", nargs="+", metavar="URL")
     s.set_defaults(func=cmd_check_robots)
+
+    s = sub.add_parser("services", help="run a single-node OpenSearch on 127.0.0.1 for the frontier")
+    s.add_argument("action", choices=["up", "down", "status"])
+    s.add_argument("services", nargs="*", metavar="SERVICE", help="opensearch (default: all)")
+    _add_conf_args(s)
+    s.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
+                   help="up: how long to wait for a healthy node (default 180)")
+    s.add_argument("--json", action="store_true", help="status: one JSON object per service")
+    s.set_defaults(func=cmd_services)
     return p
 
 

@@ -205,7 +205,18 @@ class LocalRun:
     def run(self) -> int:
         from owler.frontier import open_frontier
 
-        jar, flux_path = self.prepare()
+        from owler.frontier import FrontierError
+
+        try:  # before Storm starts: an unreachable or unusable frontier is a clear error
+            frontier = open_frontier(self.conf)
+        except FrontierError as exc:
+            raise RunError(f"cannot use the frontier: {exc}", 3 if "cannot reach" in str(exc) else 2)
+        try:
+            jar, flux_path = self.prepare()
+        except BaseException:
+            frontier.close()
+            raise
+        self.frontier_location = frontier.location
         env = dict(os.environ)
         env["OWLER_HOME"] = str(self.root)
         env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
@@ -224,7 +235,6 @@ class LocalRun:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=console,
                                 stderr=subprocess.STDOUT, env=env, cwd=str(self.root),
                                 start_new_session=True)
-        frontier = open_frontier(self.conf)
         interrupted = []
 
         def on_signal(signum, frame):  # noqa: ARG001
@@ -314,6 +324,6 @@ class LocalRun:
         print(f"owler: stopped ({self.stop_reason}).", file=self.out)
         print(f"owler: WARC files: {warc_dir} ({len(files)} file(s), {self.warc_bytes()} bytes)",
               file=self.out)
-        print(f"owler: frontier: {self.conf.get('frontier.sqlite.path')} (see `owler status`)",
+        print(f"owler: frontier: {getattr(self, 'frontier_location', '?')} (see `owler status`)",
               file=self.out)
         return 0

@@ -68,8 +68,10 @@ def test_open_frontier_factory(tmp_path):
     f = open_frontier({"frontier.sqlite.path": str(tmp_path / "x.sqlite")})
     assert isinstance(f, SQLiteFrontier)
     f.close()
-    with pytest.raises(ConfError, match="not available yet"):
-        open_frontier({"frontier.backend": "opensearch"})
+    # nothing listens on this port: a clear error naming the address, after the retries
+    with pytest.raises(FrontierError, match="cannot reach OpenSearch at http://127.0.0.1:9"):
+        open_frontier({"frontier.backend": "opensearch", "opensearch.addresses": "127.0.0.1:9",
+                       "opensearch.max.retries": 0})
     with pytest.raises(ConfError, match="unknown backend"):
         open_frontier({"frontier.backend": "redis"})
 

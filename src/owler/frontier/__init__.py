@@ -1,6 +1,7 @@
 """The frontier: where every known URL lives with its status, next fetch date and metadata.
 
-A backend implements :class:`Frontier` (an embedded SQLite file today, OpenSearch later). The
+A backend implements :class:`Frontier`: an embedded SQLite file (:mod:`owler.frontier.sqlite`) or an
+OpenSearch status index compatible with StormCrawler's (:mod:`owler.frontier.opensearch`). The
 record model follows StormCrawler's status index (DESIGN.md §3): id = sha256(url), ``url``,
 ``status``, ``next_fetch_date``, ``key`` (partition key), ``metadata``.
 
@@ -76,8 +77,10 @@ class FrontierRecord:
 class Frontier(Protocol):
     """What the spout, the status updater and the CLI need from a frontier backend."""
 
-    def apply_updates(self, updates: Iterable[StatusUpdate]) -> None:
-        """Write a batch atomically; return only after it is durable. Raises on failure."""
+    def apply_updates(self, updates: Iterable[StatusUpdate]) -> list[int]:
+        """Write a batch; return only after it is durable. Returns the positions of the updates
+        that failed (SQLite: always empty, the batch is one transaction). Raises when the batch
+        as a whole failed."""
 
     def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
         """Add seeds as DISCOVERED, due ``now``, never overwriting; return how many were new."""
@@ -100,9 +103,23 @@ class Frontier(Protocol):
 
     def close(self) -> None: ...
 
+    #: ``True`` when spout tasks take queues under leases (:meth:`release` ends a round)
+    leases_queues: bool
 
-def open_frontier(conf: Mapping[str, Any] | None) -> Frontier:
-    """The frontier backend chosen by ``frontier.backend`` (default ``sqlite``)."""
+    def release(self, key: str, now: float, served: bool = True) -> None: ...
+
+    def release_all(self, now: float) -> None: ...
+
+    def refresh(self) -> None:
+        """Make all writes so far visible to counts and queries."""
+
+    @property
+    def location(self) -> str: ...
+
+
+def open_frontier(conf: Mapping[str, Any] | None, owner: str | None = None) -> Frontier:
+    """The frontier backend chosen by ``frontier.backend`` (default ``sqlite``). ``owner`` names
+    the spout task for the queue leases of a shared frontier (OpenSearch)."""
     conf = conf or {}
     backend = (C.get_str(conf, "frontier.backend", "sqlite") or "sqlite").strip().lower()
     if backend == "sqlite":
@@ -111,7 +128,7 @@ def open_frontier(conf: Mapping[str, Any] | None) -> Frontier:
         path = C.get_str(conf, "frontier.sqlite.path", ".work/frontier.sqlite")
         return SQLiteFrontier(path, conf)
     if backend == "opensearch":
-        raise ConfError(
-            "frontier.backend: the OpenSearch frontier is not available yet; use 'sqlite'"
-        )
+        from owler.frontier.opensearch import OpenSearchFrontier
+
+        return OpenSearchFrontier(conf, owner=owner)
     raise ConfError(f"frontier.backend: unknown backend {backend!r}; expected 'sqlite' or 'opensearch'")

@@ -179,9 +179,10 @@ class SQLiteFrontier:
         return _Transaction(self.conn)
 
     # -- writes ----------------------------------------------------------------------------------
-    def apply_updates(self, updates: Iterable[StatusUpdate]) -> None:
-        """Write all updates in ONE transaction; returns after COMMIT, raises (nothing written) on
-        failure. DISCOVERED = insert if unknown; other statuses replace the record."""
+    def apply_updates(self, updates: Iterable[StatusUpdate]) -> list[int]:
+        """Write all updates in ONE transaction; returns ``[]`` (no update failed alone) after
+        COMMIT, raises (nothing written) on failure. DISCOVERED = insert if unknown; other statuses
+        replace the record."""
         now = time.time()
         rows = []
         lowered: dict[str, float] = {}  # key -> earliest date among its new DISCOVERED rows
@@ -200,12 +201,13 @@ class SQLiteFrontier:
             else:
                 rescheduled.add(key)
         if not rows:
-            return
+            return []
         with self._write():
             self.conn.executemany(_UPSERT, rows)
             self.conn.executemany(_LOWER_QUEUE, [(k, d) for k, d in lowered.items()
                                                  if k not in rescheduled])
             self.conn.executemany(_REFRESH_QUEUE, [(k,) for k in rescheduled])
+        return []
 
     def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
         """Add seed URLs as DISCOVERED, due ``now``, never overwriting a known URL.

@@ -1,0 +1,500 @@
+"""The frontier in an OpenSearch status index, compatible with StormCrawler's.
+
+Documents (``_id`` = sha256 hex of the URL, as StormCrawler's StatusUpdaterBolt)::
+
+    {"url": "...", "status": "FETCHED", "key": "example.com",
+     "nextFetchDate": "2026-11-22T10:00:00Z",            # absent: never fetch again
+     "metadata": {"fetch%2EstatusCode": ["200"], ...},   # '.' in names stored as %2E
+     "tags": ["Sitemap"]}                                # OWLer-style interest (frontier.tags)
+
+Writes: one ``_bulk`` per batch; DISCOVERED is ``create`` (a 409 conflict means "already known" and
+counts as success), every other status is ``index`` (overwrite). :meth:`apply_updates` returns the
+positions of the updates whose bulk item failed, so the status updater fails only their tuples.
+The index uses ``translog.durability: request``: a bulk response means the writes are on disk.
+
+The spout's query (:meth:`due`): due documents (``nextFetchDate <= now``, matching the interest
+tags), a terms aggregation on ``key`` ordered by each queue's earliest date, the first URLs of each
+queue by (nextFetchDate, url), as StormCrawler's AggregationSpout.
+
+Queues are served in rounds under a lease (:data:`LEASES` index, ``_id`` = key): before a spout task
+serves a queue it takes the queue's lease (create, or overwrite an expired one, with optimistic
+concurrency control: ``if_seq_no``/``if_primary_term``); when the round's URLs are all acked it
+releases the lease with ``until`` = when the queue may be served again (``fetcher.server.delay``
+after the last ack, and at least ``frontier.queue.round.delay`` after the round began). Several
+spout tasks and several crawlers on one index therefore never serve one queue at the same time,
+and the per-queue delay holds across all of them. A lease not released (a dead task) expires
+after ``frontier.lease.ttl`` seconds; the owner is ``storm.id/task``, so a restarted task takes
+its own unreleased leases back at once.
+
+Config keys: ``opensearch.status.index.name`` (status), ``opensearch.status.routing`` (false: when
+true the partition key is the routing value), ``opensearch.status.shards`` / ``.replicas`` /
+``.refresh.interval`` (used when the index is created), ``frontier.tags`` (a map
+``"<metadata key>=<value>": <tag>``), ``frontier.interest.tags`` / ``frontier.interest.exclude.tags``,
+``frontier.lease.ttl``, ``frontier.queue.round.delay``, ``fetcher.server.delay``,
+``partition.url.mode``, and the connection keys of :mod:`owler.frontier.osclient`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any, Container, Iterable, Mapping
+
+import orjson
+
+from owler import conf as C
+from owler.constants import STATUS_NAMES, Status
+from owler.frontier import DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate
+from owler.frontier.osclient import OpenSearchError, OSClient, conn_key
+
+log = logging.getLogger("owler.frontier.opensearch")
+
+#: fields a status index must map this way (a StormCrawler status index does)
+REQUIRED_FIELDS = {"url": ("keyword",), "key": ("keyword",), "status": ("keyword",),
+                   "nextFetchDate": ("date", "date_nanos")}
+
+_FILTER_BULK = "errors,items.*.status,items.*.error.type,items.*.error.reason"
+
+
+def _sha256(url: str) -> str:
+    return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _epoch(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) / 1000.0
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class OpenSearchFrontier:
+    """:class:`owler.frontier.Frontier` over an OpenSearch status index (module docstring)."""
+
+    leases_queues = True  # the spout serves queues in leased rounds (see release())
+
+    def __init__(self, conf: Mapping[str, Any] | None = None, owner: str | None = None) -> None:
+        conf = conf or {}
+        self.conf = conf
+        self.client = OSClient(conf, "status")
+        self.index = str(conn_key(conf, "status", "index.name", "status"))
+        self.leases_index = f"{self.index}_leases"
+        self.routing = C.get_bool(conf, "opensearch.status.routing", False)
+        self.partition_mode = C.get_str(conf, "partition.url.mode", "byDomain") or "byDomain"
+        self.tag_rules = self._tag_rules(conf.get("frontier.tags") or {})
+        self.interest = [str(t) for t in C.get_list(conf, "frontier.interest.tags", [])]
+        self.not_interest = [str(t) for t in C.get_list(conf, "frontier.interest.exclude.tags", [])]
+        self.lease_ttl = C.get_float(conf, "frontier.lease.ttl", 0.0) or (
+            C.get_float(conf, "topology.message.timeout.secs", 120) + 60)
+        self.round_delay = C.get_float(conf, "frontier.queue.round.delay", 0.0)
+        self.server_delay = C.get_float(conf, "fetcher.server.delay", 1.0)
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self.leases: dict[str, dict] = {}  # key -> {"seq", "term", "until", "start"} held by me
+        self._md_names: dict[str, str] = {}
+        try:
+            self._ensure_indices(conf)
+        except OpenSearchError as exc:
+            raise FrontierError(f"status index {self.index!r}: {exc}") from exc
+
+    @property
+    def location(self) -> str:
+        """Where the frontier is, for messages."""
+        return f"OpenSearch index {self.index!r} at {self.client.address}"
+
+    # -- set-up ------------------------------------------------------------------------------------
+    @staticmethod
+    def _tag_rules(rules: Any) -> list[tuple[str, str, str]]:
+        if not isinstance(rules, Mapping):
+            raise C.ConfError(f"frontier.tags: expected a map 'key=value: tag', got {rules!r}")
+        out = []
+        for cond, tag in rules.items():
+            if "=" not in str(cond):
+                raise C.ConfError(f"frontier.tags: {cond!r} is not 'metadata key=value'")
+            k, v = str(cond).split("=", 1)
+            out.append((k.strip(), v.strip(), str(tag)))
+        return out
+
+    def _ensure_indices(self, conf: Mapping[str, Any]) -> None:
+        status, _ = self.client.request("HEAD", f"/{self.index}", ok=(200, 404))
+        if status == 404:
+            body = _load_template("status.json")
+            idx = body["settings"]["index"]
+            for key, name in (("shards", "number_of_shards"), ("replicas", "number_of_replicas"),
+                              ("refresh.interval", "refresh_interval")):
+                value = conn_key(conf, "status", key)
+                if value is not None:
+                    idx[name] = value
+            self._create_index(self.index, body)
+        self._check_mapping()
+        status, _ = self.client.request("HEAD", f"/{self.leases_index}", ok=(200, 404))
+        if status == 404:
+            self._create_index(self.leases_index, _load_template("leases.json"))
+
+    def _create_index(self, name: str, body: dict) -> None:
+        status, data = self.client.request("PUT", f"/{name}", body, ok=(200, 201, 400))
+        if status == 400:
+            err = (data or {}).get("error") or {}
+            if not (isinstance(err, dict) and err.get("type") == "resource_already_exists_exception"):
+                raise FrontierError(f"cannot create index {name!r}: {err}")  # created meanwhile: fine
+
+    def _check_mapping(self) -> None:
+        _, data = self.client.request("GET", f"/{self.index}/_mapping")
+        if not isinstance(data, dict) or not data:
+            raise FrontierError(f"status index {self.index!r}: no mapping returned")
+        props = next(iter(data.values())).get("mappings", {}).get("properties", {})
+        wrong = []
+        for field, types in REQUIRED_FIELDS.items():
+            got = (props.get(field) or {}).get("type")
+            if got is None and field == "nextFetchDate" and props:
+                continue  # an index where no document has a date yet (all "never")
+            if got not in types:
+                wrong.append(f"{field} is {got or 'missing'} (expected {' or '.join(types)})")
+        if wrong:
+            raise FrontierError(
+                f"index {self.index!r} at {self.client.address} is not a status index: "
+                + "; ".join(wrong) + " — choose another opensearch.status.index.name")
+
+    # -- writes ------------------------------------------------------------------------------------
+    def _md_name(self, key: str) -> str:
+        name = self._md_names.get(key)
+        if name is None:
+            name = self._md_names[key] = key.replace(".", "%2E")
+        return name
+
+    def _doc(self, url: str, status: str, md: Mapping[str, list[str]], nfd: float | None,
+             key: str) -> bytes:
+        doc: dict[str, Any] = {"url": url, "status": status, "key": key,
+                               "metadata": {self._md_name(k): v for k, v in md.items()}}
+        if nfd is not None:
+            doc["nextFetchDate"] = _iso(nfd)
+        if self.tag_rules:
+            tags = [t for k, v, t in self.tag_rules if v in (md.get(k) or ())]
+            if tags:
+                doc["tags"] = tags
+        return orjson.dumps(doc)
+
+    def _action(self, op: str, doc_id: str, key: str) -> bytes:
+        if self.routing:
+            return b'{"%s":{"_index":%s,"_id":"%s","routing":%s}}' % (
+                op.encode(), orjson.dumps(self.index), doc_id.encode(), orjson.dumps(key))
+        return b'{"%s":{"_index":%s,"_id":"%s"}}' % (op.encode(), orjson.dumps(self.index),
+                                                     doc_id.encode())
+
+    def _bulk(self, lines: list[bytes], n: int) -> list[int]:
+        """Send ``n`` actions; return each action's HTTP status (409 kept as is)."""
+        _, data = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
+                                      params={"filter_path": _FILTER_BULK})
+        if not data or not data.get("errors"):
+            return [200] * n
+        items = data.get("items") or []
+        if len(items) != n:
+            raise FrontierError(f"bulk answered {len(items)} items for {n} actions")
+        out = []
+        for item in items:
+            res = next(iter(item.values()))
+            out.append(int(res.get("status", 500)))
+            if res.get("status", 500) >= 300 and res.get("status") != 409:
+                log.warning("bulk item failed: %s", res.get("error"))
+        return out
+
+    def apply_updates(self, updates: Iterable[StatusUpdate]) -> list[int]:
+        """Write a batch; returns the positions of updates whose write failed (empty: all
+        durable). Raises :class:`FrontierError` when the request as a whole failed."""
+        updates = list(updates)
+        if not updates:
+            return []
+        lines: list[bytes] = []
+        for u in updates:
+            op = "create" if u.status == Status.DISCOVERED else "index"
+            status = u.status.value if isinstance(u.status, Status) else str(u.status)
+            lines.append(self._action(op, _sha256(u.url), u.key))
+            lines.append(self._doc(u.url, status, u.metadata, u.next_fetch_date, u.key))
+        try:
+            statuses = self._bulk(lines, len(updates))
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        return [i for i, s in enumerate(statuses) if s >= 300 and s != 409]
+
+    def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
+        """Seeds as DISCOVERED, due ``now``, never overwriting; returns how many were new."""
+        from owler.urls import normalize, partition_key
+
+        lines: list[bytes] = []
+        n = 0
+        for url, md in seeds:
+            norm = normalize(url)
+            if norm is None:
+                raise ValueError(f"cannot inject {url!r}: not a valid http(s) URL")
+            try:
+                key = partition_key(norm, self.partition_mode)
+            except ValueError:
+                key = DEFAULT_KEY
+            lines.append(self._action("create", _sha256(norm), key))
+            lines.append(self._doc(norm, Status.DISCOVERED.value, dict(md or {}), now, key))
+            n += 1
+        if not n:
+            return 0
+        try:
+            statuses = self._bulk(lines, n)
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        failed = [s for s in statuses if s >= 300 and s != 409]
+        if failed:
+            raise FrontierError(f"{len(failed)} of {n} seeds could not be written (status {failed[0]})")
+        return sum(1 for s in statuses if s < 300)
+
+    def refresh(self) -> None:
+        """Make every write so far visible to searches (counts, due)."""
+        try:
+            self.client.request("POST", f"/{self.index}/_refresh")
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+
+    # -- the spout's query ---------------------------------------------------------------------------
+    def _filters(self, now: float | None) -> dict:
+        filters: list[dict] = []
+        if now is not None:
+            filters.append({"range": {"nextFetchDate": {"lte": int(now * 1000)}}})
+        if self.interest:
+            filters.append({"terms": {"tags": self.interest}})
+        query: dict[str, Any] = {"filter": filters}
+        if self.not_interest:
+            query["must_not"] = [{"terms": {"tags": self.not_interest}}]
+        return {"bool": query}
+
+    def due(self, now: float, max_buckets: int, per_bucket: int, exclude: Container[str] = ()
+            ) -> list[tuple[str, dict[str, list[str]], str]]:
+        """Due URLs of queues this task could lease now, round-robin, as ``(url, md, key)``.
+
+        Queues whose round is still going on (leased by this task) are skipped; so are queues
+        leased by others. Raises :class:`FrontierError` when the node cannot be queried.
+        """
+        if max_buckets <= 0 or per_bucket <= 0:
+            return []
+        body = {
+            "size": 0, "track_total_hits": False, "query": self._filters(now),
+            "aggs": {"queues": {
+                "terms": {"field": "key", "size": max_buckets + len(self.leases),
+                          "order": {"first": "asc"}},
+                "aggs": {
+                    "first": {"min": {"field": "nextFetchDate"}},
+                    "docs": {"top_hits": {
+                        "size": per_bucket + per_bucket // 2 + 2,
+                        "sort": [{"nextFetchDate": "asc"}, {"url": "asc"}],
+                        "_source": {"includes": ["url", "metadata"]}}},
+                }}},
+        }
+        try:
+            self._renew(now)
+            _, data = self.client.request("POST", f"/{self.index}/_search", body)
+            buckets = data["aggregations"]["queues"]["buckets"]
+            free = [b for b in buckets if b["key"] not in self.leases][:max_buckets]
+            got = self._acquire([b["key"] for b in free], now)
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        queues: list[list[tuple[str, dict, str]]] = []
+        for b in free:
+            key = b["key"]
+            if key not in got:
+                continue
+            rows = []
+            for hit in b["docs"]["hits"]["hits"]:
+                src = hit.get("_source") or {}
+                url = src.get("url")
+                if not isinstance(url, str) or url in exclude:
+                    continue
+                rows.append((url, _read_md(src.get("metadata")), key))
+                if len(rows) >= per_bucket:
+                    break
+            queues.append(rows)
+        out = []
+        for i in range(per_bucket):
+            for rows in queues:
+                if i < len(rows):
+                    out.append(rows[i])
+        return out
+
+    # -- queue leases ------------------------------------------------------------------------------
+    def _lease_doc(self, until: float, active: bool) -> bytes:
+        return orjson.dumps({"owner": self.owner, "until": int(until * 1000), "active": active})
+
+    def _acquire(self, keys: list[str], now: float) -> set[str]:
+        if not keys:
+            return set()
+        _, data = self.client.request("POST", f"/{self.leases_index}/_mget", {"ids": keys})
+        lines: list[bytes] = []
+        tried: list[str] = []
+        now_ms = int(now * 1000)
+        for doc in data.get("docs", []):
+            key = doc["_id"]
+            if not doc.get("found"):
+                lines.append(b'{"create":{"_index":%s,"_id":%s}}' % (
+                    orjson.dumps(self.leases_index), orjson.dumps(key)))
+            else:
+                src = doc.get("_source") or {}
+                mine_active = src.get("owner") == self.owner and src.get("active")
+                if int(src.get("until", 0)) > now_ms and not mine_active:
+                    continue  # another task's round, or the queue's pause after a round
+                lines.append(b'{"index":{"_index":%s,"_id":%s,"if_seq_no":%d,"if_primary_term":%d}}'
+                             % (orjson.dumps(self.leases_index), orjson.dumps(key),
+                                doc["_seq_no"], doc["_primary_term"]))
+            lines.append(self._lease_doc(now + self.lease_ttl, True))
+            tried.append(key)
+        if not tried:
+            return set()
+        _, res = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
+                                     params={"filter_path": "items.*.status,items.*._seq_no,"
+                                                            "items.*._primary_term"})
+        got = set()
+        for key, item in zip(tried, res.get("items", [])):
+            r = next(iter(item.values()))
+            if r.get("status") in (200, 201):
+                self.leases[key] = {"seq": r["_seq_no"], "term": r["_primary_term"],
+                                    "until": now + self.lease_ttl, "start": now}
+                got.add(key)
+        return got
+
+    def _renew(self, now: float) -> None:
+        keys = [k for k, v in self.leases.items() if v["until"] - now < self.lease_ttl / 2]
+        if not keys:
+            return
+        results = self._write_leases(keys, now + self.lease_ttl, True)
+        for key, res in zip(keys, results):
+            if res is None:  # lost (expired and taken): the round goes on, the next one waits
+                log.warning("lease of queue %s lost", key)
+                self.leases.pop(key, None)
+            else:
+                self.leases[key].update(seq=res[0], term=res[1], until=now + self.lease_ttl)
+
+    def _write_leases(self, keys: list[str], until: float, active: bool
+                      ) -> list[tuple[int, int] | None]:
+        lines = []
+        for key in keys:
+            lease = self.leases[key]
+            lines.append(b'{"index":{"_index":%s,"_id":%s,"if_seq_no":%d,"if_primary_term":%d}}' % (
+                orjson.dumps(self.leases_index), orjson.dumps(key), lease["seq"], lease["term"]))
+            lines.append(self._lease_doc(until, active))
+        _, res = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
+                                     params={"filter_path": "items.*.status,items.*._seq_no,"
+                                                            "items.*._primary_term"})
+        out: list[tuple[int, int] | None] = []
+        for item in res.get("items", []):
+            r = next(iter(item.values()))
+            out.append((r["_seq_no"], r["_primary_term"]) if r.get("status") in (200, 201) else None)
+        return out
+
+    def release(self, key: str, now: float, served: bool = True) -> None:
+        """End this task's round on ``key``: the queue may be served again (by anyone)
+        ``fetcher.server.delay`` from now and no earlier than ``frontier.queue.round.delay`` after
+        the round began; at once when nothing was ``served``. Errors are logged: the lease then
+        expires after ``frontier.lease.ttl``."""
+        lease = self.leases.get(key)
+        if lease is None:
+            return
+        until = max(now + self.server_delay, lease["start"] + self.round_delay) if served else now
+        try:
+            self._write_leases([key], until, False)
+        except OpenSearchError as exc:
+            log.warning("cannot release the lease of queue %s: %s", key, exc)
+        self.leases.pop(key, None)
+
+    def release_all(self, now: float) -> None:
+        for key in list(self.leases):
+            self.release(key, now)
+
+    # -- statistics ----------------------------------------------------------------------------------
+    def _search(self, body: dict) -> dict:
+        try:
+            return self.client.request("POST", f"/{self.index}/_search", body)[1]
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+
+    def counts(self) -> dict[str, int]:
+        data = self._search({"size": 0, "track_total_hits": False, "aggs": {
+            "s": {"terms": {"field": "status", "size": 20}}}})
+        out = {name: 0 for name in STATUS_NAMES}
+        for b in data["aggregations"]["s"]["buckets"]:
+            out[b["key"]] = b["doc_count"]
+        return out
+
+    def due_count(self, now: float) -> int:
+        try:
+            _, data = self.client.request("POST", f"/{self.index}/_count",
+                                          {"query": self._filters(now)})
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        return int(data["count"])
+
+    def queue_count(self, now: float | None = None) -> int:
+        """Distinct keys (approximate above 40,000, a cardinality aggregation)."""
+        query = self._filters(now) if now is not None else {"match_all": {}}
+        data = self._search({"size": 0, "track_total_hits": False, "query": query, "aggs": {
+            "q": {"cardinality": {"field": "key", "precision_threshold": 40000}}}})
+        return int(data["aggregations"]["q"]["value"])
+
+    def top_hosts(self, n: int = 10) -> list[tuple[str, int]]:
+        data = self._search({"size": 0, "track_total_hits": False, "aggs": {
+            "k": {"terms": {"field": "key", "size": n}}}})
+        return [(b["key"], b["doc_count"]) for b in data["aggregations"]["k"]["buckets"]]
+
+    def get(self, url: str) -> FrontierRecord | None:
+        params = None
+        if self.routing:
+            from owler.urls import partition_key
+            try:
+                params = {"routing": partition_key(url, self.partition_mode)}
+            except ValueError:
+                params = {"routing": DEFAULT_KEY}
+        try:
+            status, data = self.client.request("GET", f"/{self.index}/_doc/{_sha256(url)}",
+                                               params=params, ok=(200, 404))
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        if status == 404 or not data.get("found"):
+            return None
+        src = data["_source"]
+        return FrontierRecord(src["url"], Status(src["status"]), _epoch(src.get("nextFetchDate")),
+                              src.get("key", DEFAULT_KEY), _read_md(src.get("metadata")), 0.0)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> "OpenSearchFrontier":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read_md(md: Any) -> dict[str, list[str]]:
+    """Stored metadata → ``dict[str, list[str]]`` (%2E back to '.', scalars to lists)."""
+    if not isinstance(md, Mapping):
+        return {}
+    out = {}
+    for k, v in md.items():
+        name = k.replace("%2E", ".")
+        if isinstance(v, list):
+            out[name] = [str(x) for x in v]
+        elif v is not None:
+            out[name] = [str(v)]
+    return out
+
+
+def _load_template(name: str) -> dict:
+    path = C.resource_path(Path("opensearch") / name)
+    body = json.loads(path.read_text())
+    body.pop("_comment", None)
+    return body

