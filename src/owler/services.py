@@ -6,8 +6,8 @@
 ``down`` stops it (SIGTERM, then SIGKILL after a grace period) and leaves nothing running;
 ``status`` reports it. Both are safe to call twice.
 
-Config keys: ``services.opensearch.port`` (HTTP port, default 9200; the transport port is the HTTP
-port + 100), ``services.opensearch.heap`` (JVM heap, default ``512m``), ``owler.work.dir``.
+Config keys: ``services.opensearch.port`` (HTTP port, default 9200, at most 9299; the transport port
+is the HTTP port + 100), ``services.opensearch.heap`` (JVM heap, default ``512m``), ``owler.work.dir``.
 The crawler reaches the node through ``opensearch.addresses``, which defaults to this port.
 """
 
@@ -29,6 +29,7 @@ from owler import conf as C
 
 RUNNER_MAIN = "org.codelibs.opensearch.runner.OpenSearchRunner"
 SERVICES = ("opensearch",)
+MAX_PORT = 9299
 
 
 class ServiceError(RuntimeError):
@@ -74,8 +75,10 @@ class OpenSearchNode:
         conf = C.absolute_paths(dict(conf))
         work = Path(C.get_str(conf, "owler.work.dir", ".work"))
         port = C.get_int(conf, "services.opensearch.port", 9200)
-        if not 1 <= port <= 65435:
-            raise C.ConfError(f"services.opensearch.port: {port} is not a usable port")
+        if not 1024 < port <= MAX_PORT:
+            # the runner picks its HTTP port below a fixed ceiling (its maxHttpPort, 9299)
+            raise C.ConfError(f"services.opensearch.port: {port} is outside 1025..{MAX_PORT}, the "
+                              "ports the embedded OpenSearch runner can serve")
         return cls(C.project_root(), work / "services" / "opensearch", port,
                    C.get_str(conf, "services.opensearch.heap", "512m"))
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import socket
 import time
 from collections import deque
 
@@ -58,8 +60,12 @@ class FrontierSpout(OwlerComponent, Spout):
         tasks = sorted(int(t) for t, c in context.get("task->component", {}).items()
                        if c == self.component_name)
         self.shard = (tasks.index(self.task_id), len(tasks)) if self.task_id in tasks else (0, 1)
-        # the lease owner: stable across restarts of this task, unique per running topology
-        self.owner = f"{storm_conf.get('storm.id') or 'local'}/{self.component_name}/{self.task_id}"
+        # the lease owner: unique among all crawlers on the frontier. With frontier.crawler.id set
+        # (unique per crawl) it is stable across restarts, so a restarted task takes its own
+        # unreleased leases back at once; otherwise they expire after frontier.lease.ttl.
+        crawler = C.get_str(storm_conf, "frontier.crawler.id", "") or (
+            f"{socket.gethostname()}:{os.getpid()}")
+        self.owner = f"{crawler}/{self.component_name}/{self.task_id}"
         self.buffer: deque = deque()
         self.in_flight: dict[str, tuple[float, str]] = {}  # url -> (emitted at, key)
         self.recent: dict[str, float] = {}  # acked url -> when (leased frontier only)

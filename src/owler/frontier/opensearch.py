@@ -20,11 +20,12 @@ Queues are served in rounds under a lease (:data:`LEASES` index, ``_id`` = key):
 serves a queue it takes the queue's lease (create, or overwrite an expired one, with optimistic
 concurrency control: ``if_seq_no``/``if_primary_term``); when the round's URLs are all acked it
 releases the lease with ``until`` = when the queue may be served again (``fetcher.server.delay``
-after the last ack, and at least ``frontier.queue.round.delay`` after the round began). Several
+after the last ack, but not before the index refresh shows the round's new statuses, and at
+least ``frontier.queue.round.delay`` after the round began). Several
 spout tasks and several crawlers on one index therefore never serve one queue at the same time,
 and the per-queue delay holds across all of them. A lease not released (a dead task) expires
-after ``frontier.lease.ttl`` seconds; the owner is ``storm.id/task``, so a restarted task takes
-its own unreleased leases back at once.
+after ``frontier.lease.ttl`` seconds; with ``frontier.crawler.id`` set, the owner name is stable
+across restarts and a restarted task takes its own unreleased leases back at once.
 
 Config keys: ``opensearch.status.index.name`` (status), ``opensearch.status.routing`` (false: when
 true the partition key is the routing value), ``opensearch.status.shards`` / ``.replicas`` /
@@ -106,8 +107,12 @@ class OpenSearchFrontier:
         self._md_names: dict[str, str] = {}
         try:
             self._ensure_indices(conf)
+            self.refresh_secs = self._refresh_interval()
         except OpenSearchError as exc:
             raise FrontierError(f"status index {self.index!r}: {exc}") from exc
+        # a released queue pauses at least until the round's status writes are searchable, or
+        # the next task to take it (of any crawler) would see its URLs still due
+        self.min_hold = self.refresh_secs + 1.0
 
     @property
     def location(self) -> str:
@@ -149,6 +154,18 @@ class OpenSearchFrontier:
             err = (data or {}).get("error") or {}
             if not (isinstance(err, dict) and err.get("type") == "resource_already_exists_exception"):
                 raise FrontierError(f"cannot create index {name!r}: {err}")  # created meanwhile: fine
+
+    def _refresh_interval(self) -> float:
+        _, data = self.client.request("GET", f"/{self.index}/_settings/index.refresh_interval")
+        value = None
+        if isinstance(data, dict) and data:
+            value = (next(iter(data.values())).get("settings", {}).get("index", {})
+                     .get("refresh_interval"))
+        secs = _duration(value, 1.0)
+        if secs < 0:
+            log.warning("index %s has refresh disabled: released queues pause 30 s", self.index)
+            return 30.0
+        return secs
 
     def _check_mapping(self) -> None:
         _, data = self.client.request("GET", f"/{self.index}/_mapping")
@@ -398,13 +415,15 @@ class OpenSearchFrontier:
 
     def release(self, key: str, now: float, served: bool = True) -> None:
         """End this task's round on ``key``: the queue may be served again (by anyone)
-        ``fetcher.server.delay`` from now and no earlier than ``frontier.queue.round.delay`` after
-        the round began; at once when nothing was ``served``. Errors are logged: the lease then
+        ``fetcher.server.delay`` from now, but not before the index refresh has made the round's
+        status writes searchable (refresh interval + 1 s), and no earlier than
+        ``frontier.queue.round.delay`` after the round began; at once when nothing was ``served``. Errors are logged: the lease then
         expires after ``frontier.lease.ttl``."""
         lease = self.leases.get(key)
         if lease is None:
             return
-        until = max(now + self.server_delay, lease["start"] + self.round_delay) if served else now
+        until = max(now + max(self.server_delay, self.min_hold),
+                    lease["start"] + self.round_delay) if served else now
         try:
             self._write_leases([key], until, False)
         except OpenSearchError as exc:
@@ -477,6 +496,25 @@ class OpenSearchFrontier:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _duration(value: Any, default: float) -> float:
+    """An OpenSearch time value ("1s", "500ms", "2m", "-1") in seconds."""
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text == "-1":
+        return -1.0
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)]) * factor
+            except ValueError:
+                return default
+    try:
+        return float(text) / 1000.0  # a bare number is milliseconds
+    except ValueError:
+        return default
 
 
 def _read_md(md: Any) -> dict[str, list[str]]:

@@ -1,0 +1,161 @@
+"""OpenSearchFrontier against a real OpenSearch node: the status index, bulk semantics, the spout
+query, queue leases between tasks, statistics and bad input."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from owler.constants import Status
+from owler.frontier import FrontierError, StatusUpdate, open_frontier
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def conf(opensearch):
+    return {"frontier.backend": "opensearch", "services.opensearch.port": opensearch.port,
+            "opensearch.status.index.name": f"st-{uuid.uuid4().hex[:10]}",
+            "fetcher.server.delay": 1.0, "frontier.lease.ttl": 60}
+
+
+def upd(url, status, nfd, key, md=None):
+    return StatusUpdate(url, Status(status), md or {}, nfd, key)
+
+
+def test_index_is_created_with_the_stormcrawler_mapping_and_documents(conf, opensearch):
+    now = time.time()
+    with open_frontier(conf) as f:
+        assert f.inject([("http://a.example/x", {"depth": ["0"], "url.path": ["http://s/"]})],
+                        now) == 1
+        f.apply_updates([upd("http://a.example/x", "FETCHED", None, "a.example",
+                             {"fetch.statusCode": ["200"]})])
+        f.refresh()
+        index = conf["opensearch.status.index.name"]
+        _, mapping = opensearch.request("GET", f"/{index}/_mapping")
+        props = mapping[index]["mappings"]["properties"]
+        assert {props[k]["type"] for k in ("url", "key", "status")} == {"keyword"}
+        assert props["nextFetchDate"]["type"] == "date"
+        import hashlib
+        doc_id = hashlib.sha256(b"http://a.example/x").hexdigest()
+        _, doc = opensearch.request("GET", f"/{index}/_doc/{doc_id}")
+        src = doc["_source"]
+        # StormCrawler's document: dots in metadata names as %2E; no nextFetchDate = never again
+        assert src == {"url": "http://a.example/x", "status": "FETCHED", "key": "a.example",
+                       "metadata": {"fetch%2EstatusCode": ["200"]}}
+        rec = f.get("http://a.example/x")
+        assert rec.status == Status.FETCHED and rec.next_fetch_date is None
+        assert rec.metadata == {"fetch.statusCode": ["200"]}
+
+
+def test_discovered_is_create_only_and_other_statuses_overwrite(conf):
+    now = time.time()
+    with open_frontier(conf) as f:
+        assert f.apply_updates([upd("http://a.example/", "FETCHED", now + 3600, "a.example")]) == []
+        # a DISCOVERED of a known URL is a 409 conflict: success, nothing changes
+        assert f.apply_updates([upd("http://a.example/", "DISCOVERED", now, "a.example"),
+                                upd("http://b.example/", "DISCOVERED", now, "b.example")]) == []
+        assert f.get("http://a.example/").status == Status.FETCHED
+        assert f.inject([("http://a.example/", {}), ("http://c.example/", {})], now) == 1
+        f.refresh()
+        assert f.counts()["DISCOVERED"] == 2 and f.counts()["FETCHED"] == 1
+        assert f.due_count(now + 1) == 2
+        assert f.queue_count() == 3 and f.queue_count(now + 1) == 2
+        assert dict(f.top_hosts(10)) == {"a.example": 1, "b.example": 1, "c.example": 1}
+
+
+def test_a_failing_bulk_item_is_reported_alone(conf):
+    now = time.time()
+    with open_frontier(conf) as f:
+        f.apply_updates([upd("http://a.example/1", "FETCHED", now, "a.example", {"x": ["1"]})])
+        # metadata.x is a keyword now: an object there is rejected for this item only
+        bad = StatusUpdate("http://a.example/2", Status.FETCHED, {"x": [{"y": "z"}]}, now, "a.example")
+        failed = f.apply_updates([upd("http://a.example/3", "FETCHED", now, "a.example"), bad,
+                                  upd("http://a.example/4", "DISCOVERED", now, "a.example")])
+        assert failed == [1]
+        assert f.get("http://a.example/3") and f.get("http://a.example/4")
+        assert f.get("http://a.example/2") is None
+
+
+def test_due_round_robin_by_queue_with_interest_tags(conf):
+    now = time.time()
+    conf = {**conf, "frontier.tags": {"isSitemap=true": "Sitemap"}}
+    with open_frontier(conf, owner="t1") as f:
+        f.apply_updates([upd(f"http://a.example/{i}", "DISCOVERED", now - 100 + i, "a.example")
+                         for i in range(5)]
+                        + [upd(f"http://b.example/{i}", "DISCOVERED", now - 50 + i, "b.example")
+                           for i in range(3)]
+                        + [upd("http://c.example/sitemap.xml", "DISCOVERED", now - 10, "c.example",
+                               {"isSitemap": ["true"]}),
+                           upd("http://d.example/later", "DISCOVERED", now + 3600, "d.example")])
+        f.refresh()
+        rows = f.due(now, 10, 2)
+        assert [u for u, _, _ in rows] == [
+            "http://a.example/0", "http://b.example/0", "http://c.example/sitemap.xml",
+            "http://a.example/1", "http://b.example/1"]
+        assert rows[2][1] == {"isSitemap": ["true"]}
+        f.release("c.example", now, served=False)  # given back unserved: free at once
+    # a spout interested in sitemaps only
+    with open_frontier({**conf, "frontier.interest.tags": ["Sitemap"]}, owner="t2") as g:
+        assert [u for u, _, _ in g.due(now, 10, 2)] == ["http://c.example/sitemap.xml"]
+    with open_frontier({**conf, "frontier.interest.exclude.tags": ["Sitemap"]}, owner="t3") as h:
+        assert h.due(now, 10, 2) == []  # a and b are leased by t1, c is excluded
+
+
+def test_queue_leases_split_queues_and_keep_the_delay(conf):
+    now = time.time()
+    with open_frontier(conf, owner="t1") as f, open_frontier(conf, owner="t2") as g:
+        f.apply_updates([upd(f"http://{h}.example/{i}", "DISCOVERED", now - 10, f"{h}.example")
+                         for h in "ab" for i in range(3)])
+        f.refresh()
+        first = f.due(now, 1, 10)  # t1 takes one queue
+        assert {k for _, _, k in first} == {"a.example"} and len(first) == 3
+        second = g.due(now, 10, 10)  # t2 gets only the other one
+        assert {k for _, _, k in second} == {"b.example"}
+        assert f.due(now, 10, 10) == []  # t1's round on a is going on, b is t2's
+        # round done: a pauses max(fetcher.server.delay, refresh interval 1 s + 1 s)
+        f.release("a.example", time.time())
+        assert f.min_hold == 2.0
+        assert g.due(time.time(), 10, 10) == []
+        time.sleep(1.2)
+        assert g.due(time.time(), 10, 10) == []
+        time.sleep(1.0)
+        assert {k for _, _, k in g.due(time.time(), 10, 10)} == {"a.example"}
+
+
+def test_lease_of_a_dead_task_expires_and_its_owner_takes_it_back(conf):
+    conf = {**conf, "frontier.lease.ttl": 2}
+    now = time.time()
+    with open_frontier(conf, owner="dead") as f:
+        f.apply_updates([upd("http://a.example/", "DISCOVERED", now - 10, "a.example")])
+        f.refresh()
+        assert f.due(now, 10, 10)
+    # the same task restarted (same owner): its unreleased lease is its own
+    with open_frontier(conf, owner="dead") as again:
+        assert again.due(time.time(), 10, 10)
+    with open_frontier(conf, owner="other") as g:
+        assert g.due(time.time(), 10, 10) == []
+        time.sleep(2.2)
+        assert g.due(time.time(), 10, 10)
+
+
+def test_documents_without_url_are_skipped(conf, opensearch):
+    now = time.time()
+    index = conf["opensearch.status.index.name"]
+    with open_frontier(conf, owner="t1") as f:
+        opensearch.request("PUT", f"/{index}/_doc/foreign?refresh=true",
+                           {"key": "a.example", "status": "DISCOVERED",
+                            "nextFetchDate": "2020-01-01T00:00:00Z"})
+        f.apply_updates([upd("http://a.example/ok", "DISCOVERED", now - 10, "a.example")])
+        f.refresh()
+        assert [u for u, _, _ in f.due(now, 10, 10)] == ["http://a.example/ok"]
+
+
+def test_foreign_index_and_unreachable_node_are_clear_errors(conf, opensearch):
+    opensearch.request("PUT", "/foreign-idx", {"mappings": {"properties": {"url": {"type": "text"}}}})
+    with pytest.raises(FrontierError, match="is not a status index: url is text"):
+        open_frontier({**conf, "opensearch.status.index.name": "foreign-idx"})
+    with pytest.raises(FrontierError, match="cannot reach OpenSearch at http://127.0.0.1:9"):
+        open_frontier({**conf, "opensearch.addresses": ["127.0.0.1:9"], "opensearch.max.retries": 0})

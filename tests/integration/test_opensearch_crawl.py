@@ -1,0 +1,172 @@
+"""The explorative crawl with the OpenSearch frontier on real Storm and a real OpenSearch node:
+counts agree with the index, two crawls share one index without fetching a URL twice or breaking
+per-host delays, and a node restarted mid-crawl loses no status. Plus the CLI's bad input."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.farm.harness import FarmProcess, min_interval, requests_by_host
+
+ROOT = Path(__file__).resolve().parents[2]
+DELAY = 0.5
+
+pytestmark = pytest.mark.integration
+
+
+def owler(node, work: Path, *args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "owler.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "OWLER_HOME": str(ROOT)})
+
+
+def write_conf(node, work: Path, index: str, extra: str = "") -> Path:
+    work.mkdir(parents=True, exist_ok=True)
+    conf = work / "conf.yaml"
+    conf.write_text(node.conf_lines(index) + (
+        f"warc.dir: {work / 'warc'}\n"
+        f"owler.work.dir: {work}\n"
+        "http.allow.private.addresses: true\n"
+        f"fetcher.server.delay: {DELAY}\n"
+        "http.timeout: 2000\n"
+        "fetcher.max.crawl.delay: 30\n"
+        "spout.min.delay.queries: 500\n"
+        "spout.ttl.purgatory: 10\n"
+        "topology.message.timeout.secs: 60\n"
+        "frontier.lease.ttl: 30\n") + extra)
+    return conf
+
+
+def fetched_pages(log):
+    return {(e["host"], e["path"]) for e in log
+            if e["status"] == 200 and e["path"] not in ("/robots.txt", "/slow")}
+
+
+def index_counts(node, index: str) -> dict:
+    node.request("POST", f"/{index}/_refresh")
+    _, data = node.request("POST", f"/{index}/_search", {
+        "size": 0, "aggs": {"s": {"terms": {"field": "status"}}}})
+    return {b["key"]: b["doc_count"] for b in data["aggregations"]["s"]["buckets"]}
+
+
+def fetched_urls_in_index(node, index: str) -> set[str]:
+    _, data = node.request("POST", f"/{index}/_search", {
+        "size": 10000, "query": {"term": {"status": "FETCHED"}}, "_source": ["url"]})
+    return {h["_source"]["url"] for h in data["hits"]["hits"]}
+
+
+def test_crawl_survives_an_opensearch_restart_and_counts_agree(opensearch, tmp_path):
+    index = f"crawl-{uuid.uuid4().hex[:8]}"
+    conf = write_conf(opensearch, tmp_path, index)
+    with FarmProcess(6, tmp_path / "access.log") as farm:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(farm.seeds()) + "\n")
+        inject = owler(opensearch, tmp_path, "inject", str(seeds), "--conf", str(conf))
+        assert inject.returncode == 0, inject.stderr
+        assert "6 new URL" in inject.stdout and f"index '{index}'" in inject.stdout
+        result = {}
+
+        def run():
+            result["run"] = owler(opensearch, tmp_path, "run", "explorative", "--conf", str(conf),
+                                  "--idle-exit", "8", "--time", "400")
+
+        t = threading.Thread(target=run)
+        t.start()
+        deadline = time.time() + 180
+        while time.time() < deadline and len(fetched_pages(farm.access_log())) < 10:
+            time.sleep(0.5)
+        assert len(fetched_pages(farm.access_log())) >= 10, "the crawl did not start"
+        down = opensearch.owler("services", "down")
+        assert down.returncode == 0, down.stderr
+        during = len(farm.access_log())
+        time.sleep(4)  # the crawl goes on without its frontier for a while
+        up = opensearch.owler("services", "up")
+        assert up.returncode == 0, up.stdout + up.stderr
+        t.join(600)
+        run = result["run"]
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        log = farm.access_log()
+        assert len(log) > during + 5, "nothing was fetched after the restart"
+        status = orjson.loads(owler(opensearch, tmp_path, "status", "--conf", str(conf),
+                                    "--json").stdout)
+    # every page the farm served is FETCHED in the index: no status update was lost
+    port = farm.port
+    served = {f"http://{h}:{port}{p}" for h, p in fetched_pages(log)}
+    assert fetched_urls_in_index(opensearch, index) == served
+    counts = index_counts(opensearch, index)
+    for name in ("DISCOVERED", "FETCHED", "FETCH_ERROR", "REDIRECTION", "ERROR"):
+        assert status[name] == counts.get(name, 0), (name, status, counts)
+    assert status["DISCOVERED"] == 0 and status["due_now"] == 0
+    assert index in status["frontier"]
+
+
+def test_two_crawls_share_one_index(opensearch, tmp_path):
+    index = f"shared-{uuid.uuid4().hex[:8]}"
+    confs = [write_conf(opensearch, tmp_path / f"c{i}", index) for i in (1, 2)]
+    with FarmProcess(8, tmp_path / "access.log") as farm:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(farm.seeds()) + "\n")
+        assert owler(opensearch, tmp_path, "inject", str(seeds), "--conf",
+                     str(confs[0])).returncode == 0
+        runs = [subprocess.Popen(
+            [sys.executable, "-m", "owler.cli", "run", "explorative", "--conf", str(c),
+             "--idle-exit", "10", "--time", "400"], cwd=ROOT, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, env={**os.environ, "OWLER_HOME": str(ROOT)})
+            for c in confs]
+        outs = [r.communicate(timeout=600)[0] for r in runs]
+        assert [r.returncode for r in runs] == [0, 0], outs
+        log = farm.access_log()
+    pages = [(e["host"], e["path"]) for e in log
+             if e["path"] not in ("/robots.txt", "/slow")]
+    twice = [p for p, n in Counter(pages).items() if n > 1]
+    assert not twice, f"fetched more than once: {twice[:10]}"
+    # per-host delays hold across both crawlers (the farm sees both)
+    by_host = requests_by_host(log)
+    for host, entries in by_host.items():
+        gap = min_interval(entries)
+        if gap is not None:
+            wanted = 2.0 if host in farm.hosts_of("crawldelay") else DELAY
+            assert gap >= wanted - 0.05, (host, gap)
+    # both crawlers did part of the work (each writes its own WARC files)
+    for c in ("c1", "c2"):
+        assert list((tmp_path / c / "warc").glob("*.warc.gz")), f"crawler {c} archived nothing"
+    counts = index_counts(opensearch, index)
+    assert counts.get("FETCHED") == len(fetched_pages(log)) and not counts.get("DISCOVERED")
+
+
+def test_cli_bad_input(opensearch, tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://example.com/\n")
+    # nothing listens on this port
+    conf = write_conf(opensearch, tmp_path, "x", "opensearch.addresses: 127.0.0.1:9\n"
+                                                 "opensearch.max.retries: 0\n")
+    inject = owler(opensearch, tmp_path, "inject", str(seeds), "--conf", str(conf))
+    assert inject.returncode == 3
+    assert "cannot reach OpenSearch at http://127.0.0.1:9" in inject.stderr
+    run = owler(opensearch, tmp_path, "run", "explorative", "--conf", str(conf), "--time", "5")
+    assert run.returncode == 3 and "cannot use the frontier" in run.stderr
+    # an index that is not a status index (a mapping conflict): exit 1, the field named
+    opensearch.request("PUT", "/not-status", {"mappings": {"properties": {
+        "url": {"type": "keyword"}, "key": {"type": "keyword"}, "status": {"type": "long"}}}})
+    conf = write_conf(opensearch, tmp_path, "not-status")
+    st = owler(opensearch, tmp_path, "status", "--conf", str(conf))
+    assert st.returncode == 1 and "status is long (expected keyword)" in st.stderr
+    # a port the runner cannot serve, and a port already taken
+    other = ["-o", f"owler.work.dir={tmp_path / 'other'}"]
+    bad = owler(opensearch, tmp_path, "services", "up", *other, "-o",
+                "services.opensearch.port=30000")
+    assert bad.returncode == 2 and "outside 1025..9299" in bad.stderr
+    taken = owler(opensearch, tmp_path, "services", "up", *other, "-o",
+                  f"services.opensearch.port={opensearch.port}")
+    assert taken.returncode == 2 and f"port {opensearch.port} on 127.0.0.1 is already taken" \
+        in taken.stderr
+    assert not (tmp_path / "other" / "services" / "opensearch" / "node.pid").exists()
