@@ -76,6 +76,19 @@ def test_open_frontier_factory(tmp_path):
         open_frontier({"frontier.backend": "redis"})
 
 
+def test_shared_frontier_protocol_is_trivial_for_a_local_file(tmp_path):
+    path = tmp_path / "sub" / "f.sqlite"
+    with open_frontier({"frontier.sqlite.path": str(path)}) as f:
+        assert f.leases_queues is False
+        assert f.location == str(path.resolve())
+        f.inject([("http://a.com/", {})], now=1.0)
+        f.refresh()
+        f.release("a.com", 2.0)
+        f.release_all(2.0)
+        # nothing was leased, so the queue is still due after a release
+        assert [r[0] for r in f.due(3.0, 10, 10)] == ["http://a.com/"]
+
+
 def test_discovered_never_overwrites(fr):
     url = "http://a.com/x"
     fr.apply_updates([upd(url, Status.FETCHED, NOW + 3600, md={"k": ["v"]})])

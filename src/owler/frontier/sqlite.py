@@ -341,6 +341,22 @@ class SQLiteFrontier:
         return FrontierRecord(url, Status(status), None if nfd >= NEVER else nfd, key,
                               orjson.loads(md), updated)
 
+    # -- shared-frontier protocol: a local file has no leases and no refresh lag ---------------
+    leases_queues = False
+
+    def release(self, key: str, now: float, served: bool = True) -> None:
+        """Nothing to give back: SQLite spout tasks split the queues by hash, not by lease."""
+
+    def release_all(self, now: float) -> None:
+        """See :meth:`release`."""
+
+    def refresh(self) -> None:
+        """Committed writes are visible at once."""
+
+    @property
+    def location(self) -> str:
+        return str(self.path.resolve())
+
     def close(self) -> None:
         conn = getattr(self, "conn", None)
         if conn is not None:
