@@ -44,13 +44,16 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=10_000)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--synchronous", default="NORMAL")
+    ap.add_argument("--wal-pages", type=int, default=50000,
+                    help="frontier.sqlite.wal.autocheckpoint (pages between checkpoints)")
     ap.add_argument("--dir", default=None, help="where to put the database (default: a temp dir)")
     args = ap.parse_args()
 
     rnd = random.Random(42)
     tmp = tempfile.mkdtemp(prefix="bench-frontier-", dir=args.dir)
     path = Path(tmp) / "frontier.sqlite"
-    fr = SQLiteFrontier(path, {"frontier.sqlite.synchronous": args.synchronous})
+    fr = SQLiteFrontier(path, {"frontier.sqlite.synchronous": args.synchronous,
+                              "frontier.sqlite.wal.autocheckpoint": args.wal_pages})
     now = time.time()
     md = {"depth": ["2"], "url.path": ["https://www.example.org/parent/page.html"]}
     known: list[str] = []
@@ -88,7 +91,9 @@ def main() -> None:
             last_rate = len(batch) / dt
         del t_batch_start
     rows = sum(fr.counts().values())
-    size_mb = sum(f.stat().st_size for f in Path(tmp).iterdir()) / 1e6
+    size_mb = path.stat().st_size / 1e6
+    wal = path.with_name(path.name + "-wal")
+    wal_mb = wal.stat().st_size / 1e6 if wal.exists() else 0.0
 
     # reads
     due_now = fr.due_count(now)
@@ -119,7 +124,7 @@ def main() -> None:
 
     print(f"SQLite frontier, {rows:,} URLs over {args.keys:,} keys "
           f"({due_now:,} due in {queues_due:,} queues), synchronous={args.synchronous}, "
-          f"DB {size_mb:.0f} MB, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
+          f"wal.autocheckpoint={args.wal_pages}, DB {size_mb:.0f} MB + WAL {wal_mb:.0f} MB, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
     print("| measure | value |")
     print("|---|---|")
     print(f"| status updates/s, whole fill ({written:,} updates, batches of {args.batch}) "

@@ -37,7 +37,7 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
         self.frontier = None
         self.updater = StatusUpdater(storm_conf, load_scheduler(storm_conf),
                                      C.get_str(storm_conf, "partition.url.mode", "byDomain"))
-        self.batch_size = C.get_int(storm_conf, "status.updater.batch.size", 2000)
+        self.batch_size = C.get_int(storm_conf, "status.updater.batch.size", 5000)
         self.interval = C.get_float(storm_conf, "status.updater.commit.interval", 0.5)
         if C.get_str(storm_conf, "frontier.backend", "sqlite") == "opensearch":
             # StormCrawler's bulk keys of its OpenSearch status updater, when given

@@ -34,7 +34,7 @@ def test_creates_parent_dir_wal_and_schema(tmp_path):
     f.close()
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "1"
+    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "2"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"urls", "meta", "queues"} <= tables
 
@@ -219,6 +219,15 @@ def test_queue_follows_rescheduling(fr):
     assert fr.queue_count(NOW) == 1
     assert [k for _, _, k in fr.due(NOW, 10, 10)] == ["b.com"]
     assert fr.queue_count() == 2
+
+
+def test_discovery_lowers_a_queue_date_and_never_raises_it(fr):
+    fr.apply_updates([upd("http://a.com/1", nfd=NOW + 100)])
+    assert fr.queue_count(NOW) == 0
+    fr.apply_updates([upd("http://a.com/2", nfd=NOW + 200)])  # later: the queue keeps +100
+    assert fr.queue_count(NOW + 150) == 1
+    fr.apply_updates([upd("http://a.com/3", nfd=NOW - 1)])  # earlier: the queue is due now
+    assert [u for u, _, _ in fr.due(NOW, 10, 10)] == ["http://a.com/3"]
 
 
 def test_counts_due_count_top_hosts(fr):
