@@ -50,6 +50,37 @@ def test_wrong_schema_version_is_a_clear_error(tmp_path):
         SQLiteFrontier(path)
 
 
+def test_a_schema_1_frontier_is_migrated_with_every_url(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '1');
+        CREATE TABLE urls (id TEXT PRIMARY KEY, url TEXT NOT NULL, status TEXT NOT NULL,
+            next_fetch_date REAL NOT NULL, key TEXT NOT NULL, metadata TEXT NOT NULL,
+            updated REAL NOT NULL);
+        CREATE INDEX urls_key_next_fetch_date ON urls (key, next_fetch_date);
+        CREATE TABLE queues (key TEXT PRIMARY KEY, next_due REAL NOT NULL);
+    """)
+    for i, status in enumerate(["DISCOVERED", "FETCHED"]):
+        url = f"http://a.com/{i}"
+        conn.execute("INSERT INTO urls VALUES (?, ?, ?, ?, 'a.com', '{\"depth\": [\"1\"]}', 1.0)",
+                     (hashlib.sha256(url.encode()).hexdigest(), url, status, NOW + i))
+    conn.execute("INSERT INTO queues VALUES ('a.com', ?)", (NOW,))
+    conn.commit()
+    conn.close()
+    with SQLiteFrontier(path) as f:
+        assert f.counts()["DISCOVERED"] == 1 and f.counts()["FETCHED"] == 1
+        rec = f.get("http://a.com/1")
+        assert rec.status == Status.FETCHED and rec.metadata == {"depth": ["1"]}
+        assert f.due(NOW, 10, 10) == [("http://a.com/0", {"depth": ["1"]}, "a.com")]
+        f.apply_updates([upd("http://a.com/0", Status.FETCHED, NOW + 60)])  # ids are new ones
+        assert f.counts()["FETCHED"] == 2 and sum(f.counts().values()) == 2
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "2"
+    assert conn.execute("SELECT typeof(id) FROM urls LIMIT 1").fetchone()[0] == "blob"
+
+
 def test_not_a_database_and_directory(tmp_path):
     bad = tmp_path / "junk.sqlite"
     bad.write_bytes(b"this is not sqlite" * 100)

@@ -13,7 +13,8 @@ Tables
     ``max_buckets`` most overdue keys from an index instead of ranking every due row (measured in
     ``bench/bench_frontier.py``: a window function over 1M due rows takes about a second; this takes
     milliseconds).
-    ``meta(name, value)``: ``schema_version``.
+    ``meta(name, value)``: ``schema_version`` (a schema 1 file, with hex ids, is migrated when
+    opened).
 
 Concurrency
     Several processes open the file at once (spout reads, status updater and ``owler inject``
@@ -173,18 +174,35 @@ class SQLiteFrontier:
     # -- set-up ----------------------------------------------------------------------------------
     def _create_schema(self) -> None:
         with self._write():
-            for stmt in _SCHEMA:
-                self.conn.execute(stmt)
+            self.conn.execute(_SCHEMA[0])  # meta
             row = self.conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
-            if row is None:
-                self.conn.execute(
-                    "INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
-                )
-            elif row[0] != SCHEMA_VERSION:
+            if row is not None and row[0] == "1":
+                self._migrate_from_1()
+            elif row is not None and row[0] != SCHEMA_VERSION:
                 raise FrontierError(
                     f"{self.path} has frontier schema version {row[0]}, this code expects "
                     f"{SCHEMA_VERSION}; use a new frontier.sqlite.path"
                 )
+            for stmt in _SCHEMA:
+                self.conn.execute(stmt)
+            if row is None:
+                self.conn.execute(
+                    "INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+                )
+
+    def _migrate_from_1(self) -> None:
+        """Schema 1 (64-character hex ids) → 2 (16-byte BLOB ids), inside the caller's
+        transaction: every URL kept with its status, date, key and metadata."""
+        self.conn.create_function("owler_url_id", 1, _url_id, deterministic=True)
+        self.conn.execute(_SCHEMA[1].replace("EXISTS urls (", "EXISTS urls_v2 ("))
+        self.conn.execute(
+            "INSERT INTO urls_v2 (id, url, status, next_fetch_date, key, metadata, updated) "
+            "SELECT owler_url_id(url), url, status, next_fetch_date, key, metadata, updated "
+            "FROM urls")
+        self.conn.execute("DROP TABLE urls")
+        self.conn.execute("ALTER TABLE urls_v2 RENAME TO urls")
+        self.conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'",
+                          (SCHEMA_VERSION,))
 
     def _write(self) -> "_Transaction":
         return _Transaction(self.conn)
