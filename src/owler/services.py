@@ -14,8 +14,6 @@ The crawler reaches the node through ``opensearch.addresses``, which defaults to
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -26,6 +24,7 @@ from typing import Any, Mapping
 import orjson
 
 from owler import conf as C
+from owler.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 
 RUNNER_MAIN = "org.codelibs.opensearch.runner.OpenSearchRunner"
 SERVICES = ("opensearch",)
@@ -34,27 +33,6 @@ MAX_PORT = 9299
 
 class ServiceError(RuntimeError):
     """A service cannot be started, stopped or reached; the message says why and what to do."""
-
-
-def _port_open(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of this process is not alive
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().split(b")")[-1].split()[0] != b"Z"
-    except OSError:
-        return True
 
 
 class OpenSearchNode:
@@ -101,14 +79,10 @@ class OpenSearchNode:
     # -- state -------------------------------------------------------------------------------------
     def pid(self) -> int | None:
         """The running node's pid (the pid file holds ``pid port``); adopts the port it runs on."""
-        try:
-            fields = self.pid_file.read_text().split()
-            pid, port = int(fields[0]), int(fields[1])
-        except (OSError, ValueError, IndexError):
+        found = read_pid_file(self.pid_file)
+        if found is None:
             return None
-        if not _alive(pid):
-            return None
-        self.running_port = port
+        pid, self.running_port = found
         return pid
 
     def health(self, timeout: float = 2.0) -> dict | None:
@@ -139,7 +113,7 @@ class OpenSearchNode:
             raise ServiceError(f"opensearch (pid {pid}) runs but {self.url} is not healthy; "
                                f"see {self.logs} or run `owler services down` first")
         for port in (self.port, self.port + 100):
-            if _port_open(port):
+            if port_open(port):
                 raise ServiceError(f"port {port} on 127.0.0.1 is already taken by another process; "
                                    "set services.opensearch.port to a free port")
         lib = self.lib_dir()
@@ -167,7 +141,7 @@ class OpenSearchNode:
                                         start_new_session=True)
             except FileNotFoundError:
                 raise ServiceError("java not found: install Java 17 (`make setup`) or set JAVA_HOME")
-        self.pid_file.write_text(f"{proc.pid} {self.port}\n")
+        write_pid_file(self.pid_file, proc.pid, self.port)
         if not self._wait_healthy(proc.pid, timeout):
             alive = proc.poll() is None
             self._stop(proc.pid)
@@ -179,7 +153,7 @@ class OpenSearchNode:
     def _wait_healthy(self, pid: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not _alive(pid):
+            if not alive(pid):
                 return False
             h = self.health()
             if h and h.get("status") in ("green", "yellow"):
@@ -202,22 +176,7 @@ class OpenSearchNode:
         return f"opensearch stopped (pid {pid})"
 
     def _stop(self, pid: int, grace: float = 60.0) -> None:
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(pid, sig)
-            except ProcessLookupError:
-                break
-            except PermissionError:
-                os.kill(pid, sig)
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and _alive(pid):
-                time.sleep(0.2)
-            if not _alive(pid):
-                break
-        try:  # reap it when it is our own child
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
+        stop_group(pid, grace)
         self.pid_file.unlink(missing_ok=True)
 
 
