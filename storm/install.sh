@@ -16,7 +16,7 @@ root=$(cd "$here/.." && pwd)
 version=$(cat "$here/VERSION")
 home="$root/.storm/apache-storm-$version"
 stamp="$home/.installed"
-sources_sum=$(cat "$here/VERSION" "$here"/poms/*.pom "$here"/java/*.java "$here"/bin/storm "$here"/conf/* | sha256sum | cut -c1-16)
+sources_sum=$(cat "$here/VERSION" "$here"/poms/*.pom "$here"/java/*.java "$here"/bin/storm "$here"/conf/* "$here"/ui/* | sha256sum | cut -c1-16)
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sources_sum" ]; then
   exit 0
@@ -62,6 +62,8 @@ rm -rf "$home/classes"
 mkdir -p "$home/conf" "$home/log4j2" "$home/public" "$home/bin" "$home/extlib" "$home/extlib-daemon"
 cp "$here/conf/storm.yaml" "$home/conf/storm.yaml"
 cp "$here/conf/cluster.xml" "$here/conf/worker.xml" "$home/log4j2/"
+rm -rf "$home/public"; mkdir -p "$home/public"
+cp "$here"/ui/* "$home/public/"   # the page of the project's Storm UI (storm/java/UiServer.java)
 install -m 0755 "$here/bin/storm" "$home/bin/storm"
 echo "$version" > "$home/RELEASE"
 echo "$sources_sum" > "$stamp"
