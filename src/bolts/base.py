@@ -8,6 +8,10 @@
 - Counters written every few seconds to ``<owler.run.dir>/<component>-<task>.json`` for
   ``owler run``'s progress line and idle detection: a file, because ``report_metric`` kills a
   ShellBolt that has no Java metric registered under the same name.
+- With ``metrics.opensearch: true`` the same counters and gauges go every ``metrics.interval``
+  seconds to StormCrawler's metrics index from a background thread (:mod:`owler.metrics`).
+- :meth:`OwlerComponent.report_error`: an operational error shown in the Storm UI (throttled by
+  ``metrics.errors.interval``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ import signal
 import threading
 import time
 from collections import Counter
+
+from owler import conf as C
+from owler import metrics as M
 
 log = logging.getLogger("owler")
 
@@ -42,11 +49,44 @@ class OwlerComponent:
         )
         self._shut = False
         signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._errors = M.ErrorThrottle(C.get_float(storm_conf, M.ERROR_INTERVAL_KEY,
+                                                   M.DEFAULT_ERROR_INTERVAL))
+        self.metrics = None
+        try:
+            self.metrics = M.MetricsReporter.from_conf(storm_conf, context, self.metrics_snapshot)
+        except C.ConfError as exc:  # bad metrics keys must not stop the crawl
+            log.error("metrics to OpenSearch disabled: %s", exc)
+            self.report_error(f"metrics to OpenSearch disabled: {exc}")
 
     # -- counters ---------------------------------------------------------------------------
     def count(self, name: str, n: int = 1) -> None:
         with self._stats_lock:
             self.counters[name] += n
+
+    def collect(self, counters: dict, gauges: dict) -> None:
+        """Add values kept outside ``self.counters``/``self.gauges`` (an engine's) to a snapshot.
+
+        May run on the metrics thread: read only what is safe to read from another thread.
+        """
+
+    def snapshot(self) -> tuple[dict, dict]:
+        """(counters, gauges) now: the component's, :meth:`collect`'s, errors and metrics sink."""
+        with self._stats_lock:
+            counters, gauges = dict(self.counters), dict(self.gauges)
+        self.collect(counters, gauges)
+        if self._errors.reported:
+            counters["errors/reported"] = self._errors.reported
+        if self._errors.suppressed:
+            counters["errors/suppressed"] = self._errors.suppressed
+        if self.metrics is not None:
+            counters.update(self.metrics.sink.stats())
+            gauges["metrics/queued"] = self.metrics.sink.queued
+        return counters, gauges
+
+    def metrics_snapshot(self) -> dict:
+        counters, gauges = self.snapshot()
+        counters.update(gauges)
+        return counters
 
     def write_stats(self, force: bool = False) -> None:
         if not self._stats_path:
@@ -55,9 +95,9 @@ class OwlerComponent:
         if not force and now - self._stats_written < self.stats_interval:
             return
         self._stats_written = now
-        with self._stats_lock:
-            doc = {"component": self.component_name, "task": self.task_id, "pid": os.getpid(),
-                   "time": now, "counters": dict(self.counters), "gauges": dict(self.gauges)}
+        counters, gauges = self.snapshot()
+        doc = {"component": self.component_name, "task": self.task_id, "pid": os.getpid(),
+               "time": now, "counters": counters, "gauges": gauges}
         tmp = f"{self._stats_path}.tmp"
         try:
             os.makedirs(os.path.dirname(self._stats_path), exist_ok=True)
@@ -66,6 +106,24 @@ class OwlerComponent:
             os.replace(tmp, self._stats_path)
         except OSError as exc:  # stats are best effort; the crawl goes on
             log.warning("cannot write stats file %s: %s", self._stats_path, exc)
+
+    # -- errors for the Storm UI -------------------------------------------------------------
+    def report_error(self, text: str) -> None:
+        """Show ``text`` as this component's last error in the Storm UI.
+
+        The multilang ``error`` command makes ShellBolt/ShellSpout call ``collector.reportError``.
+        At most one every ``metrics.errors.interval`` seconds is sent; the others are counted
+        (``errors/suppressed``) and the next one sent says how many. Safe from any thread:
+        pystorm writes every message whole under its serializer's writer lock. No ``sync`` follows
+        (a spout's would end the current next/ack/fail early). Callers log the error themselves.
+        """
+        dropped = self._errors.admit()
+        if dropped is None:
+            return
+        try:
+            self.send_message({"command": "error", "msg": M.error_message(text, dropped)})
+        except Exception:  # noqa: BLE001 - Storm went away: the main loop finds out
+            log.debug("cannot report an error to Storm", exc_info=True)
 
     # -- shutdown ----------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -83,6 +141,11 @@ class OwlerComponent:
             self.write_stats(force=True)
         except Exception:  # noqa: BLE001
             pass
+        if getattr(self, "metrics", None) is not None:
+            try:
+                self.metrics.close(timeout=2.0)  # a last snapshot, if OpenSearch is there
+            except Exception:  # noqa: BLE001
+                pass
 
     def _on_sigterm(self, signum, frame):  # noqa: ARG002
         self._shutdown_once()

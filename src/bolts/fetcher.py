@@ -5,6 +5,11 @@ holds across tasks. Output: fetched pages on ``default`` (``url, content, metada
 and the WARC writer), statuses on ``status`` and redirect targets on ``outlinks``. Emits and acks
 happen on the engine's thread, anchored to the input tuple; a full queue fails the tuple
 (back-pressure, Storm replays it later).
+
+Counters: ``fetched`` (pages), ``bytes``, ``http/<code>`` (every HTTP answer), the status names
+emitted, ``error.cause/<cause>`` (fetch errors without an HTTP answer), ``robots/fetched``,
+``robots/allowed``, ``robots/denied``, ``robots/errors``; gauges ``queued``, ``fetching`` (in
+progress) and ``queues``.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ from streamparse import Bolt, Stream
 
 from bolts.base import OwlerComponent
 from owler import wire
-from owler.constants import (FETCHED_FIELDS, OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS,
-                             STATUS_STREAM)
+from owler.constants import (ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE, FETCHED_FIELDS,
+                             OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM)
 from owler.fetcher import FetchEngine, FetchItem, Outcome
 
 log = logging.getLogger("owler.fetcher")
@@ -41,6 +46,7 @@ class FetcherBolt(OwlerComponent, Bolt):
         except (IndexError, TypeError, ValueError):  # not a partitioner tuple: drop it, loudly
             log.error("malformed tuple dropped: %r", tup.values)
             self.count("malformed")
+            self.report_error(f"malformed tuple dropped: {tup.values!r:.300}")
             self.ack(tup)
             return
         if not self.engine.submit(item):
@@ -53,6 +59,16 @@ class FetcherBolt(OwlerComponent, Bolt):
         self.gauges["queued"] = self.engine.queued()
         self.write_stats()
 
+    def collect(self, counters, gauges):  # on the metrics thread too: engine reads are safe
+        stats = dict(self.engine.stats)
+        for name in ("fetched", "allowed", "denied", "error"):
+            n = stats.get(f"robots_{name}")
+            if n:
+                counters["robots/errors" if name == "error" else f"robots/{name}"] = n
+        gauges["queued"] = self.engine.queued()
+        gauges["fetching"] = self.engine.queues.in_flight
+        gauges["queues"] = self.engine.queues.num_queues
+
     def _emit_outcome(self, out: Outcome) -> None:
         tup = out.item.token
         try:
@@ -60,6 +76,15 @@ class FetcherBolt(OwlerComponent, Bolt):
                 self.count("expired")
                 self.fail(tup)
                 return
+            code = out.metadata.get(FETCH_STATUS_CODE)
+            if code:  # set by this fetch (never persisted); a stale error.cause may be there
+                self.count(f"http/{code[0]}")
+            elif out.kind == "status":
+                cause = (out.metadata.get(ERROR_CAUSE) or ["unknown"])[0]
+                self.count(f"error.cause/{cause}")
+                if cause == "exception":  # a bug in the fetch code, not the site: tell the operator
+                    self.report_error(f"fetch of {out.item.url} failed: "
+                                      f"{(out.metadata.get(FETCH_EXCEPTION) or ['?'])[0]}")
             if out.kind == "page":
                 self.count("fetched")
                 self.count("bytes", len(out.content))
@@ -73,8 +98,10 @@ class FetcherBolt(OwlerComponent, Bolt):
                     self.emit([out.item.url, out.metadata, out.outlinks],
                               anchors=[tup], stream=OUTLINKS_STREAM)
             self.ack(tup)
-        except Exception:  # noqa: BLE001 - a broken emit must not kill the loop; Storm replays
+        except Exception as exc:  # noqa: BLE001 - a broken emit must not kill the loop: replayed
             log.exception("cannot emit the outcome for %s", out.item.url)
+            self.report_error(f"cannot emit the outcome for {out.item.url}: "
+                              f"{type(exc).__name__}: {exc}")
             try:
                 self.fail(tup)
             except Exception:  # noqa: BLE001

@@ -29,6 +29,7 @@ class ParserBolt(OwlerComponent, Bolt):
             set_value(clean, ERROR_SOURCE, "parser")
             set_value(clean, ERROR_MESSAGE, f"{type(exc).__name__}: {exc}")
             self.count("error")
+            self.report_error(f"parser failed on {url}: {type(exc).__name__}: {exc}")
             self.emit([url, clean, Status.ERROR.value], stream=STATUS_STREAM)
             return
         self.count(out.status.value)

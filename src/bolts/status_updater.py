@@ -56,6 +56,7 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
         except FrontierError as exc:
             log.error("frontier unavailable (retrying): %s", exc)
             self.count("frontier_unavailable")
+            self.report_error(f"frontier unavailable (retrying every 5 s): {exc}")
             self.retry_at = time.time() + 5.0
             return False
 
@@ -77,10 +78,12 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
                         omd[outlink.ANCHORS] = [anchor]
                     self._add(self.updater.to_update(url, omd, Status.DISCOVERED, now))
                 self.count("discovered", len(outlinks))
-        except Exception:  # noqa: BLE001 - a bad tuple is logged and acked, never a crash loop
+        except Exception as exc:  # noqa: BLE001 - a bad tuple is logged and acked, no crash loop
             log.exception("cannot turn tuple %r into a status update", tup.values)
             del self.pending_updates[first:]
             self.count("bad_tuple")
+            self.report_error(f"bad tuple dropped ({type(exc).__name__}: {exc}): "
+                              f"{tup.values!r:.300}")
             self.ack(tup)
             return
         if not self.pending_tuples:
@@ -98,19 +101,23 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
     def process_tick(self, tup):
         if self.pending_tuples and time.time() - self.oldest >= self.interval:
             self.commit()
+        self.gauges["pending"] = len(self.pending_updates)
         self.write_stats()
 
     def commit(self):
         tuples, updates = self.pending_tuples, self.pending_updates
         self.pending_tuples, self.pending_updates = [], []
+        started = time.time()
         if self.frontier is None and (time.time() < self.retry_at or not self._open()):
             failed_at = None  # everything fails: replayed once the frontier is back
         else:
             try:
                 failed_at = set(self.frontier.apply_updates(updates))
-            except Exception:  # noqa: BLE001 - the frontier is unavailable: replay later
+            except Exception as exc:  # noqa: BLE001 - the frontier is unavailable: replay later
                 log.exception("frontier commit of %d updates failed; failing %d tuples",
                               len(updates), len(tuples))
+                self.report_error(f"frontier commit of {len(updates)} updates failed (tuples "
+                                  f"failed, Storm replays them): {type(exc).__name__}: {exc}")
                 failed_at = None
         if failed_at is None:
             self.count("commit_failed")
@@ -123,6 +130,8 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
         else:
             self.updater.committed(updates)
         self.count("committed", len(updates) - len(failed_at))
+        self.count("commits")
+        self.gauges["commit_ms"] = round((time.time() - started) * 1000.0, 1)
         for t, start, end in tuples:
             if failed_at and any(i in failed_at for i in range(start, end)):
                 self.fail(t)  # a write of this tuple failed: Storm replays it

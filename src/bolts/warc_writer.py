@@ -41,9 +41,10 @@ class WARCWriterBolt(OwlerComponent, Bolt):
         url, content, md = tup.values[0], tup.values[1], tup.values[2] or {}
         try:
             n = self._write(url, content, md)
-        except Exception:  # noqa: BLE001 - e.g. disk full: fail, Storm replays the page later
+        except Exception as exc:  # noqa: BLE001 - e.g. disk full: fail, Storm replays the page
             log.exception("cannot archive %s", url)
             self.count("write_failed")
+            self.report_error(f"cannot write WARC records for {url}: {type(exc).__name__}: {exc}")
             self.fail(tup)
             return
         self.ack(tup)

@@ -112,6 +112,10 @@ def cmd_status(args) -> int:
         return 1
     finally:
         frontier.close()
+    if C.get_bool(conf, "metrics.opensearch", False):  # the crawl's metrics index (owler.metrics)
+        from owler.metrics import format_latest, latest_metrics
+
+        doc["metrics"] = latest_metrics(conf)
     if args.json:
         print(json.dumps(doc))
         return 0
@@ -122,6 +126,8 @@ def cmd_status(args) -> int:
     print("top queues:")
     for key, count in doc["top_hosts"]:
         print(f"  {count:>8}  {key}")
+    for line in format_latest(doc["metrics"]) if "metrics" in doc else []:
+        print(line)
     return 0
 
 
@@ -223,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="up: how long to wait for a healthy node (default 180)")
     s.add_argument("--json", action="store_true", help="status: one JSON object per service")
     s.set_defaults(func=cmd_services)
+
     return p
 
 

@@ -204,6 +204,8 @@ class FetchEngine:
                         continue
                 break
             self._count("robots_fetched")
+            if status is None or status == 429 or status >= 500:
+                self._count("robots_error")  # no usable answer: the host is held back a while
             rules = rules_from_fetch(status, content, self.agents, self.conf, now=time.time(),
                                      robots_url=target)
             self.robots.put(rurl, rules)
@@ -224,6 +226,7 @@ class FetchEngine:
             self._count("robots_denied")
             set_value(md, ERROR_CAUSE, "robots.txt")
             return Outcome(item, "status", md, Status.ERROR), 0.0
+        self._count("robots_allowed")
         delay = None
         if rules.crawl_delay is not None:
             if rules.crawl_delay > self.max_crawl_delay:

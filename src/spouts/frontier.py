@@ -81,6 +81,7 @@ class FrontierSpout(OwlerComponent, Spout):
         except FrontierError as exc:
             log.error("frontier unavailable (retrying in %.0f s): %s", RETRY_SECS, exc)
             self.count("frontier_unavailable")
+            self.report_error(f"frontier unavailable (retrying every {RETRY_SECS:.0f} s): {exc}")
             self.last_query = now + RETRY_SECS - self.min_delay
             return False
         self.leases = bool(getattr(self.frontier, "leases_queues", False))
@@ -112,6 +113,7 @@ class FrontierSpout(OwlerComponent, Spout):
         except FrontierError as exc:
             log.error("frontier query failed (retrying in %.0f s): %s", RETRY_SECS, exc)
             self.count("query_failed")
+            self.report_error(f"frontier query failed (retrying in {RETRY_SECS:.0f} s): {exc}")
             self.last_query = now + RETRY_SECS - self.min_delay
             return
         for url, md, key in rows:
@@ -126,6 +128,7 @@ class FrontierSpout(OwlerComponent, Spout):
                 self.frontier.release(key, now, served=False)
         self.count("queries")
         self.gauges["due_last_query"] = len(rows)
+        self.gauges["queues_last_query"] = len({key for _, _, key in rows})
 
     def _done(self, url: str, now: float, key: str | None) -> None:
         """One URL of a round is finished (acked, failed or expired)."""

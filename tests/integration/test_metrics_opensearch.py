@@ -1,0 +1,288 @@
+"""Crawl metrics on a real OpenSearch node (the session's `opensearch` fixture): StormCrawler's
+metrics documents and template, a conflicting template or mapping, a node that goes away (through a
+TCP proxy this test can cut), a component writing its counters as a real multilang subprocess, and
+`owler status --json` showing the latest values."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+import uuid
+
+from owler import metrics as M
+from owler.conf import load_conf
+from owler.frontier import open_frontier
+from tests.component.multilang import ShellComponent
+
+
+def _index(prefix: str) -> str:
+    return f"owlertest-{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _conf(port: int, index: str, **more) -> dict:
+    return {"opensearch.metrics.addresses": f"127.0.0.1:{port}", "opensearch.connect.timeout": 1,
+            "opensearch.socket.timeout": 10, "opensearch.metrics.index.name": index, **more}
+
+
+def _search(node, index: str, query: dict | None = None, size: int = 1000) -> list[dict]:
+    node.request("POST", f"/{index}/_refresh")
+    status, data = node.request("POST", f"/{index}/_search",
+                                {"size": size, "query": query or {"match_all": {}},
+                                 "sort": [{"timestamp": "asc"}]})
+    assert status == 200, data
+    return [h["_source"] for h in data["hits"]["hits"]]
+
+
+def _wait_docs(node, index: str, pred, timeout: float = 30.0) -> list[dict]:
+    deadline = time.time() + timeout
+    while True:
+        status, _ = node.request("HEAD", f"/{index}")
+        docs = _search(node, index) if status == 200 else []
+        if pred(docs):
+            return docs
+        if time.time() > deadline:
+            raise AssertionError(f"documents in {index} never matched; last: {docs[-5:]}")
+        time.sleep(0.3)
+
+
+SRC = M.Source("fetcher", 3, "worker1", 6701, "itest-1-1700000000")
+
+
+def test_documents_and_template(opensearch):
+    index = _index("metrics")
+    sink = M.MetricsSink(_conf(opensearch.port, index))
+    try:
+        sink.offer(M.documents(SRC, {"fetched": 12, "http/200": 11, "queued": 2.5}, time.time()))
+        assert sink.flush(30)
+    finally:
+        sink.close()
+    status, tpl = opensearch.request("GET", f"/_index_template/owler-{index}")
+    assert status == 200
+    assert tpl["index_templates"][0]["index_template"]["index_patterns"] == [f"{index}*"]
+    _, mapping = opensearch.request("GET", f"/{index}/_mapping")
+    props = mapping[index]["mappings"]["properties"]
+    assert {k: v["type"] for k, v in props.items()} == {
+        "name": "keyword", "value": "double", "srcComponent": "keyword", "srcTaskId": "long",
+        "srcWorkerHost": "keyword", "srcWorkerPort": "long", "srcStormId": "keyword",
+        "timestamp": "date"}
+    docs = {d["name"]: d for d in _search(opensearch, index)}
+    assert set(docs) == {"fetched", "http/200", "queued"}
+    d = docs["fetched"]
+    assert d["value"] == 12.0 and isinstance(d["srcTaskId"], int) and d["srcWorkerPort"] == 6701
+    assert (d["srcComponent"], d["srcWorkerHost"], d["srcStormId"]) == ("fetcher", "worker1",
+                                                                        "itest-1-1700000000")
+    assert d["timestamp"].endswith("Z") and M._epoch(d["timestamp"]) > time.time() - 60
+    # numbers aggregate as numbers
+    _, agg = opensearch.request("POST", f"/{index}/_search", {
+        "size": 0, "aggs": {"v": {"sum": {"field": "value"}}}})
+    assert agg["aggregations"]["v"]["value"] == 25.5
+    # installing again is harmless (every component task does it once)
+    sink = M.MetricsSink(_conf(opensearch.port, index))
+    try:
+        sink.offer(M.documents(SRC, {"fetched": 13}, time.time()))
+        assert sink.flush(30) and sink.template_error is None and sink.mapping_error is None
+    finally:
+        sink.close()
+
+
+def test_conflicting_template_or_mapping_is_a_clear_error_and_writing_goes_on(opensearch, caplog):
+    caplog.set_level(logging.WARNING, "owler.metrics")
+    # another template claims the same index names with the same priority
+    index = _index("tconf")
+    status, data = opensearch.request("PUT", f"/_index_template/other-{index}", {
+        "index_patterns": [f"{index}*"], "template": {"mappings": {"properties": {
+            "value": {"type": "double"}}}}})
+    assert status == 200, data
+    sink = M.MetricsSink(_conf(opensearch.port, index))
+    try:
+        sink.offer(M.documents(SRC, {"fetched": 1}, time.time()))
+        assert sink.flush(30)
+    finally:
+        sink.close()
+    assert sink.template_error and sink.sent == 1
+    assert f"cannot install the index template 'owler-{index}'" in caplog.text
+    # an index whose mapping cannot take the documents
+    index = _index("mconf")
+    status, data = opensearch.request("PUT", f"/{index}", {"mappings": {"properties": {
+        "timestamp": {"type": "long"}, "srcComponent": {"type": "text"}}}})
+    assert status == 200, data
+    sink = M.MetricsSink(_conf(opensearch.port, index))
+    try:
+        sink.offer(M.documents(SRC, {"fetched": 1, "bytes": 2}, time.time()))
+        assert sink.flush(30)
+    finally:
+        sink.close()
+    assert sink.rejected == 2 and sink.sent == 0
+    assert "conflicting mapping (srcComponent is text (expected keyword); timestamp is long" \
+        in caplog.text
+    assert "refused 2 documents (mapper_parsing_exception" in caplog.text
+
+
+class Proxy:
+    """A TCP proxy on 127.0.0.1 to the node: ``cut()`` closes it (the node went away),
+    ``hang=True`` accepts connections and never answers (a node that stalls)."""
+
+    def __init__(self, target: int, port: int = 0, hang: bool = False):
+        self.target, self.hang = target, hang
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.running = True
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while self.running:
+            try:
+                c, _ = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            self.conns.append(c)
+            if self.hang:
+                continue
+            u = socket.create_connection(("127.0.0.1", self.target))
+            self.conns.append(u)
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self):
+        self.running = False
+        self.sock.close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+        time.sleep(0.2)
+
+
+def test_a_node_going_away_never_blocks_and_dropped_documents_are_reported(opensearch, caplog):
+    caplog.set_level(logging.WARNING, "owler.metrics")
+    index = _index("away")
+    proxy = Proxy(opensearch.port)
+    sink = M.MetricsSink(_conf(proxy.port, index), max_queue=20, min_backoff=0.1, max_backoff=0.5)
+    values = {"fetched": 0}
+
+    def snapshot():  # what a component reports: its counters and the sink's
+        return {**values, **sink.stats()}
+
+    rep = M.MetricsReporter(SRC, snapshot, sink, interval=3600)  # reported by hand below
+    try:
+        rep.report()
+        assert sink.flush(30) and sink.sent == 4
+        proxy.cut()  # the node goes away
+        t0 = time.perf_counter()
+        for i in range(1, 21):
+            values["fetched"] = i
+            rep.report(ts=time.time() + i)  # 4 documents each
+        assert time.perf_counter() - t0 < 0.2  # the component is never held up
+        deadline = time.time() + 10
+        while sink.failed_requests < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        assert sink.failed_requests >= 2 and sink.dropped == 60 and sink.queued == 20
+        assert "cannot write to OpenSearch" in caplog.text
+        proxy = Proxy(opensearch.port, port=proxy.port)  # the node is back
+        values["fetched"] = 21
+        rep.report(ts=time.time() + 30)  # this snapshot carries the drop count
+        assert sink.flush(30)
+        docs = _search(opensearch, index, {"term": {"name": "metrics/dropped"}})
+        assert docs[-1]["value"] >= 60.0
+        fetched = _search(opensearch, index, {"term": {"name": "fetched"}})
+        assert fetched[-1]["value"] == 21.0
+    finally:
+        rep.close()
+        proxy.cut()
+
+    # a node that accepts connections and never answers: the writer waits, the caller does not
+    hung = Proxy(opensearch.port, hang=True)
+    sink = M.MetricsSink(_conf(hung.port, index, **{"opensearch.socket.timeout": 30}),
+                         max_queue=10)
+    try:
+        sink.offer(M.documents(SRC, {"a": 1}, time.time()))
+        time.sleep(0.3)  # the writer is now stuck in its request
+        t0 = time.perf_counter()
+        for i in range(30):
+            sink.offer(M.documents(SRC, {"a": i}, time.time() + i))
+        assert time.perf_counter() - t0 < 0.2
+        assert sink.queued == 10 and sink.dropped == 21
+        t0 = time.monotonic()
+        sink.close(timeout=1.0)  # shutting down does not wait for the stalled request either
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        hung.cut()
+
+
+def test_component_writes_its_counters_and_owler_status_shows_them(opensearch, tmp_path):
+    index = _index("comp")
+    conf = load_conf()
+    conf.update({"frontier.sqlite.path": str(tmp_path / "f.sqlite"),
+                 "owler.run.dir": str(tmp_path / "run"), "status.updater.commit.interval": 0.2,
+                 "metrics.opensearch": True, "metrics.interval": 0.5,
+                 "services.opensearch.port": opensearch.port,
+                 "opensearch.metrics.index.name": index, "storm.id": "itest-2-1700000000"})
+    f = open_frontier(conf)
+    f.close()
+    bolt = ShellComponent("bolts.status_updater.StatusUpdaterBolt", conf, tmp_path, "status")
+    try:
+        for i in range(3):
+            bolt.process([f"http://example.com/{i}", {}, "FETCHED"], tid=f"s{i}", stream="status")
+        time.sleep(0.3)
+        bolt.tick()
+        bolt.until_acked("s2")
+        docs = _wait_docs(opensearch, index, lambda ds: any(
+            d["name"] == "committed" and d["value"] == 3.0 for d in ds))
+    finally:
+        assert bolt.close() == 0
+    d = next(d for d in docs if d["name"] == "committed")
+    assert (d["srcComponent"], d["srcTaskId"], d["srcStormId"]) == ("status", 1, "itest-2-1700000000")
+    assert d["srcWorkerPort"] == -1  # no Storm worker JVM above the test's subprocess
+    assert {"FETCHED", "commits", "commit_ms", "pending", "metrics/sent"} <= {x["name"] for x in docs}
+    # the stats file of `owler run` is written as before
+    stats = json.loads((tmp_path / "run" / "status-1.json").read_text())
+    assert stats["counters"]["committed"] == 3 and stats["counters"]["FETCHED"] == 3
+
+    out = opensearch.owler("status", "--json", "-o", "metrics.opensearch=true",
+                           "-o", f"opensearch.metrics.index.name={index}",
+                           "-o", f"frontier.sqlite.path={tmp_path / 'f.sqlite'}")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["FETCHED"] == 3
+    m = doc["metrics"]
+    assert m["index"] == index and m["storm_ids"] == ["itest-2-1700000000"]
+    status = m["components"]["status"]
+    assert status["tasks"] == 1 and status["counters"]["committed"] == 3
+    assert status["counters"]["FETCHED"] == 3 and status["newest"].endswith("Z")
+    text = opensearch.owler("status", "-o", "metrics.opensearch=true",
+                            "-o", f"opensearch.metrics.index.name={index}",
+                            "-o", f"frontier.sqlite.path={tmp_path / 'f.sqlite'}")
+    assert text.returncode == 0, text.stderr
+    assert f"metrics (OpenSearch index '{index}'" in text.stdout
+    assert "  status (1 task, newest " in text.stdout and "committed=3" in text.stdout
+    # without metrics.opensearch, status is what it was
+    plain = opensearch.owler("status", "--json", "-o", f"frontier.sqlite.path={tmp_path / 'f.sqlite'}")
+    assert "metrics" not in json.loads(plain.stdout)
+
