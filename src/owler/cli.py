@@ -1,4 +1,4 @@
-"""The ``owler`` command: inject, run, status, check-url, check-robots, services.
+"""The ``owler`` command: inject, run, status, check-url, check-robots, services, cluster.
 
 Exit codes: 0 success; 1 a run or command failed; 2 bad usage or bad input (unknown topology,
 invalid seeds only, bad configuration); 3 a missing runtime (Java, Storm: run ``make setup``).
@@ -188,6 +188,44 @@ def cmd_services(args) -> int:
     return rc
 
 
+def cmd_cluster(args) -> int:
+    from owler.cluster import ClusterError, StormCluster, dumps, format_status
+
+    cluster = StormCluster.from_conf(_conf(args))
+    action = args.action
+    try:
+        if action in ("submit", "kill", "switch") and not args.topology:
+            print(f"owler cluster {action}: name the topology", file=sys.stderr)
+            return 2
+        if action == "up":
+            print(cluster.up(timeout=args.timeout))
+        elif action == "down":
+            print(cluster.down())
+        elif action == "status":
+            doc = cluster.status()
+            print(dumps(doc) if args.json else format_status(doc))
+            return 0 if doc["up"] else 1
+        elif action == "submit":
+            return cluster.submit(args.topology, args.conf, args.option or [], force=args.force,
+                                  leader_timeout=args.timeout)
+        elif action == "kill":
+            cluster.wait_leader(args.timeout)
+            cluster.kill(args.topology, cluster.kill_wait)
+            print(f"topology {args.topology!r} killed")
+        else:
+            killed, rc = cluster.switch(args.topology, args.conf, args.option or [],
+                                        leader_timeout=args.timeout)
+            if killed:
+                print(f"killed: {', '.join(killed)}")
+            return rc
+    except ClusterError as exc:
+        print(f"owler cluster {action}: {exc}", file=sys.stderr)
+        text = str(exc)
+        return 2 if ("unknown topology" in text or "already taken" in text
+                     or "no topology named" in text) else 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="owler", description="OWLer-py: a StormCrawler port for Apache Storm")
     sub = p.add_subparsers(dest="command", required=True)
@@ -230,6 +268,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="status: one JSON object per service")
     s.set_defaults(func=cmd_services)
 
+    s = sub.add_parser("cluster", help="a single-node Storm cluster on 127.0.0.1; submit, kill, "
+                                       "switch topologies")
+    s.add_argument("action", choices=["up", "down", "status", "submit", "kill", "switch"])
+    s.add_argument("topology", nargs="?", metavar="TOPOLOGY",
+                   help="submit/kill/switch: explorative, sitemap or warc2warc")
+    _add_conf_args(s)
+    s.add_argument("--force", action="store_true", help="submit: replace a running topology")
+    s.add_argument("--timeout", type=float, default=240.0, metavar="SECONDS",
+                   help="up: how long to wait for the daemons; submit/kill/switch: for a leader")
+    s.add_argument("--json", action="store_true", help="status: one JSON object")
+    s.set_defaults(func=cmd_cluster)
     return p
 
 

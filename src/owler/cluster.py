@@ -1,0 +1,514 @@
+"""A single-node Apache Storm cluster on 127.0.0.1: ZooKeeper, nimbus, supervisor and the Storm UI.
+
+``owler cluster up`` starts, in this order and each only when it is not running yet, ZooKeeper
+(Debian's package), Storm's nimbus and supervisor, and the project's Storm UI server (the
+installation's ``storm ui``: Maven Central has no ``storm-webapp``), and waits until nimbus is the
+leader, the supervisor has offered its slots and the UI answers. ``down`` kills the running
+topologies (each gets ``cluster.kill.wait`` seconds to drain, so the Python components close their
+WARC files), stops the daemons and everything they started (the supervisor's workers and their
+Python components are in its process group), and removes the cluster's state, so that the next
+``up`` starts clean. ``status`` reports each daemon and the running topologies. All three are safe
+to call twice. A port that another process holds, a missing installation, or a daemon that does not
+come up gives a clear error, and stops what this call started: no orphaned daemons.
+
+Everything lives under ``<owler.work.dir>/cluster``: ``conf/storm.yaml`` (written by ``up``; the
+supervisor hands it on to the workers), ``conf/zoo.cfg``, ``logs/`` (``nimbus.log``,
+``supervisor.log``, ``ui.log``, ``zookeeper.out``, and the workers' logs under
+``logs/workers-artifacts/<topology id>/<port>/worker.log``), ``run/*.pid``, ``zookeeper/`` and
+``storm-local/``.
+
+The workers run the Python components with the project's virtualenv: the supervisor starts with
+the virtualenv's ``bin`` first on its ``PATH``, where streamparse's ``streamparse_run`` is found
+(``config.json`` env ``local`` sets ``use_virtualenv: false`` for that reason).
+
+Config keys (the crawler conf, ``--conf`` / ``-o``): ``owler.work.dir``, ``cluster.zookeeper.port``
+(2181), ``cluster.nimbus.port`` (6627), ``cluster.supervisor.port`` (6628), ``cluster.slots``
+([6700, 6701]: one worker each), ``cluster.ui.port`` (8080), ``cluster.worker.heap.mb`` (768),
+``cluster.kill.wait`` (30 s), ``cluster.storm.conf`` (a map of further storm.yaml keys).
+``config.json``'s env ``local`` must name the same nimbus and UI ports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+import yaml
+
+from owler import conf as C
+from owler.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
+
+DAEMONS = ("zookeeper", "nimbus", "supervisor", "ui")
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+UI_CLASS = "eu/ows/owler/storm/UiServer.class"
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot be started, stopped or reached; the message says why and what to do."""
+
+
+def storm_home(root: Path) -> Path:
+    version = (root / "storm" / "VERSION").read_text().strip()
+    return root / ".storm" / f"apache-storm-{version}"
+
+
+def nimbus_client(port: int, host: str = "127.0.0.1", timeout_ms: int = 10000):
+    """A Thrift client of nimbus (streamparse's IDL, framed binary transport as Storm serves)."""
+    from streamparse.thrift import storm_thrift
+    from thriftpy2.protocol import TBinaryProtocolFactory
+    from thriftpy2.rpc import make_client
+    from thriftpy2.transport import TFramedTransportFactory
+
+    return make_client(storm_thrift.Nimbus, host=host, port=port, timeout=timeout_ms,
+                       proto_factory=TBinaryProtocolFactory(),
+                       trans_factory=TFramedTransportFactory())
+
+
+class StormCluster:
+    """One single-node Storm cluster (module docstring)."""
+
+    def __init__(self, root: Path, work: Path, *, zookeeper_port: int = 2181,
+                 nimbus_port: int = 6627, supervisor_port: int = 6628,
+                 slots: tuple[int, ...] = (6700, 6701), ui_port: int = 8080,
+                 worker_heap_mb: int = 768, kill_wait: int = 30,
+                 extra: Mapping[str, Any] | None = None) -> None:
+        self.root = Path(root)
+        self.base = Path(work) / "cluster"
+        self.home = storm_home(self.root)
+        self.ports = {"zookeeper": [zookeeper_port], "nimbus": [nimbus_port],
+                      "supervisor": [supervisor_port, *slots], "ui": [ui_port]}
+        self.nimbus_port = nimbus_port
+        self.ui_port = ui_port
+        self.zookeeper_port = zookeeper_port
+        self.slots = tuple(slots)
+        self.worker_heap_mb = worker_heap_mb
+        self.kill_wait = kill_wait
+        self.extra = dict(extra or {})
+        self.conf_dir = self.base / "conf"
+        self.storm_yaml = self.conf_dir / "storm.yaml"
+        self.logs = self.base / "logs"
+        self.run_dir = self.base / "run"
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> "StormCluster":
+        conf = C.absolute_paths(dict(conf))
+        slots = C.get_list(conf, "cluster.slots", [6700, 6701])
+        try:
+            slot_ports = tuple(int(p) for p in slots)
+        except (TypeError, ValueError):
+            raise C.ConfError(f"cluster.slots: expected a list of ports, got {slots!r}") from None
+        if not slot_ports:
+            raise C.ConfError("cluster.slots: at least one worker port is needed")
+        extra = conf.get("cluster.storm.conf") or {}
+        if not isinstance(extra, Mapping):
+            raise C.ConfError(f"cluster.storm.conf: expected a map of storm.yaml keys, got {extra!r}")
+        cluster = cls(
+            C.project_root(), Path(C.get_str(conf, "owler.work.dir", ".work")),
+            zookeeper_port=C.get_int(conf, "cluster.zookeeper.port", 2181),
+            nimbus_port=C.get_int(conf, "cluster.nimbus.port", 6627),
+            supervisor_port=C.get_int(conf, "cluster.supervisor.port", 6628),
+            slots=slot_ports, ui_port=C.get_int(conf, "cluster.ui.port", 8080),
+            worker_heap_mb=C.get_int(conf, "cluster.worker.heap.mb", 768),
+            kill_wait=C.get_int(conf, "cluster.kill.wait", 30), extra=extra)
+        ports = [p for ps in cluster.ports.values() for p in ps]
+        for p in ports:
+            if not 1024 < p < 65536:
+                raise C.ConfError(f"cluster ports must be in 1025..65535, got {p}")
+        if len(set(ports)) != len(ports):
+            raise C.ConfError(f"cluster ports must all differ, got {ports}")
+        return cluster
+
+    # -- files ------------------------------------------------------------------------------------
+    def pid_file(self, name: str) -> Path:
+        return self.run_dir / f"{name}.pid"
+
+    def log_file(self, name: str) -> Path:
+        return self.logs / ("zookeeper.out" if name == "zookeeper" else f"{name}.log")
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.ui_port}"
+
+    def storm_conf(self) -> dict[str, Any]:
+        """The cluster's storm.yaml: everything on 127.0.0.1, state and logs under ``base``."""
+        conf: dict[str, Any] = {
+            "storm.zookeeper.servers": ["127.0.0.1"],
+            "storm.zookeeper.port": self.zookeeper_port,
+            "nimbus.seeds": ["127.0.0.1"],
+            "nimbus.thrift.port": self.nimbus_port,
+            "storm.local.hostname": "127.0.0.1",
+            "storm.local.dir": str(self.base / "storm-local"),
+            "storm.log.dir": str(self.logs),
+            "supervisor.slots.ports": list(self.slots),
+            "supervisor.thrift.port": self.ports["supervisor"][0],
+            "ui.host": "127.0.0.1",
+            "ui.port": self.ui_port,
+            "worker.heap.memory.mb": self.worker_heap_mb,
+            "topology.worker.max.heap.size.mb": self.worker_heap_mb,
+            "worker.childopts": "-Xmx%HEAP-MEM%m -XX:+HeapDumpOnOutOfMemoryError",
+            # a shell component's JVM side is small: its Python process holds the work
+            "topology.component.resources.onheap.memory.mb": 32,
+            "topology.subprocess.timeout.secs": 120,
+            # exact figures in the UI, refreshed every 5 s (Storm's default: a sample of 5 % of the
+            # tuples, sent to nimbus once a minute); cheap at a crawler's tuple rates on one node
+            "topology.stats.sample.rate": 1.0,
+            "executor.metrics.frequency.secs": 5,
+            "supervisor.worker.shutdown.sleep.secs": 3,
+        }
+        conf.update(self.extra)
+        return conf
+
+    def _write_confs(self) -> None:
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.storm_yaml.write_text(
+            "# Written by `owler cluster up` (owler/cluster.py); edit cluster.* keys instead.\n"
+            + yaml.safe_dump(self.storm_conf(), sort_keys=True))
+        data = self.base / "zookeeper" / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        (self.conf_dir / "zoo.cfg").write_text(
+            "tickTime=2000\n"
+            f"dataDir={data}\n"
+            f"clientPort={self.zookeeper_port}\n"
+            "clientPortAddress=127.0.0.1\n"
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok,srvr\n")
+
+    # -- installation -----------------------------------------------------------------------------
+    def check_installation(self) -> None:
+        storm = self.home / "bin" / "storm"
+        if not storm.exists():
+            raise ClusterError(f"Storm is not installed ({storm} is missing): run `make setup`")
+        jar = self.home / "lib-owler" / "owler-storm.jar"
+        try:
+            with zipfile.ZipFile(jar) as z:
+                has_ui = UI_CLASS in z.namelist()
+        except (OSError, zipfile.BadZipFile):
+            has_ui = False
+        if not has_ui:
+            raise ClusterError(f"the project's Storm UI server is not built ({jar}): run `make setup`")
+        if not ZOOKEEPER_JAR.exists():
+            raise ClusterError(f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): "
+                               "run `make setup` (Debian package zookeeper)")
+
+    # -- state ------------------------------------------------------------------------------------
+    def running(self, name: str) -> tuple[int, int] | None:
+        """``(pid, port)`` of a running daemon of this cluster."""
+        return read_pid_file(self.pid_file(name))
+
+    def status(self) -> dict[str, Any]:
+        daemons = {}
+        for name in DAEMONS:
+            found = self.running(name)
+            daemons[name] = {"running": found is not None, "pid": found[0] if found else None,
+                             "port": found[1] if found else self.ports[name][0],
+                             "log": str(self.log_file(name))}
+        doc: dict[str, Any] = {"daemons": daemons, "nimbus_leader": False, "supervisors": [],
+                               "topologies": [], "ui": self.ui_url, "storm_yaml": str(self.storm_yaml),
+                               "logs": str(self.logs)}
+        if daemons["nimbus"]["running"]:
+            try:
+                info = self._cluster_info(timeout_ms=5000)
+            except ClusterError as exc:
+                doc["nimbus_error"] = str(exc)
+            else:
+                doc["nimbus_leader"] = any(n.isLeader for n in info.nimbuses)
+                doc["supervisors"] = [{"host": s.host, "slots": s.num_workers,
+                                       "slots_used": s.num_used_workers} for s in info.supervisors]
+                doc["topologies"] = [{"name": t.name, "id": t.id, "status": t.status,
+                                      "uptime_secs": t.uptime_secs, "workers": t.num_workers,
+                                      "executors": t.num_executors} for t in info.topologies]
+        doc["up"] = all(d["running"] for d in daemons.values()) and doc["nimbus_leader"]
+        return doc
+
+    def _cluster_info(self, timeout_ms: int = 10000):
+        try:
+            client = nimbus_client(self.nimbus_port, timeout_ms=timeout_ms)
+        except (OSError, socket.timeout) as exc:
+            raise ClusterError(f"nimbus at 127.0.0.1:{self.nimbus_port} does not answer: {exc}") from exc
+        try:
+            return client.getClusterInfo()
+        except Exception as exc:  # noqa: BLE001 - Thrift errors of every kind: nimbus not ready
+            raise ClusterError(f"nimbus at 127.0.0.1:{self.nimbus_port}: {exc}") from exc
+        finally:
+            client.close()
+
+    # -- up ---------------------------------------------------------------------------------------
+    def up(self, timeout: float = 240.0) -> str:
+        self.check_installation()
+        started: list[str] = []
+        deadline = time.monotonic() + timeout
+        try:
+            for name in DAEMONS:
+                found = self.running(name)
+                if found is not None:
+                    if found[1] != self.ports[name][0]:
+                        raise ClusterError(
+                            f"{name} of this work folder already runs on port {found[1]} (pid "
+                            f"{found[0]}), not {self.ports[name][0]}: run `owler cluster down` first")
+                    self._wait_ready(name, found[0], deadline)
+                    continue
+                if name == "zookeeper" or not self.storm_yaml.exists():
+                    self._write_confs()  # a fresh ZooKeeper means a fresh cluster state
+                for port in self.ports[name]:
+                    if port_open(port):
+                        raise ClusterError(
+                            f"port {port} on 127.0.0.1 ({name}) is already taken by another "
+                            f"process; stop it or choose other cluster.* ports")
+                pid = self._start(name)
+                started.append(name)
+                self._wait_ready(name, pid, deadline)
+        except BaseException:
+            for name in reversed(started):
+                self._stop(name, grace=10.0)
+            raise
+        if not started:
+            return f"cluster already up: nimbus 127.0.0.1:{self.nimbus_port}, UI {self.ui_url}"
+        return (f"cluster up: zookeeper 127.0.0.1:{self.zookeeper_port}, nimbus "
+                f"127.0.0.1:{self.nimbus_port} (leader), supervisor with slots "
+                f"{', '.join(map(str, self.slots))}, Storm UI {self.ui_url}; logs in {self.logs}")
+
+    def _command(self, name: str) -> list[str]:
+        if name == "zookeeper":
+            java = os.environ.get("JAVA_HOME")
+            java = str(Path(java) / "bin" / "java") if java else "java"
+            return [java, "-Xmx256m", "-cp", f"{ZOOKEEPER_JAR}:/etc/zookeeper/conf", ZOOKEEPER_MAIN,
+                    str(self.conf_dir / "zoo.cfg")]
+        return [sys.executable, str(self.home / "bin" / "storm"), "--config", str(self.storm_yaml),
+                name]
+
+    def _start(self, name: str) -> int:
+        env = dict(os.environ)
+        env["STORM_LOG_DIR"] = str(self.logs)
+        venv_bin = str(Path(sys.executable).parent)
+        # the workers find `streamparse_run` (and the project's Python) on the supervisor's PATH
+        env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
+        out_path = self.logs / f"{name}.out" if name != "zookeeper" else self.log_file(name)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with open(out_path, "ab") as out:
+            try:
+                proc = subprocess.Popen(self._command(name), stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=subprocess.STDOUT, cwd=self.base, env=env,
+                                        start_new_session=True)
+            except FileNotFoundError as exc:
+                raise ClusterError(f"cannot start {name}: {exc} (install Java 17: `make setup`)")
+        write_pid_file(self.pid_file(name), proc.pid, self.ports[name][0])
+        return proc.pid
+
+    def _wait_ready(self, name: str, pid: int, deadline: float) -> None:
+        last = ""
+        while time.monotonic() < deadline:
+            if not alive(pid):
+                raise ClusterError(f"{name} exited while starting; see {self.log_file(name)}:\n"
+                                   + _tail(self.log_file(name)) + _tail(self.logs / f"{name}.out"))
+            try:
+                if self._ready(name):
+                    return
+            except ClusterError as exc:
+                last = str(exc)
+            time.sleep(0.5)
+        raise ClusterError(f"{name} did not become ready in time ({last or 'no answer'}); "
+                           f"see {self.log_file(name)}")
+
+    def _ready(self, name: str) -> bool:
+        if name == "zookeeper":
+            return _four_letter(self.zookeeper_port, b"ruok") == b"imok"
+        if name == "nimbus":
+            if not port_open(self.nimbus_port):
+                return False
+            return any(n.isLeader for n in self._cluster_info(timeout_ms=5000).nimbuses)
+        if name == "supervisor":
+            info = self._cluster_info(timeout_ms=5000)
+            return any(s.num_workers > 0 for s in info.supervisors)
+        try:
+            with urllib.request.urlopen(f"{self.ui_url}/api/v1/cluster/summary", timeout=5) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    # -- down -------------------------------------------------------------------------------------
+    def down(self) -> str:
+        killed = []
+        if self.running("nimbus") is not None and port_open(self.nimbus_port):
+            try:
+                killed = self.kill_all(self.kill_wait)
+            except ClusterError as exc:  # a nimbus that cannot answer is stopped all the same
+                print(f"owler cluster down: {exc}", file=sys.stderr)
+        stopped = [name for name in reversed(DAEMONS) if self._stop(name)]
+        for state in ("storm-local", "zookeeper"):
+            shutil.rmtree(self.base / state, ignore_errors=True)
+        if not stopped:
+            return "cluster is not running"
+        what = f"; killed topologies: {', '.join(killed)}" if killed else ""
+        return f"cluster stopped ({', '.join(stopped)}){what}; logs kept in {self.logs}"
+
+    def kill_all(self, wait: int) -> list[str]:
+        """Kill every topology (each drains ``wait`` seconds) and wait until its workers are gone."""
+        info = self._cluster_info()
+        names = [t.name for t in info.topologies if t.status != "KILLED"]
+        for name in names:
+            self.kill(name, wait, block=False)
+        deadline = time.monotonic() + wait + 60
+        while time.monotonic() < deadline:
+            if not self._cluster_info().topologies and not self._workers_running():
+                break
+            time.sleep(1.0)
+        return names
+
+    def kill(self, name: str, wait: int, block: bool = True) -> None:
+        """Kill topology ``name``; with ``block``, return once it and its workers are gone."""
+        from streamparse.thrift import storm_thrift
+
+        client = nimbus_client(self.nimbus_port)
+        try:
+            client.killTopologyWithOpts(name, storm_thrift.KillOptions(wait_secs=wait))
+        except storm_thrift.NotAliveException:
+            raise ClusterError(f"no topology named {name!r} runs on the cluster") from None
+        finally:
+            client.close()
+        if not block:
+            return
+        deadline = time.monotonic() + wait + 60
+        while time.monotonic() < deadline:
+            names = [t.name for t in self._cluster_info().topologies]
+            if name not in names and not self._workers_running():
+                return
+            time.sleep(1.0)
+        raise ClusterError(f"topology {name!r} did not go away within {wait + 60} s")
+
+    def _check_topology(self, name: str) -> None:
+        from owler.runner import topology_names
+
+        names = topology_names(self.root)
+        if name not in names:
+            raise ClusterError(f"unknown topology {name!r}; available: {', '.join(names)}")
+
+    def wait_leader(self, timeout: float) -> None:
+        """Return once nimbus answers as leader; a clear error when the cluster is not up or
+        nimbus is not the leader within ``timeout`` seconds (Nimbus refuses uploads until then)."""
+        if self.running("nimbus") is None and not port_open(self.nimbus_port):
+            raise ClusterError(f"the cluster is not up (no nimbus on 127.0.0.1:{self.nimbus_port}): "
+                               "run `owler cluster up` first")
+        deadline = time.monotonic() + timeout
+        last = ""
+        while True:
+            try:
+                if any(n.isLeader for n in self._cluster_info(timeout_ms=5000).nimbuses):
+                    return
+                last = "nimbus is not the leader yet"
+            except ClusterError as exc:
+                last = str(exc)
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"cannot submit: {last} (waited {timeout:.0f} s); "
+                                   "see `owler cluster status`")
+            time.sleep(0.5)
+
+    def submit(self, name: str, conf_file: str | None, options: list[str], *, force: bool = False,
+               leader_timeout: float = 60.0) -> int:
+        """``sparse submit -e local -n NAME`` once nimbus is leader; returns sparse's exit code."""
+        self._check_topology(name)
+        self.wait_leader(leader_timeout)
+        running = [t.name for t in self._cluster_info().topologies]
+        if name in running and not force:
+            raise ClusterError(f"topology {name!r} already runs on the cluster: "
+                               f"`owler cluster kill {name}` first, or --force")
+        cmd = [str(Path(sys.executable).parent / "sparse"), "submit", "-e", "local", "-n", name]
+        if force:
+            cmd += ["--force", "--wait", str(self.kill_wait)]
+        for opt in options:
+            cmd += ["-o", opt]
+        env = dict(os.environ, LEIN_ROOT="1",
+                   PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+        if conf_file:
+            env["OWLER_CONF"] = str(Path(conf_file).resolve())
+        return subprocess.run(cmd, cwd=self.root, env=env).returncode
+
+    def switch(self, name: str, conf_file: str | None, options: list[str],
+               leader_timeout: float = 60.0) -> tuple[list[str], int]:
+        """Kill every running topology (each drains), then submit ``name``."""
+        self._check_topology(name)
+        self.wait_leader(leader_timeout)
+        killed = self.kill_all(self.kill_wait)
+        return killed, self.submit(name, conf_file, options, leader_timeout=leader_timeout)
+
+    def _workers_running(self) -> bool:
+        """A worker JVM of this cluster is still alive (the supervisor's process group)."""
+        found = self.running("supervisor")
+        if found is None:
+            return False
+        from owler.procs import group_members
+
+        for pid in group_members(found[0]):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"org.apache.storm.daemon.worker.Worker" in cmdline and alive(pid):
+                return True
+        return False
+
+    def _stop(self, name: str, grace: float = 30.0) -> bool:
+        found = self.running(name)
+        self_file = self.pid_file(name)
+        if found is None:
+            self_file.unlink(missing_ok=True)
+            return False
+        stop_group(found[0], grace)
+        self_file.unlink(missing_ok=True)
+        return True
+
+
+def _four_letter(port: int, word: bytes) -> bytes:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(word)
+            return s.recv(64).strip()
+    except OSError:
+        return b""
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(line[:300] for line in text[-lines:]) + "\n"
+
+
+def format_status(doc: Mapping[str, Any]) -> str:
+    out = []
+    for name in DAEMONS:
+        d = doc["daemons"][name]
+        state = f"running (pid {d['pid']}, port {d['port']})" if d["running"] else "not running"
+        out.append(f"{name:<11} {state}")
+    leader = "leader" if doc["nimbus_leader"] else "not leader"
+    out.append(f"nimbus:     {leader}; supervisors: "
+               + (", ".join(f"{s['host']} ({s['slots_used']}/{s['slots']} slots used)"
+                            for s in doc["supervisors"]) or "none"))
+    if doc.get("nimbus_error"):
+        out.append(f"nimbus error: {doc['nimbus_error']}")
+    out.append(f"Storm UI:   {doc['ui']}")
+    if doc["topologies"]:
+        out.append("topologies:")
+        for t in doc["topologies"]:
+            out.append(f"  {t['name']:<16} {t['status']:<10} up {t['uptime_secs']} s, "
+                       f"{t['workers']} worker(s), {t['executors']} executors  ({t['id']})")
+    else:
+        out.append("topologies: none")
+    out.append(f"logs:       {doc['logs']}")
+    return "\n".join(out)
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    return orjson.dumps(doc).decode()

@@ -1,0 +1,301 @@
+"""Cluster mode for real: `owler cluster up` (ZooKeeper, nimbus, supervisor, Storm UI on 127.0.0.1),
+`sparse submit/list/stats` and `owler cluster submit/switch/kill` of the explorative topology with
+the OpenSearch frontier against the loopback web farm, the Storm UI's REST API, kill -9 of a Python
+bolt mid-crawl (the worker restarts, the crawl completes, no WARC record lost or half-written), and
+the cluster's bad input. The cluster uses config.json's env "local" ports (nimbus 6627, UI 8080)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from owler.procs import port_open
+from tests.farm.harness import FarmProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_PORTS = (2181, 6627, 6628, 6700, 6701, 8080)
+UI = "http://127.0.0.1:8080"
+
+pytestmark = pytest.mark.integration
+
+
+def run(cmd, timeout=600, **kw):
+    env = {**os.environ, "OWLER_HOME": str(ROOT), "LEIN_ROOT": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env,
+                          **kw)
+
+
+def owler(*args, timeout=600):
+    return run([sys.executable, "-m", "owler.cli", *args], timeout=timeout)
+
+
+def sparse(*args, timeout=600):
+    return run([str(Path(sys.executable).parent / "sparse"), *args], timeout=timeout)
+
+
+def ok(proc):
+    assert proc.returncode == 0, f"{proc.args}\nrc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def ui(path: str):
+    with urllib.request.urlopen(UI + path, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def wait_for(what: str, check, timeout: float, every: float = 2.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def processes_with(marker: bytes) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
+
+
+def status(conf: Path) -> dict:
+    return json.loads(ok(owler("status", "--conf", str(conf), "--json")).stdout)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    work = tmp_path_factory.mktemp("cluster")
+    taken = [p for p in DEFAULT_PORTS if port_open(p)]
+    if taken:
+        pytest.fail(f"ports {taken} on 127.0.0.1 are taken: the cluster test needs config.json's "
+                    "env local ports free")
+    opt = ["-o", f"owler.work.dir={work}"]
+    up = owler("cluster", "up", *opt)
+    try:
+        ok(up)
+        yield {"work": work, "opt": opt, "up": up}
+    finally:
+        down = owler("cluster", "down", *opt)
+        assert down.returncode == 0, down.stderr
+        marker = str(work).encode()
+        assert wait_for("no process of the cluster left",
+                        lambda: not processes_with(marker), 60, 1.0)
+        assert not [p for p in DEFAULT_PORTS if port_open(p)]
+
+
+def test_up_is_idempotent_and_status_reports_every_daemon(cluster):
+    assert "cluster up" in cluster["up"].stdout and "Storm UI http://127.0.0.1:8080" in cluster["up"].stdout
+    again = ok(owler("cluster", "up", *cluster["opt"]))
+    assert "already up" in again.stdout
+    doc = json.loads(ok(owler("cluster", "status", "--json", *cluster["opt"])).stdout)
+    assert doc["up"] and doc["nimbus_leader"]
+    assert all(d["running"] for d in doc["daemons"].values())
+    assert doc["supervisors"] == [{"host": "127.0.0.1", "slots": 2, "slots_used": 0}]
+    summary = ui("/api/v1/cluster/summary")
+    assert summary["supervisors"] == 1 and summary["slotsTotal"] == 2
+    assert summary["stormVersion"] == (ROOT / "storm" / "VERSION").read_text().strip()
+    assert ui("/api/v1/supervisor/summary")["supervisors"][0]["host"] == "127.0.0.1"
+
+
+@pytest.fixture(scope="module")
+def crawl(cluster, opensearch, tmp_path_factory):
+    """A crawl of the farm submitted to the cluster; a Python bolt killed -9 mid-crawl; then a switch
+    to a topology whose frontier is unusable (its spout reports errors to the UI)."""
+    work = tmp_path_factory.mktemp("cluster-crawl")
+    conf = work / "conf.yaml"
+    conf.write_text(opensearch.conf_lines("cluster_crawl") + (
+        f"warc.dir: {work / 'warc'}\n"
+        f"owler.work.dir: {cluster['work']}\n"
+        "http.allow.private.addresses: true\n"
+        "fetcher.server.delay: 0.3\n"
+        "http.timeout: 2000\n"
+        "fetcher.max.crawl.delay: 5\n"
+        "spout.min.delay.queries: 500\n"
+        "spout.ttl.purgatory: 10\n"
+        "topology.message.timeout.secs: 60\n"
+        "frontier.lease.ttl: 30\n"
+        "metrics.opensearch: true\n"
+        "metrics.interval: 2\n"))
+    out: dict = {"work": work, "conf": conf}
+    with FarmProcess(6, work / "access.log") as farm:
+        seeds = work / "seeds.txt"
+        seeds.write_text("\n".join(farm.seeds()) + "\n")
+        out["seeds"] = farm.seeds()
+        ok(owler("inject", str(seeds), "--conf", str(conf)))
+        out["submit"] = owler("cluster", "submit", "explorative", "--conf", str(conf))
+        ok(out["submit"])
+        out["list"] = sparse("list", "-e", "local")
+        wait_for("pages fetched", lambda: status(conf)["FETCHED"] >= 3, 180)
+
+        # kill -9 the WARC writer's Python process: its worker dies and Storm restarts it
+        marker = b"bolts.warc_writer.WARCWriterBolt"
+        victims = processes_with(marker)
+        workers = set(processes_with(b"org.apache.storm.daemon.worker.Worker"))
+        assert len(victims) == 1, victims
+        os.kill(victims[0], signal.SIGKILL)
+        out["killed"] = victims[0]
+        wait_for("a new worker", lambda: set(processes_with(b"org.apache.storm.daemon.worker.Worker"))
+                 - workers, 120)
+        wait_for("a new WARC writer", lambda: [p for p in processes_with(marker) if p != victims[0]],
+                 120)
+
+        def finished():
+            st = status(conf)
+            return st["due_now"] == 0 and st["FETCHED"] >= 10 and st
+        wait_for("the crawl to finish", finished, 400, 5)
+        time.sleep(6)  # nothing due: let the last statuses land
+        out["status"] = wait_for("the crawl to finish", finished, 60, 5)
+        out["ui_summary"] = ui("/api/v1/topology/summary")
+        topo_id = next(t["id"] for t in out["ui_summary"]["topologies"] if t["name"] == "explorative")
+        out["ui_topology"] = wait_for(  # executors report their figures every 5 s
+            "the spout's figures in the UI",
+            lambda: (t := ui(f"/api/v1/topology/{topo_id}"))["spouts"][0]["acked"] and t, 60)
+        out["ui_fetcher"] = ui(f"/api/v1/topology/{topo_id}/component/fetcher")
+        out["stats"] = sparse("stats", "-e", "local", "-n", "explorative")
+        out["access"] = farm.access_log()
+
+        # switch: the crawl is killed (its WARC files closed), a broken one takes its place
+        bad = work / "bad.yaml"
+        bad.write_text(f"frontier.sqlite.path: {work}\nwarc.dir: {work / 'warc-bad'}\n"
+                       f"owler.work.dir: {cluster['work']}\n")
+        out["switch"] = owler("cluster", "switch", "explorative", "--conf", str(bad))
+        ok(out["switch"])
+
+        def spout_error():
+            summary = ui("/api/v1/topology/summary")
+            tid = next(t["id"] for t in summary["topologies"] if t["name"] == "explorative")
+            spout = ui(f"/api/v1/topology/{tid}/component/spout")
+            errors = [e.get("error", "") for e in spout.get("componentErrors", [])]
+            return tid != topo_id and any("frontier" in e for e in errors) and (tid, errors)
+        out["bad_topology"] = wait_for("the spout's error in the UI", spout_error, 180, 3)
+        out["kill"] = owler("cluster", "kill", "explorative", *cluster["opt"])
+        yield out
+
+
+def table_column(text: str, column: int = 0) -> str:
+    """A texttable column's cells joined (streamparse wraps long cells over several lines)."""
+    return "".join(line.split("|")[column + 1].strip() for line in text.splitlines()
+                   if line.startswith("|"))
+
+
+def test_submit_list_and_stats(crawl):
+    assert crawl["list"].returncode == 0, crawl["list"].stderr
+    assert "explorative" in table_column(crawl["list"].stdout, 1)
+    assert crawl["stats"].returncode == 0, crawl["stats"].stderr
+    assert "fetcher" in crawl["stats"].stdout and "status" in crawl["stats"].stdout
+
+
+def test_every_seed_reaches_a_final_status_despite_kill_9(crawl, opensearch):
+    assert crawl["status"]["due_now"] == 0
+    for seed in crawl["seeds"]:
+        found, data = opensearch.request("POST", "/cluster_crawl/_search", {
+            "query": {"term": {"url": seed}}})
+        hits = data["hits"]["hits"]
+        assert hits and hits[0]["_source"]["status"] != "DISCOVERED", (seed, hits)
+
+
+def test_no_warc_record_lost_or_half_written(crawl, opensearch):
+    warc_dir = crawl["work"] / "warc"
+    assert not list(warc_dir.glob("*.open")), "a WARC file was left open after the switch"
+    responses = set()
+    for f in sorted(warc_dir.glob("*.warc.gz")):
+        with open(f, "rb") as fh:
+            for rec in ArchiveIterator(fh, check_digests="raise"):
+                rec.content_stream().read()
+                if rec.rec_type == "response":
+                    responses.add(rec.rec_headers.get_header("WARC-Target-URI"))
+    opensearch.request("POST", "/cluster_crawl/_refresh")
+    _, data = opensearch.request("POST", "/cluster_crawl/_search", {
+        "size": 1000, "query": {"term": {"status": "FETCHED"}}, "_source": ["url"]})
+    fetched = {h["_source"]["url"] for h in data["hits"]["hits"]}
+    assert len(fetched) >= 10
+    assert fetched <= responses, sorted(fetched - responses)
+
+
+def test_storm_ui_shows_components_with_their_figures(crawl):
+    summary = crawl["ui_summary"]["topologies"]
+    assert [t["status"] for t in summary if t["name"] == "explorative"] == ["ACTIVE"]
+    topo = crawl["ui_topology"]
+    assert topo["name"] == "explorative" and topo["workersTotal"] == 1
+    spouts = {s["spoutId"]: s for s in topo["spouts"]}
+    bolts = {b["boltId"]: b for b in topo["bolts"]}
+    assert set(bolts) >= {"partitioner", "fetcher", "parser", "warc", "urlfilter", "blacklist",
+                          "status"}
+    assert int(spouts["spout"]["emitted"]) > 0 and int(spouts["spout"]["acked"]) > 0
+    for name in ("fetcher", "parser", "warc", "status"):
+        assert int(bolts[name]["executed"]) > 0, (name, bolts[name])
+        assert float(bolts[name]["processLatency"]) >= 0
+    fetcher = crawl["ui_fetcher"]
+    assert fetcher["componentType"] == "bolt" and fetcher["executors"] == 1
+
+
+def test_crawl_metrics_reach_the_metrics_index(crawl, opensearch):
+    opensearch.request("POST", "/metrics/_refresh")
+    _, data = opensearch.request("POST", "/metrics/_search", {
+        "size": 0, "query": {"term": {"srcComponent": "fetcher"}},
+        "aggs": {"names": {"terms": {"field": "name", "size": 100}}}})
+    names = {b["key"] for b in data["aggregations"]["names"]["buckets"]}
+    assert any("fetched" in n for n in names), names
+    st = json.loads(ok(owler("status", "--conf", str(crawl["conf"]), "--json")).stdout)
+    assert "fetcher" in json.dumps(st.get("metrics", {}))
+
+
+def test_switch_replaces_the_topology_and_python_errors_show_in_the_ui(crawl):
+    assert "killed: explorative" in crawl["switch"].stdout
+    tid, errors = crawl["bad_topology"]
+    assert any("frontier" in e for e in errors)
+    assert crawl["kill"].returncode == 0, crawl["kill"].stderr
+
+
+def test_cluster_bad_input(cluster, tmp_path):
+    opt = ["-o", f"owler.work.dir={cluster['work']}"]
+    unknown = owler("cluster", "submit", "nosuch", *opt)
+    assert unknown.returncode == 2 and "unknown topology 'nosuch'" in unknown.stderr
+    missing = owler("cluster", "submit", *opt)
+    assert missing.returncode == 2 and "name the topology" in missing.stderr
+    nothing = owler("cluster", "kill", "explorative", *opt)
+    assert nothing.returncode == 2 and "no topology named 'explorative'" in nothing.stderr
+
+    # another work folder and other ports: a cluster that is not up
+    other = ["-o", f"owler.work.dir={tmp_path}", "-o", "cluster.zookeeper.port=2291",
+             "-o", "cluster.nimbus.port=6727", "-o", "cluster.supervisor.port=6728",
+             "-o", "cluster.slots=[6790]", "-o", "cluster.ui.port=8191"]
+    not_up = owler("cluster", "submit", "explorative", *other)
+    assert not_up.returncode == 1 and "the cluster is not up" in not_up.stderr
+    st = owler("cluster", "status", *other)
+    assert st.returncode == 1 and "not running" in st.stdout
+    assert "not running" in ok(owler("cluster", "down", *other)).stdout
+
+    # a port taken by another process: clear error, exit 2, nothing left running
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 8191))
+        holder.listen()
+        taken = owler("cluster", "up", *other)
+    assert taken.returncode == 2, taken.stderr
+    assert "port 8191" in taken.stderr and "already taken" in taken.stderr
+    assert not processes_with(str(tmp_path).encode())
+    assert not any(port_open(p) for p in (2291, 6727, 6728))

@@ -1,0 +1,80 @@
+"""owler.cluster without daemons: the generated storm.yaml, key validation, waiting for a leader."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from owler import cluster as CL
+from owler.cluster import ClusterError, StormCluster, format_status
+from owler.conf import ConfError, load_conf
+
+
+def make(tmp_path, **over):
+    opts = [f"owler.work.dir={tmp_path}"] + [f"{k}={v}" for k, v in over.items()]
+    return StormCluster.from_conf(load_conf(None, opts))
+
+
+def test_storm_yaml_keeps_everything_on_loopback_and_in_the_work_folder(tmp_path):
+    c = make(tmp_path, **{"cluster.nimbus.port": 6637, "cluster.slots": "[6710, 6711, 6712]",
+                          "cluster.storm.conf": '{"nimbus.childopts": "-Xmx1g"}'})
+    c._write_confs()
+    conf = yaml.safe_load(c.storm_yaml.read_text())
+    assert conf["nimbus.seeds"] == ["127.0.0.1"] and conf["ui.host"] == "127.0.0.1"
+    assert conf["storm.local.hostname"] == "127.0.0.1"
+    assert conf["nimbus.thrift.port"] == 6637
+    assert conf["supervisor.slots.ports"] == [6710, 6711, 6712]
+    assert conf["storm.local.dir"].startswith(str(tmp_path))
+    assert conf["storm.log.dir"].startswith(str(tmp_path))
+    assert conf["nimbus.childopts"] == "-Xmx1g"
+    zoo = (c.conf_dir / "zoo.cfg").read_text()
+    assert "clientPortAddress=127.0.0.1" in zoo and "clientPort=2181" in zoo
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("cluster.slots", "[]", "at least one"),
+    ("cluster.slots", "[x]", "list of ports"),
+    ("cluster.ui.port", "6627", "must all differ"),
+    ("cluster.nimbus.port", "80", "1025..65535"),
+    ("cluster.storm.conf", "[1]", "map of storm.yaml keys"),
+])
+def test_bad_cluster_keys(tmp_path, key, value, message):
+    with pytest.raises(ConfError, match=message):
+        make(tmp_path, **{key: value})
+
+
+def test_submit_waits_for_a_leader_and_says_why_it_gave_up(tmp_path, monkeypatch):
+    c = make(tmp_path)
+    monkeypatch.setattr(CL, "port_open", lambda port, host="127.0.0.1": True)
+    calls = []
+
+    def info(timeout_ms=10000):
+        calls.append(1)
+        return SimpleNamespace(nimbuses=[SimpleNamespace(isLeader=len(calls) >= 3)])
+
+    monkeypatch.setattr(c, "_cluster_info", info)
+    c.wait_leader(10)  # leader at the third answer
+    assert len(calls) == 3
+    monkeypatch.setattr(c, "_cluster_info",
+                        lambda timeout_ms=10000: SimpleNamespace(nimbuses=[SimpleNamespace(isLeader=False)]))
+    with pytest.raises(ClusterError, match="nimbus is not the leader yet"):
+        c.wait_leader(0.6)
+
+
+def test_submit_to_a_cluster_that_is_not_up(tmp_path, monkeypatch):
+    c = make(tmp_path, **{"cluster.nimbus.port": 6799})
+    monkeypatch.setattr(CL, "port_open", lambda port, host="127.0.0.1": False)
+    with pytest.raises(ClusterError, match="the cluster is not up"):
+        c.wait_leader(5)
+    with pytest.raises(ClusterError, match="unknown topology 'nope'; available: .*explorative"):
+        c.submit("nope", None, [])
+
+
+def test_format_status(tmp_path):
+    c = make(tmp_path)
+    doc = c.status()
+    assert doc["up"] is False and not doc["daemons"]["nimbus"]["running"]
+    text = format_status(doc)
+    assert "nimbus      not running" in text and "topologies: none" in text
