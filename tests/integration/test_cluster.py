@@ -192,7 +192,8 @@ def crawl(cluster, opensearch, tmp_path_factory):
             errors = [e.get("error", "") for e in spout.get("componentErrors", [])]
             return tid != topo_id and any("frontier" in e for e in errors) and (tid, errors)
         out["bad_topology"] = wait_for("the spout's error in the UI", spout_error, 180, 3)
-        out["kill"] = owler("cluster", "kill", "explorative", *cluster["opt"])
+        out["kill"] = sparse("kill", "-e", "local", "-n", "explorative", "--wait", "5")
+        wait_for("the topology to go", lambda: not ui("/api/v1/topology/summary")["topologies"], 90)
         yield out
 
 
