@@ -6,9 +6,15 @@ and the WARC writer), statuses on ``status`` and redirect targets on ``outlinks`
 happen on the engine's thread, anchored to the input tuple; a full queue fails the tuple
 (back-pressure, Storm replays it later).
 
+Sitemaps found for a host (``sitemap.discovery``, and the seeds of the sitemap pipeline, see
+:mod:`owler.fetcher`) go through the sitemap URL filters and the blacklists here
+(:class:`owler.sitemaps.EntryGate`) and on ``status`` as DISCOVERED with ``isSitemap=true``,
+anchored to the input tuple (per-URL metadata cannot ride the outlinks batch).
+
 Counters: ``fetched`` (pages), ``bytes``, ``http/<code>`` (every HTTP answer), the status names
 emitted, ``error.cause/<cause>`` (fetch errors without an HTTP answer), ``robots/fetched``,
-``robots/allowed``, ``robots/denied``, ``robots/errors``; gauges ``queued``, ``fetching`` (in
+``robots/allowed``, ``robots/denied``, ``robots/errors``, ``sitemaps/found``,
+``sitemaps/<rejected|blacklisted>/<name>``, ``seeds``; gauges ``queued``, ``fetching`` (in
 progress) and ``queues``.
 """
 
@@ -19,10 +25,13 @@ import logging
 from streamparse import Bolt, Stream
 
 from bolts.base import OwlerComponent
+from owler import outlinks as outlink
 from owler import wire
 from owler.constants import (ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE, FETCHED_FIELDS,
-                             OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM)
+                             OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM,
+                             Status)
 from owler.fetcher import FetchEngine, FetchItem, Outcome
+from owler.sitemaps import EntryGate, sitemap_metadata
 
 log = logging.getLogger("owler.fetcher")
 
@@ -37,6 +46,7 @@ class FetcherBolt(OwlerComponent, Bolt):
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
         self.engine = FetchEngine(storm_conf, self._emit_outcome)
+        self.gate = None  # EntryGate, built on the first sitemap found
         self.engine.start()
 
     def process(self, tup):
@@ -79,12 +89,14 @@ class FetcherBolt(OwlerComponent, Bolt):
             code = out.metadata.get(FETCH_STATUS_CODE)
             if code:  # set by this fetch (never persisted); a stale error.cause may be there
                 self.count(f"http/{code[0]}")
-            elif out.kind == "status":
+            elif out.kind == "status" and out.status is not Status.DISCOVERED:
                 cause = (out.metadata.get(ERROR_CAUSE) or ["unknown"])[0]
                 self.count(f"error.cause/{cause}")
                 if cause == "exception":  # a bug in the fetch code, not the site: tell the operator
                     self.report_error(f"fetch of {out.item.url} failed: "
                                       f"{(out.metadata.get(FETCH_EXCEPTION) or ['?'])[0]}")
+            if out.item.sitemaps is not None:
+                self._emit_sitemaps(out, tup)
             if out.kind == "page":
                 self.count("fetched")
                 self.count("bytes", len(out.content))
@@ -95,7 +107,7 @@ class FetcherBolt(OwlerComponent, Bolt):
                 self.emit([out.item.url, out.metadata, out.status.value], anchors=[tup],
                           stream=STATUS_STREAM)
                 if out.outlinks:
-                    self.emit([out.item.url, out.metadata, out.outlinks],
+                    self.emit([out.item.url, out.metadata, outlink.encode(out.outlinks)],
                               anchors=[tup], stream=OUTLINKS_STREAM)
             self.ack(tup)
         except Exception as exc:  # noqa: BLE001 - a broken emit must not kill the loop: replayed
@@ -106,6 +118,24 @@ class FetcherBolt(OwlerComponent, Bolt):
                 self.fail(tup)
             except Exception:  # noqa: BLE001
                 pass
+
+    def _emit_sitemaps(self, out: Outcome, tup) -> None:
+        if out.status is Status.DISCOVERED:
+            self.count("seeds")
+        if not out.item.sitemaps:
+            return
+        if self.gate is None:
+            self.gate = EntryGate(self.conf)
+        self.gate.blacklist.maybe_reload()
+        source, source_md = out.item.url, out.item.metadata
+        for target in out.item.sitemaps:
+            kept, reason = self.gate.check(source, source_md, target)
+            if kept is None:
+                self.count(f"sitemaps/{reason}")
+                continue
+            self.count("sitemaps/found")
+            self.emit([kept, sitemap_metadata(source, source_md, kept, self.conf),
+                       Status.DISCOVERED.value], anchors=[tup], stream=STATUS_STREAM)
 
     def shutdown(self):
         self.engine.stop(timeout=2.0)

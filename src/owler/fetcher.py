@@ -16,9 +16,19 @@ Outcomes, with StormCrawler's semantics:
   ``fetcher.max.crawl.delay.force``); a refused private address → ``ERROR`` with
   ``error.cause=private_address``; an unparsable URL → ``ERROR`` with ``error.cause=malformed URL``.
 
+Sitemaps (:mod:`owler.sitemaps`): with ``sitemap.discovery`` (or metadata
+``sitemap.discovery=true``), the first URL processed after its host's robots.txt was fetched
+carries the host's sitemap URLs in ``FetchItem.sitemaps`` and ``foundSitemap=true|false`` (the
+bolt emits them, filtered, as DISCOVERED ``isSitemap=true``). A seed of the sitemap pipeline
+(metadata ``sitemap.seed=true``) is not fetched: its host's sitemaps are looked up the same way
+(robots.txt from the cache or fetched) and the seed comes back as a DISCOVERED status with
+``sitemap.seeded`` and ``scheduler.delay.mins`` = ``sitemap.seed.interval`` (or the robots error
+TTL when robots.txt could not be read): when to look again.
+
 Config keys: ``fetcher.threads.number``, ``fetcher.max.crawl.delay``,
 ``fetcher.max.crawl.delay.force``, ``fetcher.timeout.queue``, ``redirections.allowed``,
-``http.store.headers``, ``protocol.md.prefix``, and those of :mod:`owler.http`,
+``http.store.headers``, ``protocol.md.prefix``, ``sitemap.discovery``,
+``sitemap.discovery.guess.paths``, ``sitemap.seed.interval``, and those of :mod:`owler.http`,
 :mod:`owler.politeness` and :mod:`owler.robots`.
 """
 
@@ -28,6 +38,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -38,7 +49,10 @@ from owler.constants import (ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE, RE
 from owler.http import HttpFetcher, redirect_target
 from owler.metadata import copy as md_copy, set_value
 from owler.politeness import FetchQueues
-from owler.robots import RobotsCache, agents_from_conf, robots_url, rules_from_fetch
+from owler.robots import (DISALLOW_ALL, ERROR_CACHE_TTL_KEY, RobotsCache, agents_from_conf,
+                          robots_url, rules_from_fetch)
+from owler.sitemaps import (DEFAULT_GUESS_PATHS, DELAY_MINS, DISCOVERY_KEY, FOUND_SITEMAP, SEED,
+                            SEEDED, discovery_candidates, discovery_on)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +66,7 @@ class FetchItem:
     metadata: dict
     token: Any = None  # the caller's handle (the Storm tuple)
     queued_at: float = 0.0
+    sitemaps: list | None = None  # sitemap URLs found for the host (discovery, seeds)
 
 
 @dataclass(slots=True)
@@ -77,6 +92,12 @@ class FetchEngine:
         self.md_prefix = C.get_str(conf, "protocol.md.prefix", "protocol.") or ""
         self.agents = agents_from_conf(conf)
         self.robots_limit = C.get_int(conf, "http.robots.content.limit", 524288)
+        self.sitemap_discovery = C.get_bool(conf, DISCOVERY_KEY, False)
+        self.guess_paths = C.get_list(conf, "sitemap.discovery.guess.paths", DEFAULT_GUESS_PATHS)
+        self.seed_interval = C.get_float(conf, "sitemap.seed.interval", 1440)
+        self.robots_error_ttl = C.get_float(conf, ERROR_CACHE_TTL_KEY, 3600)
+        # robots.txt fetched, its sitemaps not yet reported (oldest forgotten beyond 10,000)
+        self._robots_fresh: OrderedDict[str, None] = OrderedDict()
         self.queues = FetchQueues(conf)
         self.robots = RobotsCache()
         self.http = HttpFetcher(conf)
@@ -209,6 +230,9 @@ class FetchEngine:
             rules = rules_from_fetch(status, content, self.agents, self.conf, now=time.time(),
                                      robots_url=target)
             self.robots.put(rurl, rules)
+            self._robots_fresh[rurl] = None
+            if len(self._robots_fresh) > 10_000:
+                self._robots_fresh.popitem(last=False)
             fut.set_result(rules)
             return rules
         except BaseException as exc:
@@ -222,6 +246,21 @@ class FetchEngine:
         md = md_copy(item.metadata)
         url = item.url
         rules = await self._robot_rules(url)
+        if md.get(SEED) or (self.sitemap_discovery or DISCOVERY_KEY in md):
+            rurl = robots_url(url)
+            fresh = rurl in self._robots_fresh
+            if md.pop(SEED, None) is not None:  # a seed of the sitemap pipeline: no fetch
+                self._robots_fresh.pop(rurl, None)
+                item.sitemaps = discovery_candidates(url, rules, self.guess_paths)
+                minutes = (self.robots_error_ttl / 60.0 if rules.kind == DISALLOW_ALL
+                           else self.seed_interval)
+                md[SEEDED] = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())]
+                md[DELAY_MINS] = [f"{minutes:g}"]
+                return Outcome(item, "status", md, Status.DISCOVERED), None if fresh else 0.0
+            if fresh and discovery_on(self.conf, md):
+                self._robots_fresh.pop(rurl, None)
+                item.sitemaps = discovery_candidates(url, rules, self.guess_paths)
+                md[FOUND_SITEMAP] = ["true" if item.sitemaps else "false"]
         if not rules.allowed(url):
             self._count("robots_denied")
             set_value(md, ERROR_CAUSE, "robots.txt")

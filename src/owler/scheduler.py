@@ -16,14 +16,25 @@ DefaultScheduler, in order of precedence:
    (``fetchInterval.parse.lang=de`` → key ``parse.lang``; StormCrawler would fail to start);
 3. metadata ``fetchInterval`` (minutes, a per-URL override; also what AdaptiveScheduler keeps),
    for FETCHED and REDIRECTION only;
+3b. metadata ``sitemap.changefreq`` (what a sitemap says of the URL), FETCHED and REDIRECTION,
+   with ``scheduler.sitemap.changefreq`` (true): always/hourly 60, daily 1440, weekly 10080,
+   monthly 43200, yearly 525600 minutes, never = ``scheduler.sitemap.max.interval``; clamped to
+   [``scheduler.sitemap.min.interval`` (60), ``scheduler.sitemap.max.interval`` (525600)];
 4. by status: ``fetchInterval.default`` (FETCHED, REDIRECTION; 1440), ``fetchInterval.fetch.error``
    (FETCH_ERROR; 120), ``fetchInterval.error`` (ERROR; 44640 when the key is missing, StormCrawler's
    code default); DISCOVERED → now.
 
+A DISCOVERED URL with a sitemap ``sitemap.priority`` p (0..1) and no ``scheduler.delay.mins`` is
+due ``p * scheduler.sitemap.priority.seconds`` (60) seconds before now: within its queue, what a
+webmaster ranks higher is fetched first (the queue order is the due date). A sitemap's
+``lastmod`` is not a scheduling input here: a changed lastmod makes a known URL due in the
+frontier (:mod:`owler.frontier.sqlite`, "Sitemap refresh").
+
 An unparsable per-URL value (metadata) is ignored with a warning, never an exception.
 
 Config keys read: ``scheduler.class``, ``fetchInterval.default``, ``fetchInterval.fetch.error``,
-``fetchInterval.error``, ``fetchInterval.[STATUS.]key=value``, ``scheduler.adaptive.*``.
+``fetchInterval.error``, ``fetchInterval.[STATUS.]key=value``, ``scheduler.adaptive.*``,
+``scheduler.sitemap.*``.
 """
 
 from __future__ import annotations
@@ -47,6 +58,11 @@ FETCH_INTERVAL_MD = "fetchInterval"
 SIGNATURE_OLD = "signatureOld"
 SIGNATURE_CHANGE_DATE = "signatureChangeDate"
 LAST_MODIFIED = "last-modified"
+SITEMAP_CHANGEFREQ = "sitemap.changefreq"
+SITEMAP_PRIORITY = "sitemap.priority"
+#: sitemap changefreq → minutes ("never" → scheduler.sitemap.max.interval)
+CHANGEFREQ_MINUTES = {"always": 60.0, "hourly": 60.0, "daily": 1440.0, "weekly": 10080.0,
+                      "monthly": 43200.0, "yearly": 525600.0}
 
 _CUSTOM = re.compile(r"^fetchInterval\.(.+?)=(.+)$")
 _STATUS_NAMES = {s.value for s in Status}
@@ -85,6 +101,10 @@ class DefaultScheduler:
                 md_key = path
             minutes = C.get_float(conf, str(key), 0)
             self.custom.setdefault((md_key, md_value), {})[status] = minutes
+        self.use_changefreq = C.get_bool(conf, "scheduler.sitemap.changefreq", True)
+        self.changefreq_min = C.get_float(conf, "scheduler.sitemap.min.interval", 60)
+        self.changefreq_max = C.get_float(conf, "scheduler.sitemap.max.interval", 525600)
+        self.priority_seconds = C.get_float(conf, "scheduler.sitemap.priority.seconds", 60)
 
     def custom_interval(self, status: Status, metadata: Mapping[str, list[str]]) -> float | None:
         """Minutes of the first custom rule that matches the metadata, or ``None``."""
@@ -105,6 +125,8 @@ class DefaultScheduler:
             minutes = self.custom_interval(status, metadata)
         if minutes is None and status in (Status.FETCHED, Status.REDIRECTION):
             minutes = _minutes(first(metadata, FETCH_INTERVAL_MD), FETCH_INTERVAL_MD)
+            if minutes is None and self.use_changefreq:
+                minutes = self.changefreq_interval(first(metadata, SITEMAP_CHANGEFREQ))
         if minutes is None:
             if status in (Status.FETCHED, Status.REDIRECTION):
                 minutes = self.default_interval
@@ -116,12 +138,32 @@ class DefaultScheduler:
                 minutes = 0.0
         return minutes
 
+    def changefreq_interval(self, changefreq: str | None) -> float | None:
+        """Minutes for a sitemap ``changefreq`` (module docstring), None when there is none."""
+        if not changefreq:
+            return None
+        cf = changefreq.strip().lower()
+        minutes = self.changefreq_max if cf == "never" else CHANGEFREQ_MINUTES.get(cf)
+        if minutes is None:
+            return None
+        return max(self.changefreq_min, min(self.changefreq_max, minutes))
+
     def schedule(self, status: Status, metadata: dict[str, list[str]], now: float) -> float | None:
         """Next fetch date (epoch seconds) or ``None`` for never. May update ``metadata`` (subclasses)."""
-        minutes = self.interval(Status(status), metadata)
+        status = Status(status)
+        minutes = self.interval(status, metadata)
         if minutes == -1:
             return None
-        return now + minutes * 60.0
+        when = now + minutes * 60.0
+        if (status == Status.DISCOVERED and self.priority_seconds > 0
+                and SITEMAP_PRIORITY in metadata and DELAY_METADATA not in metadata):
+            try:
+                p = float(first(metadata, SITEMAP_PRIORITY))
+            except (TypeError, ValueError):
+                p = None
+            if p is not None and 0.0 <= p <= 1.0:
+                when -= p * self.priority_seconds
+        return when
 
 
 class AdaptiveScheduler(DefaultScheduler):

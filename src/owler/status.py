@@ -6,7 +6,11 @@ commit, calls :meth:`StatusUpdater.committed` and acks.
 What :meth:`StatusUpdater.to_update` does (StormCrawler's order):
 
 1. DISCOVERED of a URL in the cache of recently committed URLs → ``None`` (nothing to write: a
-   DISCOVERED never overwrites a known URL anyway; ack the tuple).
+   DISCOVERED never overwrites a known URL anyway; ack the tuple). Except a DISCOVERED from a
+   sitemap (``isDiscoveredOnSitemap`` / ``isSitemap`` = true, or ``sitemap.seeded``), which the
+   frontier applies to known URLs as a *sitemap refresh* (:mod:`owler.frontier.sqlite`): it is
+   skipped only when the cache says the URL is already on a sitemap with the same
+   ``sitemap.lastModified`` (and it is not a seed's ``sitemap.seeded``).
 2. ``discoveryDate`` (DISCOVERED) or ``lastProcessedDate`` (other statuses), ISO instants, set only
    when ``metadata.persist``/``metadata.transfer`` would keep them.
 3. FETCH_ERROR increments ``fetch.error.count``; reaching ``max.fetch.errors`` turns the status
@@ -46,6 +50,13 @@ from owler.metadata import Metadata, first
 from owler.metadata import normalize as normalize_md
 
 MAX_DEPTH = "max.depth"
+ANCHORS = "anchors"  # owler.outlinks.ANCHORS
+# sitemap facts (owler.sitemaps; not imported from there: it imports this module)
+ON_SITEMAP = "isDiscoveredOnSitemap"
+IS_SITEMAP = "isSitemap"
+SEEDED = "sitemap.seeded"
+LAST_MODIFIED = "sitemap.lastModified"
+_TRUE = ["true"]
 DISCOVERY_DATE = "discoveryDate"
 LAST_PROCESSED_DATE = "lastProcessedDate"
 MAX_FETCH_ERRORS_CAUSE = "maxFetchErrors"
@@ -166,6 +177,18 @@ class StatusUpdater:
             return True
         return False
 
+    def _skip_discovered(self, url: str, md: Mapping[str, list[str]]) -> bool:
+        """Whether a DISCOVERED of ``url`` needs no write (see the module docstring, 1.)."""
+        if not self.use_cache or url not in self._cache:
+            return False
+        self._cache.move_to_end(url)
+        listed = md.get(ON_SITEMAP) == _TRUE or md.get(IS_SITEMAP) == _TRUE
+        if not listed and SEEDED not in md:
+            return True
+        if SEEDED in md:
+            return False
+        return self._cache[url] == (True, first(md, LAST_MODIFIED))
+
     def committed(self, updates: Iterable[StatusUpdate | None]) -> None:
         """Call after ``apply_updates`` returned (the batch is durable): remembers its URLs so later
         DISCOVERED of them need no write. Never call it before the commit succeeded."""
@@ -175,7 +198,12 @@ class StatusUpdater:
         for u in updates:
             if u is None:
                 continue
-            cache[u.url] = None
+            md = u.metadata
+            if md and (ON_SITEMAP in md or IS_SITEMAP in md):  # what a sitemap refresh compares
+                cache[u.url] = (md.get(ON_SITEMAP) == _TRUE or md.get(IS_SITEMAP) == _TRUE,
+                                first(md, LAST_MODIFIED))
+            else:
+                cache[u.url] = None
             cache.move_to_end(u.url)
         while len(cache) > self.cache_size:
             cache.popitem(last=False)
@@ -192,7 +220,7 @@ class StatusUpdater:
         ``metadata`` is not modified. Raises ``ValueError`` for an unknown status name."""
         status = Status(status)
         if status == Status.DISCOVERED:
-            if self.known(url):
+            if self._skip_discovered(url, metadata or {}):
                 self.cache_hits += 1
                 return None
             self.cache_misses += 1
@@ -223,6 +251,33 @@ class StatusUpdater:
             next_fetch = round(next_fetch / self.round_to) * self.round_to
         md = self.transfer.filter(md)
         return StatusUpdate(url, status, md, next_fetch, self.key_of(url))
+
+    def discovered_batch(self, items: Iterable[tuple[str, str]], metadata: Mapping[str, list[str]],
+                         now: float) -> list[StatusUpdate]:
+        """The writes for the outlinks of one page: ``items`` are ``(url, anchor)``, ``metadata``
+        what they all inherit (:func:`transfer_metadata`). The same as :meth:`to_update` of each
+        (DISCOVERED, the anchor under ``anchors``), but the metadata, the date and the schedule are
+        worked out once per batch: per URL only the cache and the partition key. URLs known from
+        the cache are left out."""
+        anchors_kept = ANCHORS in self.transfer.persisted
+        template: StatusUpdate | None = None
+        out = []
+        for url, anchor in items:
+            if anchor and anchors_kept:  # metadata of its own
+                update = self.to_update(url, {**metadata, ANCHORS: [anchor]}, Status.DISCOVERED,
+                                        now)
+            elif template is None:
+                update = template = self.to_update(url, metadata, Status.DISCOVERED, now)
+            elif self._skip_discovered(url, metadata):
+                self.cache_hits += 1
+                update = None
+            else:
+                self.cache_misses += 1
+                update = StatusUpdate(url, Status.DISCOVERED, template.metadata,
+                                      template.next_fetch_date, self.key_of(url))
+            if update is not None:
+                out.append(update)
+        return out
 
     def key_of(self, url: str) -> str:
         """Partition key of ``url`` by ``partition.url.mode``; ``_DEFAULT_`` if it has no host."""

@@ -13,8 +13,44 @@ Tables
     ``max_buckets`` most overdue keys from an index instead of ranking every due row (measured in
     ``bench/bench_frontier.py``: a window function over 1M due rows takes about a second; this takes
     milliseconds).
-    ``meta(name, value)``: ``schema_version`` (a schema 1 file, with hex ids, is migrated when
-    opened).
+    ``meta(name, value)``: ``schema_version`` (a schema 1 file, with hex ids, or a schema 2 file,
+    without tags, is migrated when opened).
+
+Tags (schema 3; OWLer's interest tags, as the OpenSearch frontier's ``tags``)
+    ``urls.tag``: the tag of the ``frontier.tags`` rules (``"<metadata key>=<value>": tag``) that
+    the stored metadata matches, NULL when none does; one tag per URL (OpenSearch keeps every
+    matching tag): when several rules match, the tag that sorts first by name (not the first rule:
+    the map's order does not survive the Storm configuration, a Java map). With the default rules
+    a URL is ``Sitemap`` (``isSitemap=true``), ``Feed`` or ``OnSitemap``
+    (``isDiscoveredOnSitemap=true``; also a sitemap listed in an index), tags the sitemap spout
+    serves together. Tags are computed when a URL is written; changing the rules does
+    not re-tag stored URLs.
+    A spout with ``frontier.interest.tags`` is served only URLs with one of those tags (minus
+    ``frontier.interest.exclude.tags``), and is never starved by untagged URLs however many are
+    due: a partial index ``(tag, key, next_fetch_date) WHERE tag IS NOT NULL`` (untagged rows are
+    not in it, so the explorative write path pays nothing for it: ``bench/bench_frontier.py``) and
+    ``tag_queues(tag, key, next_due)``, maintained like ``queues`` for tagged rows only.
+    A spout with only ``frontier.interest.exclude.tags`` (the sitemap seed spout: untagged URLs)
+    reads the ordinary queues and skips excluded rows, looking at most at the first
+    :data:`EXCLUDE_SCAN` due URLs of a queue per query (untagged rows behind a longer backlog of
+    excluded due rows wait until that backlog is served).
+
+Sitemap refresh (how a sitemap's news reaches known URLs without overwriting their status)
+    DISCOVERED never overwrites a known URL. A DISCOVERED whose metadata says it comes from a
+    sitemap (``isDiscoveredOnSitemap=true`` or ``isSitemap=true``; or ``sitemap.seeded``, the seed
+    spout's mark) is, for a KNOWN URL, a refresh, applied in batch order:
+
+    - status, key and ``updated`` stay; the sitemap facts are merged into the stored metadata
+      (``isSitemap`` — true is never turned back to false —, ``isDiscoveredOnSitemap``, every
+      ``sitemap.*`` key, and the extension keys ``IMAGE.* VIDEO.* NEWS.* LINKS.* MOBILE.*``, which
+      a new listing replaces) and the tag is recomputed;
+    - the URL becomes due (the earlier of its date and the update's) when its
+      ``sitemap.lastModified`` is later than the stored one and than the URL's last write (it
+      changed since it was fetched; a sitemap listing itself with ``lastmod`` = now cannot loop:
+      its own FETCHED is written after), or when it is still DISCOVERED and was on no sitemap
+      before (a seed home page that a sitemap lists);
+    - ``sitemap.seeded`` (the seed spout looked up the host's sitemaps) moves a URL that is on no
+      sitemap to the update's date: the next look-up.
 
 Concurrency
     Several processes open the file at once (spout reads, status updater and ``owler inject``
@@ -44,6 +80,7 @@ Config keys read: ``frontier.sqlite.synchronous`` (NORMAL), ``frontier.sqlite.bu
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import sqlite3
 import time
@@ -57,7 +94,10 @@ from owler.conf import ConfError
 from owler.constants import STATUS_NAMES, Status
 from owler.frontier import DEFAULT_KEY, NEVER, FrontierError, FrontierRecord, StatusUpdate
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
+
+#: at most this many due rows of one queue are looked at per query when only exclude tags filter
+EXCLUDE_SCAN = 200
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -68,29 +108,37 @@ _SCHEMA = [
         next_fetch_date REAL NOT NULL,
         key TEXT NOT NULL,
         metadata TEXT NOT NULL,
-        updated REAL NOT NULL)""",
+        updated REAL NOT NULL,
+        tag TEXT)""",
     "CREATE INDEX IF NOT EXISTS urls_key_next_fetch_date ON urls (key, next_fetch_date)",
     "CREATE TABLE IF NOT EXISTS queues (key TEXT PRIMARY KEY, next_due REAL NOT NULL)",
     "CREATE INDEX IF NOT EXISTS queues_next_due ON queues (next_due)",
+    # tagged rows only (schema 3): the interest queries; untagged writes never touch these
+    "CREATE INDEX IF NOT EXISTS urls_tag_key_next_fetch_date ON urls (tag, key, next_fetch_date) "
+    "WHERE tag IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS tag_queues (tag TEXT NOT NULL, key TEXT NOT NULL,
+        next_due REAL NOT NULL, PRIMARY KEY (tag, key))""",
+    "CREATE INDEX IF NOT EXISTS tag_queues_next_due ON tag_queues (tag, next_due)",
 ]
 
 # DISCOVERED never overwrites a known URL; any other status replaces status, date, key, metadata.
 # One statement for both keeps the batch's order (a FETCHED then a DISCOVERED of the same URL).
 _UPSERT = """
-INSERT INTO urls (id, url, status, next_fetch_date, key, metadata, updated)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO urls (id, url, status, next_fetch_date, key, metadata, updated, tag)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
     status = excluded.status,
     next_fetch_date = excluded.next_fetch_date,
     key = excluded.key,
     metadata = excluded.metadata,
-    updated = excluded.updated
+    updated = excluded.updated,
+    tag = excluded.tag
 WHERE excluded.status != 'DISCOVERED'
 """
 
 _INSERT_NEW = """
-INSERT OR IGNORE INTO urls (id, url, status, next_fetch_date, key, metadata, updated)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT OR IGNORE INTO urls (id, url, status, next_fetch_date, key, metadata, updated, tag)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 # Recompute a queue's earliest date from the (key, next_fetch_date) index: one index probe.
@@ -109,6 +157,30 @@ ON CONFLICT (key) DO UPDATE SET next_due = excluded.next_due
 WHERE excluded.next_due < queues.next_due
 """
 _DROP_EMPTY_QUEUE = "DELETE FROM queues WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM urls WHERE key = ?1)"
+
+# the same for (tag, key) queues of tagged rows
+_REFRESH_TAG_QUEUE = """
+INSERT INTO tag_queues (tag, key, next_due)
+SELECT ?1, ?2, MIN(next_fetch_date) FROM urls WHERE tag = ?1 AND key = ?2
+HAVING MIN(next_fetch_date) IS NOT NULL
+ON CONFLICT (tag, key) DO UPDATE SET next_due = excluded.next_due
+"""
+_LOWER_TAG_QUEUE = """
+INSERT INTO tag_queues (tag, key, next_due) VALUES (?, ?, ?)
+ON CONFLICT (tag, key) DO UPDATE SET next_due = excluded.next_due
+WHERE excluded.next_due < tag_queues.next_due
+"""
+_DROP_EMPTY_TAG_QUEUE = ("DELETE FROM tag_queues WHERE tag = ?1 AND key = ?2 AND NOT EXISTS "
+                         "(SELECT 1 FROM urls WHERE tag = ?1 AND key = ?2)")
+
+#: metadata of a sitemap refresh (module docstring)
+IS_SITEMAP = "isSitemap"
+ON_SITEMAP = "isDiscoveredOnSitemap"
+SEEDED = "sitemap.seeded"
+LAST_MODIFIED = "sitemap.lastModified"
+_EXT_PREFIXES = ("IMAGE.", "VIDEO.", "NEWS.", "LINKS.", "MOBILE.")
+_TRUE = ["true"]
+_REFRESH_KEYS = frozenset((IS_SITEMAP, ON_SITEMAP, SEEDED))
 
 _SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -132,6 +204,56 @@ def _stored_date(next_fetch_date: float | None) -> float:
     return min(float(next_fetch_date), NEVER)
 
 
+def tag_rules(rules: Any) -> list[tuple[str, str, str]]:
+    """``frontier.tags`` (a map ``"<metadata key>=<value>": tag``, ordered) as ``(key, value,
+    tag)`` triples; :class:`ConfError` for anything else (the OpenSearch frontier's syntax)."""
+    if rules is None or rules == "":
+        return []
+    if not isinstance(rules, Mapping):
+        raise ConfError(f"frontier.tags: expected a map 'key=value: tag', got {rules!r}")
+    out = []
+    for cond, tag in rules.items():
+        if "=" not in str(cond):
+            raise ConfError(f"frontier.tags: {cond!r} is not 'metadata key=value'")
+        k, v = str(cond).split("=", 1)
+        out.append((k.strip(), v.strip(), str(tag)))
+    return out
+
+
+def _epoch(iso: str) -> float | None:
+    """``YYYY-MM-DDTHH:MM:SSZ`` (the sitemap parser's lastmod form) in epoch seconds."""
+    try:
+        return _dt.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=_dt.timezone.utc).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_refresh(status: str, md: Mapping[str, list[str]]) -> bool:
+    return status == "DISCOVERED" and (md.get(ON_SITEMAP) == _TRUE or md.get(IS_SITEMAP) == _TRUE
+                                       or SEEDED in md)
+
+
+def _listed(md: Mapping[str, list[str]]) -> bool:
+    return md.get(ON_SITEMAP) == _TRUE or md.get(IS_SITEMAP) == _TRUE
+
+
+def merge_sitemap_facts(stored: dict[str, list[str]], update: Mapping[str, list[str]]
+                        ) -> dict[str, list[str]]:
+    """The stored metadata with the sitemap keys of ``update`` merged in (module docstring)."""
+    md = dict(stored)
+    if update.get(ON_SITEMAP) == _TRUE and any(k.startswith(_EXT_PREFIXES) for k in update):
+        for k in [k for k in md if k.startswith(_EXT_PREFIXES)]:
+            del md[k]
+    for k, v in update.items():
+        if k == IS_SITEMAP:
+            if stored.get(IS_SITEMAP) != _TRUE:
+                md[k] = list(v)
+        elif k == ON_SITEMAP or k.startswith("sitemap.") or k.startswith(_EXT_PREFIXES):
+            md[k] = list(v)
+    return md
+
+
 class SQLiteFrontier:
     """The frontier in one SQLite file (created with its parent folder if missing).
 
@@ -150,6 +272,14 @@ class SQLiteFrontier:
         busy = C.get_float(conf, "frontier.sqlite.busy.timeout", 30.0)
         cache_mb = C.get_int(conf, "frontier.sqlite.cache.mb", 64)
         ckpt = C.get_int(conf, "frontier.sqlite.wal.autocheckpoint", 50000)
+        self.tag_rules = sorted(tag_rules(conf.get("frontier.tags")), key=lambda r: (r[2], r))
+        self._rule_keys = frozenset(k for k, _, _ in self.tag_rules)
+        exclude = [str(t) for t in C.get_list(conf, "frontier.interest.exclude.tags", [])]
+        self.interest = [str(t) for t in C.get_list(conf, "frontier.interest.tags", [])
+                         if str(t) not in exclude]
+        self.exclude = [] if self.interest else exclude
+        if exclude and not self.interest and C.get_list(conf, "frontier.interest.tags", []):
+            self.interest = ["\x00none"]  # every interest tag is excluded: nothing is served
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -178,6 +308,10 @@ class SQLiteFrontier:
             row = self.conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
             if row is not None and row[0] == "1":
                 self._migrate_from_1()
+            elif row is not None and row[0] == "2":
+                self.conn.execute("ALTER TABLE urls ADD COLUMN tag TEXT")
+                self.conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'",
+                                  (SCHEMA_VERSION,))
             elif row is not None and row[0] != SCHEMA_VERSION:
                 raise FrontierError(
                     f"{self.path} has frontier schema version {row[0]}, this code expects "
@@ -185,6 +319,8 @@ class SQLiteFrontier:
                 )
             for stmt in _SCHEMA:
                 self.conn.execute(stmt)
+            if row is not None and row[0] in ("1", "2"):
+                self._tag_stored_urls()
             if row is None:
                 self.conn.execute(
                     "INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
@@ -204,6 +340,28 @@ class SQLiteFrontier:
         self.conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'",
                           (SCHEMA_VERSION,))
 
+    def _tag_stored_urls(self) -> None:
+        """Schema 1/2 → 3: tag the stored URLs by ``frontier.tags`` (only rows whose metadata
+        names a rule's key are looked at) and build their tag queues."""
+        if not self.tag_rules:
+            return
+        self.conn.create_function("owler_tag", 1, lambda md: self._tag_of(orjson.loads(md)))
+        names = sorted({k for k, _, _ in self.tag_rules})
+        cond = " OR ".join("instr(metadata, ?) > 0" for _ in names)
+        self.conn.execute(f"UPDATE urls SET tag = owler_tag(metadata) WHERE {cond}",
+                          [orjson.dumps(n).decode() for n in names])
+        self.conn.execute("INSERT OR REPLACE INTO tag_queues (tag, key, next_due) "
+                          "SELECT tag, key, MIN(next_fetch_date) FROM urls WHERE tag IS NOT NULL "
+                          "GROUP BY tag, key")
+
+    def _tag_of(self, md: Mapping[str, list[str]]) -> str | None:
+        """The first tag by name of the ``frontier.tags`` rules ``md`` matches, or None."""
+        for k, v, tag in self.tag_rules:  # sorted by tag (__init__)
+            values = md.get(k)
+            if values and v in values:
+                return tag
+        return None
+
     def _write(self) -> "_Transaction":
         return _Transaction(self.conn)
 
@@ -216,27 +374,98 @@ class SQLiteFrontier:
         rows = []
         lowered: dict[str, float] = {}  # key -> earliest date among its new DISCOVERED rows
         rescheduled: set[str] = set()  # keys with a rewritten URL: recompute their earliest date
+        tag_lowered: dict[tuple[str, str], float] = {}  # the same per (tag, key) of tagged rows
+        tag_rescheduled: set[tuple[str, str]] = set()
+        refreshes: list[tuple[int, StatusUpdate]] = []  # sitemap refreshes, at their batch position
         discovered = Status.DISCOVERED.value
+        tag_of = self._tag_of if self.tag_rules else None
+        rule_keys = self._rule_keys
         for u in updates:
             if not isinstance(u, StatusUpdate):
                 raise TypeError(f"apply_updates expects StatusUpdate objects, got {type(u).__name__}")
             status = u.status.value if isinstance(u.status, Status) else Status(u.status).value
+            md = u.metadata or {}
+            if status == discovered and not _REFRESH_KEYS.isdisjoint(md) and _is_refresh(status, md):
+                refreshes.append((len(rows), u))
+                continue
             key = u.key or DEFAULT_KEY
             nfd = _stored_date(u.next_fetch_date)
-            rows.append((_url_id(u.url), u.url, status, nfd, key, _dump(u.metadata or {}), now))
+            tag = tag_of(md) if tag_of is not None and not rule_keys.isdisjoint(md) else None
+            rows.append((_url_id(u.url), u.url, status, nfd, key, _dump(md), now, tag))
             if status == discovered:
                 if nfd < lowered.get(key, NEVER + 1):
                     lowered[key] = nfd
+                if tag is not None and nfd < tag_lowered.get((tag, key), NEVER + 1):
+                    tag_lowered[(tag, key)] = nfd
             else:
                 rescheduled.add(key)
-        if not rows:
+                if tag is not None:
+                    tag_rescheduled.add((tag, key))
+        if not rows and not refreshes:
             return []
         with self._write():
-            self.conn.executemany(_UPSERT, rows)
+            done = 0
+            for pos, u in refreshes:  # in batch order with the plain rows around them
+                if pos > done:
+                    self.conn.executemany(_UPSERT, rows[done:pos])
+                    done = pos
+                self._refresh(u, now, lowered, rescheduled, tag_lowered, tag_rescheduled)
+            if done < len(rows):
+                self.conn.executemany(_UPSERT, rows[done:] if done else rows)
             self.conn.executemany(_LOWER_QUEUE, [(k, d) for k, d in lowered.items()
                                                  if k not in rescheduled])
             self.conn.executemany(_REFRESH_QUEUE, [(k,) for k in rescheduled])
+            if tag_lowered or tag_rescheduled:
+                self.conn.executemany(_LOWER_TAG_QUEUE, [
+                    (t, k, d) for (t, k), d in tag_lowered.items()
+                    if (t, k) not in tag_rescheduled])
+                self.conn.executemany(_REFRESH_TAG_QUEUE, list(tag_rescheduled))
         return []
+
+    def _refresh(self, u: StatusUpdate, now: float, lowered: dict, rescheduled: set,
+                 tag_lowered: dict, tag_rescheduled: set) -> None:
+        """One sitemap refresh inside the write transaction (module docstring)."""
+        uid = _url_id(u.url)
+        md = u.metadata or {}
+        nfd = _stored_date(u.next_fetch_date)
+        row = self.conn.execute(
+            "SELECT status, next_fetch_date, key, metadata, updated, tag FROM urls WHERE id = ?",
+            (uid,)).fetchone()
+        if row is None:  # unknown: a plain discovery
+            key = u.key or DEFAULT_KEY
+            tag = self._tag_of(md)
+            self.conn.execute(_INSERT_NEW, (uid, u.url, Status.DISCOVERED.value, nfd, key,
+                                            _dump(md), now, tag))
+            if nfd < lowered.get(key, NEVER + 1):
+                lowered[key] = nfd
+            if tag is not None and nfd < tag_lowered.get((tag, key), NEVER + 1):
+                tag_lowered[(tag, key)] = nfd
+            return
+        status, old_nfd, key, old_json, updated, old_tag = row
+        stored = orjson.loads(old_json)
+        merged = merge_sitemap_facts(stored, md)
+        new_nfd = old_nfd
+        if SEEDED in md:
+            if not _listed(stored):
+                new_nfd = nfd
+        elif status == Status.DISCOVERED.value and not _listed(stored):
+            new_nfd = min(old_nfd, nfd)  # a known, never fetched URL that a sitemap lists now
+        else:
+            new_lm = (md.get(LAST_MODIFIED) or [None])[0]
+            old_lm = (stored.get(LAST_MODIFIED) or [None])[0]
+            if new_lm and (old_lm is None or new_lm > old_lm):
+                when = _epoch(new_lm)
+                if when is not None and when > updated:
+                    new_nfd = min(old_nfd, nfd)  # changed since it was last fetched
+        tag = self._tag_of(merged)
+        if merged == stored and new_nfd == old_nfd and tag == old_tag:
+            return
+        self.conn.execute("UPDATE urls SET metadata = ?, next_fetch_date = ?, tag = ? WHERE id = ?",
+                          (_dump(merged), new_nfd, tag, uid))
+        if new_nfd != old_nfd:
+            rescheduled.add(key)
+        if tag is not None:
+            tag_rescheduled.add((tag, key))
 
     def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
         """Add seed URLs as DISCOVERED, due ``now``, never overwriting a known URL.
@@ -257,8 +486,9 @@ class SQLiteFrontier:
                 key = partition_key(norm, self.partition_mode)
             except ValueError:
                 key = DEFAULT_KEY
+            md = dict(md or {})
             rows.append((_url_id(norm), norm, Status.DISCOVERED.value, float(now), key,
-                         _dump(dict(md or {})), time.time()))
+                         _dump(md), time.time(), self._tag_of(md)))
             keys.add(key)
         if not rows:
             return 0
@@ -267,6 +497,8 @@ class SQLiteFrontier:
             self.conn.executemany(_INSERT_NEW, rows)
             inserted = self.conn.total_changes - before
             self.conn.executemany(_REFRESH_QUEUE, [(k,) for k in keys])
+            self.conn.executemany(_REFRESH_TAG_QUEUE, sorted({(r[7], r[4]) for r in rows
+                                                              if r[7] is not None}))
         return inserted
 
     # -- the spout's query -----------------------------------------------------------------------
@@ -279,9 +511,14 @@ class SQLiteFrontier:
         ``per_bucket`` URLs per key (earliest first), interleaved round-robin: the first URL of every
         key, then the second of every key, … URLs (or their sha256 ids) in ``exclude`` — the
         spout's in-flight set — are skipped and the next due URLs of the key are taken instead.
+
+        ``frontier.interest.tags`` / ``frontier.interest.exclude.tags`` of the configuration this
+        frontier was opened with restrict the URLs served (module docstring, "Tags").
         """
         if max_buckets <= 0 or per_bucket <= 0:
             return []
+        if self.interest:
+            return self._due_tagged(now, max_buckets, per_bucket, exclude)
         cur = self.conn.cursor()
         cur.execute("BEGIN")  # one snapshot for the whole query
         try:
@@ -292,15 +529,21 @@ class SQLiteFrontier:
             check_ids = bool(exclude)
             stale: list[str] = []  # queues whose earliest date is out of date (a URL changed key)
             buckets: list[list[tuple[str, dict, str]]] = []
+            excluded_tags = frozenset(self.exclude)
             for key in keys:
                 bucket = []
                 skipped = 0
                 rows = cur.execute(
-                    "SELECT url, metadata FROM urls WHERE key = ? AND next_fetch_date <= ? "
+                    "SELECT url, metadata, tag FROM urls WHERE key = ? AND next_fetch_date <= ? "
                     "ORDER BY next_fetch_date, url",
                     (key, now),
                 )
-                for url, md in rows:
+                for url, md, tag in rows:
+                    if tag is not None and tag in excluded_tags:
+                        skipped += 1
+                        if skipped >= EXCLUDE_SCAN:
+                            break
+                        continue
                     if check_ids and (url in exclude or _sha256_hex(url) in exclude):
                         skipped += 1
                         continue
@@ -315,6 +558,56 @@ class SQLiteFrontier:
             cur.execute("COMMIT")
         if stale:
             self._refresh_queues(stale)
+        out = []
+        for i in range(per_bucket):
+            for bucket in buckets:
+                if i < len(bucket):
+                    out.append(bucket[i])
+        return out
+
+    def _due_tagged(self, now: float, max_buckets: int, per_bucket: int,
+                    exclude: Container[str]) -> list[tuple[str, dict[str, list[str]], str]]:
+        """:meth:`due` for a spout with interest tags: queues from ``tag_queues``, URLs through
+        the partial tag index, one index range per tag, merged by date."""
+        tags = self.interest
+        marks = ",".join("?" * len(tags))
+        cur = self.conn.cursor()
+        cur.execute("BEGIN")
+        try:
+            keys = [r[0] for r in cur.execute(
+                f"SELECT key, MIN(next_due) AS d FROM tag_queues WHERE tag IN ({marks}) "
+                "AND next_due <= ? GROUP BY key ORDER BY d, key LIMIT ?",
+                (*tags, now, max_buckets))]
+            check_ids = bool(exclude)
+            stale: list[tuple[str, str]] = []
+            buckets = []
+            for key in keys:
+                found = []
+                for tag in tags:
+                    got = skipped = 0
+                    for url, md, nfd in cur.execute(
+                            "SELECT url, metadata, next_fetch_date FROM urls WHERE tag = ? AND "
+                            "key = ? AND next_fetch_date <= ? ORDER BY next_fetch_date, url",
+                            (tag, key, now)):
+                        if check_ids and (url in exclude or _sha256_hex(url) in exclude):
+                            skipped += 1
+                            continue
+                        found.append((nfd, url, md))
+                        got += 1
+                        if got >= per_bucket:
+                            break
+                    if not got and not skipped:
+                        stale.append((tag, key))
+                if found:
+                    found.sort()
+                    buckets.append([(url, orjson.loads(md), key)
+                                    for _, url, md in found[:per_bucket]])
+        finally:
+            cur.execute("COMMIT")
+        if stale:
+            with self._write():
+                self.conn.executemany(_REFRESH_TAG_QUEUE, stale)
+                self.conn.executemany(_DROP_EMPTY_TAG_QUEUE, stale)
         out = []
         for i in range(per_bucket):
             for bucket in buckets:
@@ -338,14 +631,35 @@ class SQLiteFrontier:
         return out
 
     def due_count(self, now: float) -> int:
-        """URLs with ``next_fetch_date <= now`` (through the due queues and the key index)."""
+        """URLs with ``next_fetch_date <= now`` (through the due queues and the key index), of the
+        interest tags when the frontier was opened with some."""
+        if self.interest:
+            marks = ",".join("?" * len(self.interest))
+            return self.conn.execute(
+                "SELECT COUNT(*) FROM tag_queues AS q JOIN urls AS u ON u.tag = q.tag "
+                f"AND u.key = q.key AND u.next_fetch_date <= ? WHERE q.tag IN ({marks}) "
+                "AND q.next_due <= ?", (now, *self.interest, now)).fetchone()[0]
+        if self.exclude:
+            marks = ",".join("?" * len(self.exclude))
+            return self.conn.execute(
+                "SELECT COUNT(*) FROM queues AS q JOIN urls AS u ON u.key = q.key "
+                "AND u.next_fetch_date <= ? WHERE q.next_due <= ? AND "
+                f"(u.tag IS NULL OR u.tag NOT IN ({marks}))", (now, now, *self.exclude)
+            ).fetchone()[0]
         return self.conn.execute(
             "SELECT COUNT(*) FROM queues AS q JOIN urls AS u ON u.key = q.key "
             "AND u.next_fetch_date <= ?1 WHERE q.next_due <= ?1", (now,)
         ).fetchone()[0]
 
     def queue_count(self, now: float | None = None) -> int:
-        """Distinct partition keys; with ``now``, only keys that have a due URL."""
+        """Distinct partition keys; with ``now``, only keys that have a due URL (of the interest
+        tags when the frontier was opened with some)."""
+        if self.interest:
+            marks = ",".join("?" * len(self.interest))
+            return self.conn.execute(
+                f"SELECT COUNT(DISTINCT key) FROM tag_queues WHERE tag IN ({marks})"
+                + ("" if now is None else " AND next_due <= ?"),
+                (*self.interest,) + (() if now is None else (now,))).fetchone()[0]
         if now is None:
             return self.conn.execute("SELECT COUNT(*) FROM queues").fetchone()[0]
         return self.conn.execute(
@@ -369,6 +683,11 @@ class SQLiteFrontier:
         url, status, nfd, key, md, updated = row
         return FrontierRecord(url, Status(status), None if nfd >= NEVER else nfd, key,
                               orjson.loads(md), updated)
+
+    def tag(self, url: str) -> str | None:
+        """The stored tag of ``url`` (None: untagged or unknown)."""
+        row = self.conn.execute("SELECT tag FROM urls WHERE id = ?", (_url_id(url),)).fetchone()
+        return row[0] if row else None
 
     # -- shared-frontier protocol: a local file has no leases and no refresh lag ---------------
     leases_queues = False

@@ -1,0 +1,72 @@
+"""SitemapParserBolt: a fetched sitemap → its entries (DISCOVERED) and its own status; any other
+page passes on unchanged to the HTML parser (StormCrawler's ``SiteMapParserBolt``).
+
+Input: the fetcher's ``url, content, metadata``. A document is a sitemap when its metadata says
+``isSitemap=true`` (or, with ``sitemap.sniffContent``, by the sitemaps.org namespace): it is
+parsed by :class:`owler.sitemaps.SitemapProcessor`, every kept entry is emitted on ``status`` as
+``(url, metadata, DISCOVERED)`` and then the sitemap itself as FETCHED (FETCH_ERROR with
+``error.cause`` when it is not a usable sitemap), all anchored to the input tuple, which is acked
+when this returns: the status updater acks each child only after its write is durable, so the
+sitemap's tuple tree completes only when every entry is stored (a failed write replays the whole
+sitemap; its entries are then known URLs and cost no second write). Other documents go on the
+default stream with ``isSitemap=false``.
+
+Counters: ``sitemaps``, ``pages`` (passed on), ``urls``/``sitemaps`` (entries emitted),
+``kind/<urlset|sitemapindex|text|rss|atom>``, ``error/<cause>``, ``dropped/<why>``,
+``rejected/<filter>``, ``blacklisted/<list>``, ``truncated/<why>``, ``host_budget``,
+``parse_ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from streamparse import Bolt, Stream
+
+from bolts.base import OwlerComponent
+from owler import wire
+from owler.constants import (ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, FETCHED_FIELDS,
+                             STATUS_FIELDS, STATUS_STREAM, Status)
+from owler.metadata import set_value
+from owler.sitemaps import ERROR_SOURCE_VALUE, IS_SITEMAP, SitemapProcessor
+
+log = logging.getLogger("owler.sitemap")
+
+
+class SitemapParserBolt(OwlerComponent, Bolt):
+    outputs = [Stream(FETCHED_FIELDS), Stream(STATUS_FIELDS, name=STATUS_STREAM)]
+
+    def initialize(self, storm_conf, context):
+        self.owler_setup(storm_conf, context)
+        self.processor = SitemapProcessor(storm_conf)
+
+    def process(self, tup):
+        url, content, md = tup.values[0], tup.values[1], dict(tup.values[2] or {})
+        try:
+            payload = wire.decode_content(content)
+            if not self.processor.is_sitemap(md, payload):
+                md[IS_SITEMAP] = ["false"]
+                self.count("pages")
+                self.emit([url, content, md])
+                return
+            self.count("sitemaps")
+            self.processor.gate.blacklist.maybe_reload()
+            out = self.processor.process(url, payload, md)
+            for entry_url, entry_md in out.entries:
+                self.emit([entry_url, entry_md, Status.DISCOVERED.value], stream=STATUS_STREAM)
+            self.count(out.status.value)
+            self.emit([url, out.metadata, out.status.value], stream=STATUS_STREAM)
+        except Exception as exc:  # noqa: BLE001 - never let a document kill the bolt
+            log.exception("sitemap parsing failed on %s", url)
+            clean = wire.strip_transient(md)
+            set_value(clean, ERROR_SOURCE, ERROR_SOURCE_VALUE)
+            set_value(clean, ERROR_CAUSE, "exception")
+            set_value(clean, ERROR_MESSAGE, f"{type(exc).__name__}: {exc}"[:1000])
+            self.count("error/exception")
+            self.report_error(f"sitemap parser failed on {url}: {type(exc).__name__}: {exc}")
+            self.emit([url, clean, Status.ERROR.value], stream=STATUS_STREAM)
+        finally:
+            self.write_stats()
+
+    def collect(self, counters, gauges):
+        counters.update(dict(self.processor.counters))

@@ -1,0 +1,361 @@
+"""The sitemap pipeline without Storm: what the sitemap parser bolt and the fetcher's sitemap
+discovery do (StormCrawler's ``SiteMapParserBolt`` and the sitemap part of its ``FetcherBolt``).
+
+Metadata keys (StormCrawler's where it has them):
+
+- ``isSitemap`` (``true`` on sitemaps, ``false`` on the pages a sitemap lists), ``foundSitemap``
+  (``true|false`` on the URL whose fetch first read its host's robots.txt with
+  ``sitemap.discovery`` on), ``sitemap.lastModified`` (the entry's ``lastmod``, as
+  ``YYYY-MM-DDTHH:MM:SSZ``), ``scheduler.delay.mins`` (``sitemap.schedule.delay`` staggering of
+  the children of an index), extension attributes ``IMAGE.* VIDEO.* NEWS.* LINKS.* MOBILE.*``
+  (``<EXT>.<attr>``, :mod:`owler.parse.sitemap`);
+- OWLer's ``isDiscoveredOnSitemap=true`` on everything a sitemap lists (pages and sitemaps);
+- the project's own: ``sitemap.changefreq``, ``sitemap.priority`` (read by the scheduler),
+  ``sitemap.depth`` (0 for a sitemap named by robots.txt or guessed, +1 per index level),
+  ``sitemap.hosts`` (the hosts whose robots.txt named this sitemap: cross-submission),
+  ``sitemap.seed`` (transient: a seed tuple of the seed spout) and ``sitemap.seeded`` (when a
+  seed host's sitemaps were looked up; see :mod:`owler.frontier.sqlite`, "Sitemap refresh").
+
+Where sitemaps come from (``discovery_candidates``): the ``Sitemap:`` lines of the host's
+robots.txt that robots.txt allows (lines naming another host are kept: that host's rules are
+checked when it is fetched), or, when there are none, ``sitemap.discovery.guess.paths``
+(``/sitemap.xml``, ``/sitemap_index.xml``) if robots.txt allows them. A host whose robots.txt
+could not be read gets no candidates now (it is looked up again later).
+
+Scope (cross-submission, sitemaps.org "Sitemaps & Cross Submits"): an entry is kept only when
+its host — or its pay-level domain with ``sitemap.scope: domain``, the default — is the
+sitemap's own, or one of the hosts whose robots.txt named the sitemap (``sitemap.hosts``, carried
+down an index to its children). ``sitemap.strict: true`` also requires the sitemap's own-host
+entries to be under the sitemap's folder (the protocol's rule, StormCrawler's ``sitemap.strict``).
+
+Bounds: a file is parsed up to ``sitemap.max.size`` decompressed bytes and
+``sitemap.emitOutlinks.max`` entries (the protocol's 50 MB and 50,000); indexes nest at most
+``sitemap.max.depth`` levels (the children of a deeper index are dropped); per host, at most
+``sitemap.max.sitemaps.per.host`` sitemaps are parsed and ``sitemap.max.urls.per.host`` entries
+emitted per ``sitemap.host.budget.period`` seconds (counted per parser task; the fetcher groups by
+partition key, so give the parser one task per fetcher task for an exact bound). A sitemap over
+its host's budget is recorded FETCHED with ``sitemap.truncated=host_budget``.
+
+Filtering: every entry is resolved against the sitemap URL and normalised, then goes through the
+URL filter chain of ``sitemap.urlfilters.config.file`` (default ``sitemap-urlfilters.json``: the
+default chain, with gzipped sitemaps accepted) and the blacklists, here in the bolt:
+the per-entry metadata (lastmod, isSitemap, extensions) cannot ride the one-tuple-per-page
+outlinks batch (URL strings), so sitemap entries go to the status updater as DISCOVERED status
+tuples, filtered where they are made, as StormCrawler's ``StatusEmitterBolt`` does.
+
+Errors: a document that is not a usable sitemap gets FETCH_ERROR (StormCrawler: schedulable
+again, not a terminal ERROR a site could use to remove URLs) with ``error.source=sitemap
+parsing``, ``error.cause`` (``xml_entities``, ``not_a_sitemap``, ``malformed``, ``gzip``,
+``empty``) and ``error.message``; it keeps ``isSitemap=true`` (StormCrawler drops it so that the
+page goes to the HTML parser next time; in this pipeline a URL named as a sitemap stays one).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+from urllib.parse import urlsplit
+
+from owler import conf as C
+from owler import wire
+from owler.constants import ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, Status
+from owler.metadata import set_value
+from owler.parse.sitemap import Limits, SitemapError, SitemapResult, parse_sitemap
+from owler.status import transfer_metadata
+from owler.urls import host_of, normalize, pay_level_domain, resolve
+
+IS_SITEMAP = "isSitemap"
+ON_SITEMAP = "isDiscoveredOnSitemap"
+FOUND_SITEMAP = "foundSitemap"
+LAST_MODIFIED = "sitemap.lastModified"
+CHANGEFREQ = "sitemap.changefreq"
+PRIORITY = "sitemap.priority"
+DEPTH = "sitemap.depth"
+HOSTS = "sitemap.hosts"
+SEED = "sitemap.seed"
+SEEDED = "sitemap.seeded"
+TRUNCATED = "sitemap.truncated"
+DELAY_MINS = "scheduler.delay.mins"
+DISCOVERY_KEY = "sitemap.discovery"
+ERROR_SOURCE_VALUE = "sitemap parsing"
+EXTENSIONS = ("IMAGE", "LINKS", "MOBILE", "NEWS", "VIDEO")
+_RESET = (LAST_MODIFIED, CHANGEFREQ, PRIORITY, TRUNCATED, SEEDED, DELAY_MINS, "sitemap.kind")
+
+DEFAULT_GUESS_PATHS = ["/sitemap.xml", "/sitemap_index.xml"]
+
+
+def is_true(md: Mapping[str, list[str]], key: str) -> bool:
+    values = md.get(key)
+    return bool(values) and str(values[0]).strip().lower() == "true"
+
+
+def discovery_on(conf: Mapping[str, Any], md: Mapping[str, list[str]]) -> bool:
+    """``sitemap.discovery``, overridden per URL by metadata ``sitemap.discovery``."""
+    values = md.get(DISCOVERY_KEY)
+    if values:
+        return str(values[0]).strip().lower() == "true"
+    return C.get_bool(conf, DISCOVERY_KEY, False)
+
+
+def _origin(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}"
+
+
+def discovery_candidates(url: str, rules, guess_paths: list[str]) -> list[str]:
+    """Sitemap URLs for the host of ``url`` from its robots.txt ``rules`` (module docstring)."""
+    from owler.robots import DISALLOW_ALL
+
+    if rules is None or rules.kind == DISALLOW_ALL:
+        return []
+    host = host_of(url)
+    out = []
+    for sm in rules.sitemaps:
+        if host_of(sm) != host or rules.allowed(sm):
+            norm = normalize(sm)
+            if norm and norm not in out:
+                out.append(norm)
+    if out:
+        return out
+    origin = _origin(url)
+    if origin is None:
+        return []
+    for path in guess_paths:
+        cand = normalize(origin + (path if path.startswith("/") else "/" + path))
+        if cand and rules.allowed(cand) and cand not in out:
+            out.append(cand)
+    return out
+
+
+def sitemap_metadata(source_url: str, source_md: Mapping[str, list[str]], target: str,
+                     conf: Mapping[str, Any], depth: int = 0) -> dict[str, list[str]]:
+    """Metadata of a sitemap found for ``source_url`` (robots.txt or a guess): the outlink
+    metadata (depth, url.path) plus ``isSitemap=true``, ``sitemap.depth`` and, when the sitemap
+    is on another host, that host in ``sitemap.hosts`` (cross-submission)."""
+    md = transfer_metadata(source_url, source_md, conf)
+    for k in [k for k in md if k.startswith(_RESET) or k in (SEED, HOSTS, ON_SITEMAP)]:
+        del md[k]
+    md[IS_SITEMAP] = ["true"]
+    md[DEPTH] = [str(depth)]
+    src_host = host_of(source_url)
+    if src_host and host_of(target) != src_host:
+        md[HOSTS] = [src_host]
+    return md
+
+
+class EntryGate:
+    """Normalise → scope → URL filters → blacklist, for one URL found in a sitemap or robots.txt.
+    ``check`` returns ``(url, None)`` or ``(None, reason)``; reasons are counter names."""
+
+    def __init__(self, conf: Mapping[str, Any]):
+        from owler.blacklist import Blacklist
+        from owler.filters import URLFilters
+
+        name = C.get_str(conf, "sitemap.urlfilters.config.file", "sitemap-urlfilters.json")
+        fconf = dict(conf)
+        if name:
+            fconf["urlfilters.config.file"] = name
+        self.filters = URLFilters.from_conf(fconf)
+        self.blacklist = Blacklist.from_conf(conf)
+
+    def check(self, source_url: str, source_md: Mapping[str, list[str]], url: str
+              ) -> tuple[str | None, str | None]:
+        out, rejected_by = self.filters.filter(source_url, source_md, url)
+        if out is None:
+            return None, f"rejected/{rejected_by}"
+        listed = self.blacklist.match(out)
+        if listed:
+            return None, f"blacklisted/{listed}"
+        return out, None
+
+
+@dataclass(slots=True)
+class SitemapOutcome:
+    """What to emit for one fetched sitemap: ``entries`` (url, metadata) lazily (iterate it
+    before emitting the sitemap's own status), then ``status`` with ``metadata``."""
+    status: Status
+    metadata: dict
+    entries: Iterator[tuple[str, dict]] = field(default_factory=lambda: iter(()))
+    result: SitemapResult | None = None
+
+
+class SitemapProcessor:
+    """One per parser task: configuration, filters, per-host budgets (module docstring)."""
+
+    def __init__(self, conf: Mapping[str, Any]):
+        self.conf = conf
+        self.gate = EntryGate(conf)
+        self.limits = Limits(max_urls=C.get_int(conf, "sitemap.emitOutlinks.max", 50_000),
+                             max_bytes=C.get_int(conf, "sitemap.max.size", 50 * 1024 * 1024))
+        if self.limits.max_urls < 0:
+            self.limits.max_urls = 1 << 62
+        self.sniff = C.get_bool(conf, "sitemap.sniffContent", False)
+        self.offset_guess = C.get_int(conf, "sitemap.offset.guess", 300)
+        self.strict = C.get_bool(conf, "sitemap.strict", False)
+        scope = (C.get_str(conf, "sitemap.scope", "domain") or "domain").strip().lower()
+        if scope not in ("host", "domain"):
+            raise C.ConfError(f"sitemap.scope: expected host or domain, got {scope!r}")
+        self.by_domain = scope == "domain"
+        self.max_depth = C.get_int(conf, "sitemap.max.depth", 5)
+        self.filter_hours = C.get_int(conf, "sitemap.filter.hours.since.modified", -1)
+        self.schedule_delay = C.get_int(conf, "sitemap.schedule.delay", -1)
+        exts = [e.strip().upper() for e in C.get_list(conf, "sitemap.extensions", list(EXTENSIONS))]
+        unknown = [e for e in exts if e not in EXTENSIONS]
+        if unknown:
+            raise C.ConfError(f"sitemap.extensions: unknown {unknown} (known: {list(EXTENSIONS)})")
+        self.extensions = tuple(f"{e}." for e in exts)
+        self.max_sitemaps_host = C.get_int(conf, "sitemap.max.sitemaps.per.host", 1000)
+        self.max_urls_host = C.get_int(conf, "sitemap.max.urls.per.host", 1_000_000)
+        self.budget_period = C.get_float(conf, "sitemap.host.budget.period", 86400)
+        self.budgets: dict[str, list[float]] = {}  # host -> [window start, sitemaps, urls]
+        self.counters: Counter = Counter()
+
+    # -- detection ---------------------------------------------------------------------------
+    def is_sitemap(self, md: Mapping[str, list[str]], content: bytes) -> bool:
+        """``isSitemap=true`` decides; ``false`` rules it out; without the key, only with
+        ``sitemap.sniffContent`` and the sitemaps.org namespace in the first
+        ``sitemap.offset.guess`` bytes (StormCrawler)."""
+        values = md.get(IS_SITEMAP)
+        if values:
+            return str(values[0]).strip().lower() == "true"
+        if not self.sniff:
+            return False
+        head = content[:self.offset_guess] if self.offset_guess > 0 else content
+        return b"http://www.sitemaps.org/schemas/sitemap/0.9" in head
+
+    # -- budgets -----------------------------------------------------------------------------
+    def _budget(self, host: str, now: float) -> list[float]:
+        b = self.budgets.get(host)
+        if b is None or now - b[0] >= self.budget_period:
+            b = self.budgets[host] = [now, 0, 0]
+            if len(self.budgets) > 100_000:  # forget the oldest windows
+                for h in sorted(self.budgets, key=lambda h: self.budgets[h][0])[:10_000]:
+                    del self.budgets[h]
+        return b
+
+    # -- one sitemap -------------------------------------------------------------------------
+    def process(self, url: str, content: bytes, metadata: Mapping[str, list[str]],
+                now: float | None = None) -> SitemapOutcome:
+        now = time.time() if now is None else now
+        md = wire.strip_transient(metadata)
+        md[IS_SITEMAP] = ["true"]
+        md.pop(TRUNCATED, None)
+        host = host_of(url)
+        budget = self._budget(host, now)
+        if budget[1] >= self.max_sitemaps_host >= 0:
+            self.counters["host_budget"] += 1
+            md[TRUNCATED] = ["host_budget"]
+            return SitemapOutcome(Status.FETCHED, md)
+        budget[1] += 1
+        started = time.perf_counter()
+        try:
+            result = parse_sitemap(content, self.limits)
+        except SitemapError as exc:
+            self.counters[f"error/{exc.cause}"] += 1
+            set_value(md, ERROR_SOURCE, ERROR_SOURCE_VALUE)
+            set_value(md, ERROR_CAUSE, exc.cause)
+            set_value(md, ERROR_MESSAGE, f"{url}: {exc}"[:1000])
+            return SitemapOutcome(Status.FETCH_ERROR, md)
+        self.counters["parse_ms"] += int((time.perf_counter() - started) * 1000)
+        self.counters[f"kind/{result.kind}"] += 1
+        self.counters["dropped/no_location"] += result.dropped
+        if result.truncated:
+            self.counters[f"truncated/{result.truncated.split(':')[0]}"] += 1
+            md[TRUNCATED] = [result.truncated[:200]]
+        for k in (ERROR_SOURCE, ERROR_CAUSE, ERROR_MESSAGE):
+            md.pop(k, None)
+        return SitemapOutcome(Status.FETCHED, md, self._entries(url, md, result, budget, now),
+                              result)
+
+    def _in_scope(self, url: str, own_host: str, own_folder: str, hosts: set[str]) -> bool:
+        host = host_of(url)
+        if not host:
+            return False
+        if host == own_host:
+            return not self.strict or url.startswith(own_folder)
+        if host in hosts:
+            return True
+        if self.by_domain:
+            pld = pay_level_domain(host)
+            if pld == pay_level_domain(own_host) and not self.strict:
+                return True
+            return any(pld == pay_level_domain(h) for h in hosts)
+        return False
+
+    def _entries(self, url: str, md: dict, result: SitemapResult, budget: list[float],
+                 now: float) -> Iterator[tuple[str, dict]]:
+        own_host = host_of(url)
+        own_folder = url[: url.rfind("/") + 1]
+        hosts = set(md.get(HOSTS) or ())
+        try:
+            depth = int((md.get(DEPTH) or ["0"])[0])
+        except ValueError:
+            depth = 0
+        index = result.is_index
+        c = self.counters
+        if index and depth >= self.max_depth >= 0:
+            c["dropped/max_depth"] += len(result.entries)
+            return
+        base = transfer_metadata(url, md, self.conf)
+        for k in [k for k in base if k.startswith(_RESET) or k.startswith(self.extensions)
+                  or k in (SEED, IS_SITEMAP, ON_SITEMAP, HOSTS, DEPTH)]:
+            del base[k]
+        min_lastmod = None
+        if self.filter_hours >= 0:
+            min_lastmod = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                        time.gmtime(now - self.filter_hours * 3600))
+        delay = 0
+        seen: set[str] = set()
+        for entry in result.entries:
+            if budget[2] >= self.max_urls_host >= 0:
+                c["dropped/host_budget"] += 1
+                continue
+            target = resolve(url, entry.loc)
+            if target is None:
+                c["dropped/invalid"] += 1
+                continue
+            if target in seen:
+                continue
+            seen.add(target)
+            if not self._in_scope(target, own_host, own_folder, hosts):
+                c["dropped/out_of_scope"] += 1
+                continue
+            if min_lastmod and entry.lastmod and entry.lastmod < min_lastmod:
+                c["dropped/too_old"] += 1
+                continue
+            out, reason = self.gate.check(url, md, target)
+            if out is None:
+                c[reason] += 1
+                continue
+            emd = {k: list(v) for k, v in base.items()}
+            emd[ON_SITEMAP] = ["true"]
+            if entry.lastmod:
+                emd[LAST_MODIFIED] = [entry.lastmod]
+            if index:
+                emd[IS_SITEMAP] = ["true"]
+                emd[DEPTH] = [str(depth + 1)]
+                if hosts:
+                    emd[HOSTS] = sorted(hosts)
+                if self.schedule_delay > 0:
+                    if delay > 0:
+                        emd[DELAY_MINS] = [str(delay)]
+                    delay += self.schedule_delay
+            else:
+                emd[IS_SITEMAP] = ["false"]
+                if entry.changefreq:
+                    emd[CHANGEFREQ] = [entry.changefreq]
+                if entry.priority is not None:
+                    emd[PRIORITY] = [f"{entry.priority:g}"]
+                for k, v in entry.extensions.items():
+                    if k.startswith(self.extensions):
+                        emd[k] = list(v)
+            budget[2] += 1
+            c["sitemaps" if index else "urls"] += 1
+            yield out, emd

@@ -1,0 +1,93 @@
+"""The sitemap crawl: only what webmasters list in their sitemaps, refreshed when they say it
+changed (OWLer's medium-risk pipeline).
+
+Two spouts over the frontier:
+
+- ``spout`` (FrontierSpout) serves only URLs tagged ``Sitemap`` (``isSitemap=true``) or
+  ``OnSitemap`` (``isDiscoveredOnSitemap=true``): sitemaps and what they list;
+- ``spout_seeds`` (SitemapSeedSpout) serves the untagged URLs, the seeds ``owler inject`` wrote:
+  the fetcher looks up each seed host's sitemaps (robots.txt ``Sitemap:`` lines, else
+  ``/sitemap.xml`` and ``/sitemap_index.xml``) instead of fetching the page.
+
+partitioner → fetcher (grouped by key: politeness and robots.txt per queue) → sitemap parser
+(sitemaps: entries DISCOVERED, with lastmod/changefreq/priority/extensions, straight to the status
+updater; other pages passed on) → parser (HTML pages: FETCHED with title, signature; their
+outlinks are NOT followed: the parser's outlinks stream is not wired) and, from the fetcher, the
+WARC writer (sitemaps and pages). Redirect targets go through the URL filters and the blacklists
+as in every pipeline and inherit ``isSitemap``/``isDiscoveredOnSitemap`` (``metadata.transfer``
+of the status updater), so a redirected sitemap or listed page stays in this pipeline.
+
+Component configuration fixed here (it wins over the crawler configuration): the spouts'
+interest tags, ``sitemap.discovery: true`` for the fetcher (a host's robots.txt re-read after
+``robots.cache.ttl`` re-announces its sitemaps), the sitemap URL filters for the URL filter bolt,
+``parser.emitOutlinks: false``. Every other key comes from the crawler configuration
+(``resources/crawler-conf.yaml``, ``sitemap.*``).
+
+Run: ``owler inject SEEDS`` then ``owler run sitemap``; or ``sparse run -n sitemap``.
+"""
+
+import os
+
+from streamparse import Grouping, Topology
+
+from bolts.blacklist import BlacklistBolt
+from bolts.fetcher import FetcherBolt
+from bolts.parser import ParserBolt
+from bolts.partitioner import PartitionerBolt
+from bolts.sitemap_parser import SitemapParserBolt
+from bolts.status_updater import StatusUpdaterBolt
+from bolts.urlfilter import URLFilterBolt
+from bolts.warc_writer import WARCWriterBolt
+from owler.conf import ConfError, absolute_paths, load_conf
+from owler.constants import OUTLINKS_STREAM, STATUS_STREAM
+from spouts.frontier import FrontierSpout
+from spouts.sitemap_seed import SitemapSeedSpout
+
+TICK = {"topology.tick.tuple.freq.secs": 1}
+#: the tags of frontier.tags' default rules for isSitemap=true and isDiscoveredOnSitemap=true
+SITEMAP_TAGS = ["Sitemap", "OnSitemap"]
+TRANSFER = ["isSitemap", "isDiscoveredOnSitemap", "sitemap.depth", "sitemap.hosts"]
+
+
+class Sitemap(Topology):
+    config = absolute_paths(load_conf(os.environ.get("OWLER_CONF") or None))
+
+    spout = FrontierSpout.spec(name="spout", par=1,
+                               config={"frontier.interest.tags": SITEMAP_TAGS,
+                                       "frontier.interest.exclude.tags": []})
+    seeds = SitemapSeedSpout.spec(name="spout_seeds", par=1)
+    partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout, seeds], par=1)
+    fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
+                               par=1, config={**TICK, "sitemap.discovery": True})
+    sitemaps = SitemapParserBolt.spec(name="sitemap", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
+                                      par=1)
+    parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE}, par=1,
+                             config={"parser.emitOutlinks": False})
+    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=1,
+                               config=TICK)
+    urlfilter = URLFilterBolt.spec(
+        name="urlfilter", par=1, inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE},
+        config={"urlfilters.config.file": "sitemap-urlfilters.json"})
+    blacklist = BlacklistBolt.spec(name="blacklist", par=1,
+                                   inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
+    @staticmethod
+    def check_conf(conf: dict) -> None:
+        """Raise ConfError for bad sitemap keys before Storm starts (``owler run`` calls it)."""
+        from owler.frontier.sqlite import tag_rules
+        from owler.scheduler import load_scheduler
+        from owler.sitemaps import SitemapProcessor
+
+        tags = {tag for _, _, tag in tag_rules(conf.get("frontier.tags"))}
+        missing = [t for t in SITEMAP_TAGS if t not in tags]
+        if missing:
+            raise ConfError(f"frontier.tags: the sitemap topology serves the tags {SITEMAP_TAGS} "
+                            f"(isSitemap=true, isDiscoveredOnSitemap=true); missing {missing}")
+        SitemapProcessor(conf)
+        load_scheduler(conf)
+
+    status = StatusUpdaterBolt.spec(
+        name="status", par=1, config={**TICK, "metadata.transfer": TRANSFER},
+        inputs={fetcher[STATUS_STREAM]: Grouping.fields("url"),
+                sitemaps[STATUS_STREAM]: Grouping.fields("url"),
+                parser[STATUS_STREAM]: Grouping.fields("url"),
+                blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})
