@@ -25,14 +25,14 @@ class BlacklistBolt(OwlerComponent, Bolt):
             self.emit(list(tup.values), stream=STATUS_STREAM)
             return
         self.blacklist.maybe_reload(time.time())
-        source, md, outlinks = tup.values[0], tup.values[1] or {}, tup.values[2] or []
+        source, md = tup.values[0], tup.values[1] or {}
         kept = []
-        for item in outlinks:
-            listed = self.blacklist.match(outlink.split(item)[0])
+        for url, anchor in outlink.decode(tup.values[2]):
+            listed = self.blacklist.match(url)
             if listed:
                 self.count(f"blacklisted/{listed}")
             else:
-                kept.append(item)
+                kept.append((url, anchor))
         if kept:
-            self.emit([source, md, kept], stream=OUTLINKS_STREAM)
+            self.emit([source, md, outlink.encode(kept)], stream=OUTLINKS_STREAM)
         self.write_stats()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from streamparse import Bolt, Stream
 
 from bolts.base import OwlerComponent
+from owler import outlinks as outlink
 from owler import wire
 from owler.constants import (ERROR_MESSAGE, ERROR_SOURCE, OUTLINKS_FIELDS, OUTLINKS_STREAM,
                              STATUS_FIELDS, STATUS_STREAM, Status)
@@ -35,6 +36,6 @@ class ParserBolt(OwlerComponent, Bolt):
         self.count(out.status.value)
         self.count("outlinks", len(out.outlinks))
         if out.outlinks:
-            self.emit([url, out.metadata, out.outlinks], stream=OUTLINKS_STREAM)
+            self.emit([url, out.metadata, outlink.encode(out.outlinks)], stream=OUTLINKS_STREAM)
         self.emit([url, out.metadata, out.status.value], stream=STATUS_STREAM)
         self.write_stats()

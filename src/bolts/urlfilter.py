@@ -26,19 +26,18 @@ class URLFilterBolt(OwlerComponent, Bolt):
         if tup.stream == STATUS_STREAM:
             self.emit(list(tup.values), stream=STATUS_STREAM)
             return
-        source, md, outlinks = tup.values[0], tup.values[1] or {}, tup.values[2] or []
+        source, md = tup.values[0], tup.values[1] or {}
         kept = []
         seen = set()
-        for item in outlinks:
-            url, anchor = outlink.split(item)
+        for url, anchor in outlink.decode(tup.values[2]):
             out, rejected_by = self.filters.filter(source, md, url)
             if out is None:
                 self.count(f"rejected/{rejected_by}")
                 continue
             if out not in seen:
                 seen.add(out)
-                kept.append(outlink.join(out, anchor))
+                kept.append((out, anchor))
         self.count("accepted", len(kept))
         if kept:
-            self.emit([source, md, kept], stream=OUTLINKS_STREAM)
+            self.emit([source, md, outlink.encode(kept)], stream=OUTLINKS_STREAM)
         self.write_stats()

@@ -1,17 +1,27 @@
-"""One outlink in an outlinks batch (``OUTLINKS_FIELDS``): a URL string, or ``[url, anchor]`` when
-the parser kept its anchor text (``track.anchors``). Bolts on the outlinks path use these two
-helpers so that either form passes through them unchanged in meaning."""
+"""The outlinks of a page as they travel between bolts (``OUTLINKS_FIELDS``' ``outlinks``).
+
+On the wire a batch is ONE string: one line per outlink, ``url`` or ``url<TAB>anchor`` when the
+parser kept its anchor text (``track.anchors``). A JSON list of ``[url, anchor]`` lists costs
+Storm's Java side (json-simple parses and re-serializes every tuple of a shell component) an object
+per URL and per anchor on every hop, three hops per page; one string is one token (measured:
+``bench/bench_warc2warc.py``). URLs hold no TAB or line break (a URL parser removes them; the
+crawler's URLs are normalized), anchors have theirs turned into spaces.
+
+:func:`decode` also takes the former list form (a URL string, or ``[url, anchor]`` per item).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 #: outlink metadata key holding the anchor text (StormCrawler's ``anchors``, multi-valued)
 ANCHORS = "anchors"
 
+_CLEAN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+
 
 def split(item: Any) -> tuple[str, str]:
-    """``(url, anchor)`` of one batch item; the anchor is ``""`` when there is none.
+    """``(url, anchor)`` of one item of the list form; the anchor is ``""`` when there is none.
     Raises ``TypeError`` for an item that is neither form."""
     if isinstance(item, str):
         return item, ""
@@ -22,5 +32,35 @@ def split(item: Any) -> tuple[str, str]:
 
 
 def join(url: str, anchor: str) -> Any:
-    """The batch item for ``url`` with ``anchor`` (a plain string when there is no anchor)."""
+    """The list-form item for ``url`` with ``anchor`` (a plain string when there is no anchor)."""
     return [url, anchor] if anchor else url
+
+
+def encode(items: Iterable[Any]) -> str:
+    """A batch (list-form items, or ``(url, anchor)`` pairs) as its wire string."""
+    lines = []
+    for item in items:
+        url, anchor = split(item)
+        if anchor:
+            lines.append(f"{url}\t{anchor.translate(_CLEAN)}")
+        else:
+            lines.append(url)
+    return "\n".join(lines)
+
+
+def decode(value: Any) -> list[tuple[str, str]]:
+    """``(url, anchor)`` pairs of a batch in wire form (or the list form). Raises ``TypeError``
+    for anything else."""
+    if isinstance(value, str):
+        out = []
+        for line in value.split("\n"):
+            if not line:
+                continue
+            url, _, anchor = line.partition("\t")
+            out.append((url, anchor))
+        return out
+    if isinstance(value, (list, tuple)):
+        return [split(item) for item in value]
+    if value is None:
+        return []
+    raise TypeError(f"not an outlinks batch: {type(value).__name__}")

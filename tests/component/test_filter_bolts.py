@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from owler import outlinks as outlink
 from owler.conf import load_conf
 from tests.component.multilang import ShellComponent
 
@@ -34,7 +35,7 @@ def test_urlfilter_bolt_filters_and_normalizes_one_batch(conf, tmp_path):
         out = emits(msgs, "outlinks")
         assert len(out) == 1, msgs
         # normalized, deduplicated, the first anchor kept with the normalized URL
-        assert out[0]["tuple"][2] == [["http://example.com/b", "first B"]]
+        assert outlink.decode(out[0]["tuple"][2]) == [("http://example.com/b", "first B")]
         assert out[0]["anchors"] == ["o1"]
         assert msgs[-1] == {"command": "ack", "id": "o1"}
         # statuses pass through unchanged
@@ -58,7 +59,8 @@ def test_blacklist_bolt_drops_listed_hosts_subdomains_and_prefixes(conf, tmp_pat
         bolt.process(["http://src.example/", {}, links], tid="b1", stream="outlinks")
         msgs = bolt.until_acked("b1")
         out = emits(msgs, "outlinks")
-        assert out[0]["tuple"][2] == ["https://optout.example.net/public", ["http://fine.example/", "fine"]]
+        assert outlink.decode(out[0]["tuple"][2]) == [("https://optout.example.net/public", ""),
+                                                     ("http://fine.example/", "fine")]
     finally:
         bolt.close()
 

@@ -31,3 +31,16 @@ def test_parser_keeps_anchor_texts_unless_disabled():
                             "http://h.example/z"]
     assert _page({"track.anchors": False}).outlinks == [
         "http://h.example/x", "http://h.example/y", "http://h.example/z"]
+
+
+def test_a_batch_travels_as_one_string_and_comes_back():
+    items = [["http://h.example/x", "The\tX\nnext"], "http://h.example/y", ("http://h.example/z", "")]
+    wire = outlinks.encode(items)
+    assert isinstance(wire, str) and wire.count("\n") == 2
+    assert outlinks.decode(wire) == [("http://h.example/x", "The X next"),
+                                     ("http://h.example/y", ""), ("http://h.example/z", "")]
+    assert outlinks.decode(["http://a/", ["http://b/", "b"]]) == [("http://a/", ""),
+                                                                  ("http://b/", "b")]
+    assert outlinks.decode("") == [] and outlinks.decode(None) == []
+    with pytest.raises(TypeError):
+        outlinks.decode(42)
