@@ -18,7 +18,7 @@ from streamparse import Bolt
 from bolts.base import OwlerComponent
 from owler import conf as C
 from owler import outlinks as outlink
-from owler.constants import STATUS_STREAM, Status
+from owler.constants import FETCH_TIME, STATUS_STREAM, Status
 from owler.frontier import FrontierError, open_frontier
 from owler.scheduler import load_scheduler
 from owler.status import StatusUpdater, transfer_metadata
@@ -66,18 +66,20 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
         try:
             if tup.stream == STATUS_STREAM:
                 url, md, status = tup.values
-                self._add(self.updater.to_update(url, md or {}, Status(status), now))
+                md = md or {}
+                # an archived record (warc2warc) is scheduled from when it was fetched
+                self._add(self.updater.to_update(url, md, Status(status), _fetch_time(md, now)))
                 self.count(status)
             else:
-                source, md, outlinks = tup.values
+                source, md, batch = tup.values
+                outlinks = outlink.decode(batch)
                 child_md = transfer_metadata(source, md or {}, self.conf)
-                for item in outlinks:
-                    url, anchor = outlink.split(item)
-                    omd = dict(child_md)
-                    if anchor:  # stored only if metadata.persist lists it, as in StormCrawler
-                        omd[outlink.ANCHORS] = [anchor]
-                    self._add(self.updater.to_update(url, omd, Status.DISCOVERED, now))
+                # anchors are stored only if metadata.persist lists them, as in StormCrawler
+                updates = self.updater.discovered_batch(outlinks, child_md, now)
+                self.pending_updates.extend(updates)
                 self.count("discovered", len(outlinks))
+                if len(updates) < len(outlinks):
+                    self.count("cached", len(outlinks) - len(updates))
         except Exception as exc:  # noqa: BLE001 - a bad tuple is logged and acked, no crash loop
             log.exception("cannot turn tuple %r into a status update", tup.values)
             del self.pending_updates[first:]
@@ -143,6 +145,16 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
         # un-acked tuples will be replayed by Storm; close the database cleanly
         if self.frontier is not None:
             self.frontier.close()
+
+
+def _fetch_time(md, now: float) -> float:
+    value = md.get(FETCH_TIME)
+    if value:
+        try:
+            return float(value[0])
+        except (TypeError, ValueError, IndexError):
+            pass
+    return now
 
 
 def _seconds(value, default: float) -> float:

@@ -2,7 +2,8 @@
 
 A tuple is acked after its records are written and flushed; files being written end in ``.open``
 and are renamed when closed (rotation by size/time, and at shutdown). Files left ``.open`` by a
-crash are repaired and finalized when the bolt starts.
+crash are repaired and finalized when the bolt starts. With ``warc.s3.bucket`` every finished file
+is uploaded to S3 (owler.warc.upload), those an earlier run left behind included.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from streamparse import Bolt
 from bolts.base import OwlerComponent
 from owler import conf as C
 from owler import wire
+from owler.warc.upload import Uploader
 from owler.warc.writer import WarcWriter, recover_open_files
 
 log = logging.getLogger("owler.warc")
@@ -33,9 +35,14 @@ class WARCWriterBolt(OwlerComponent, Bolt):
         recovered = recover_open_files(directory, prefix=prefix, partition=partition)
         if recovered:
             log.warning("finalized %d WARC files left open by an earlier run", len(recovered))
+        # finished files go to S3 when warc.s3.bucket is set (those of an earlier run too)
+        self.uploader = Uploader.from_conf(storm_conf)
+        if self.uploader is not None:
+            self.uploader.submit_leftovers(directory, prefix, partition)
         self.writer = WarcWriter.from_conf(
             storm_conf, partition,
-            extra_info={"http-header-user-agent": C.get_str(storm_conf, "http.agent.name", "")})
+            extra_info={"http-header-user-agent": C.get_str(storm_conf, "http.agent.name", "")},
+            on_close=self.uploader.submit if self.uploader is not None else None)
 
     def process(self, tup):
         url, content, md = tup.values[0], tup.values[1], tup.values[2] or {}
@@ -73,3 +80,5 @@ class WARCWriterBolt(OwlerComponent, Bolt):
 
     def shutdown(self):
         self.writer.close()
+        if self.uploader is not None:
+            self.uploader.close()

@@ -112,6 +112,15 @@ def cmd_status(args) -> int:
         return 1
     finally:
         frontier.close()
+    from owler.warc.progress import Progress, progress_path
+
+    wpath = progress_path(conf)
+    if wpath.exists():  # a warc2warc pipeline ran with this work folder
+        progress = Progress(wpath)
+        try:
+            doc["warc2warc"] = progress.summary()
+        finally:
+            progress.close()
     if C.get_bool(conf, "metrics.opensearch", False):  # the crawl's metrics index (owler.metrics)
         from owler.metrics import format_latest, latest_metrics
 
@@ -126,6 +135,16 @@ def cmd_status(args) -> int:
     print("top queues:")
     for key, count in doc["top_hosts"]:
         print(f"  {count:>8}  {key}")
+    if "warc2warc" in doc:
+        w = doc["warc2warc"]
+        f = w["files"]
+        print(f"warc2warc input files: {f['done']} done, {f['reading'] + f['pending']} in "
+              f"progress ({f['reading']} reading, {f['pending']} pending), {f['failed']} failed; "
+              f"{w['records']} records, {w['errors']} problems")
+        for item in w["failed"]:
+            print(f"  failed: {item['file']}: {item['error']}")
+        for item in w["problems"][:10]:
+            print(f"  problem: {item['file']} @{item['offset']}: {item['message']}")
     for line in format_latest(doc["metrics"]) if "metrics" in doc else []:
         print(line)
     return 0

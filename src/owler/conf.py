@@ -185,14 +185,16 @@ def get_list(conf: Mapping[str, Any], key: str, default: list[str] | None = None
 
 #: Keys naming files or folders the crawler writes; relative values are taken from the project root
 #: (not from a Storm worker's working directory, which is the extracted topology jar).
-PATH_KEYS = ("frontier.sqlite.path", "warc.dir", "owler.work.dir")
+PATH_KEYS = ("frontier.sqlite.path", "warc.dir", "owler.work.dir", "warc2warc.input",
+             "warc2warc.progress.path")
 
 
 def absolute_paths(conf: dict[str, Any], root: Path | None = None) -> dict[str, Any]:
-    """``conf`` with the :data:`PATH_KEYS` made absolute against ``root`` (the project root)."""
+    """``conf`` with the :data:`PATH_KEYS` made absolute against ``root`` (the project root);
+    URIs (``s3://…``) are left as they are."""
     base = root or project_root()
     for key in PATH_KEYS:
         value = conf.get(key)
-        if value and not Path(str(value)).is_absolute():
+        if value and "://" not in str(value) and not Path(str(value)).is_absolute():
             conf[key] = str(base / str(value))
     return conf

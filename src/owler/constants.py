@@ -53,6 +53,9 @@ FETCH_EXCEPTION = "fetch.exception"
 FETCH_STATUS_CODE = "fetch.statusCode"
 FETCH_ERROR_COUNT = "fetch.error.count"
 REDIRECT_TO = "_redirTo"
+#: When a status's URL was fetched, epoch seconds, when it was not just now (an archived record's
+#: WARC-Date): the status updater schedules from it. Never stored unless metadata.persist lists it.
+FETCH_TIME = "fetch.time"
 DEPTH = "depth"
 URL_PATH = "url.path"
 SIGNATURE = "signature"

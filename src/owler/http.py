@@ -228,6 +228,10 @@ class _TooLarge(Exception):
     pass
 
 
+#: raised by :func:`decode_body` when the decoded body would exceed its limit
+TooLarge = _TooLarge
+
+
 def _inflate(data: bytes, wbits: int, max_out: int) -> bytes:
     """Decompress with at most ``max_out`` bytes of output (raises _TooLarge beyond, having held
     no more than that), following concatenated gzip members. A truncated stream gives what could

@@ -22,11 +22,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -145,6 +143,12 @@ class LocalRun:
     def prepare(self) -> tuple[Path, Path]:
         home = check_runtime(self.root)
         cls = load_topology(self.root, self.name)
+        check = getattr(cls, "check_conf", None)  # a topology may check its keys up front
+        if callable(check):
+            try:
+                check(C.absolute_paths(dict(self.conf), self.root))
+            except C.ConfError as exc:
+                raise RunError(f"configuration error: {exc}", 2) from None
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True)
@@ -170,6 +174,19 @@ class LocalRun:
         flux_path.write_text(yaml.safe_dump(flux, sort_keys=False))
         self.storm = home / "bin" / "storm"
         return jar, flux_path
+
+    def check_warc_input(self) -> None:
+        from owler.warc.s3 import S3Error
+        from owler.warc.source import InputSource
+
+        try:
+            found = InputSource.from_conf(C.absolute_paths(dict(self.conf), self.root)).list()
+        except C.ConfError as exc:
+            raise RunError(str(exc), 2) from None
+        except (S3Error, OSError) as exc:
+            raise RunError(f"cannot list the input WARC files: {exc}", 2) from None
+        print(f"owler: {len(found)} input WARC file(s) at "
+              f"{C.get_str(self.conf, 'warc2warc.input', '')}", file=self.out)
 
     # -- observation ---------------------------------------------------------------------------
     def component_stats(self) -> dict[str, dict]:
@@ -207,6 +224,8 @@ class LocalRun:
 
         from owler.frontier import FrontierError
 
+        if self.name == "warc2warc":  # an input that cannot be listed is a clear error up front
+            self.check_warc_input()
         try:  # before Storm starts: an unreachable or unusable frontier is a clear error
             frontier = open_frontier(self.conf)
         except FrontierError as exc:
@@ -270,7 +289,14 @@ class LocalRun:
                 except Exception:  # noqa: BLE001 - the database may be busy for a moment
                     due = -1
                 started = any(k.startswith("spout") for k in stats)
-                if started and due == 0 and in_flight == 0 and queued == 0:
+                # spouts that know when their input is exhausted (warc2warc) say so themselves
+                spout_idle = [v.get("gauges", {}).get("idle") for k, v in stats.items()
+                              if k.startswith("spout")]
+                if spout_idle and None not in spout_idle:
+                    quiet = all(spout_idle) and in_flight == 0
+                else:
+                    quiet = due == 0 and in_flight == 0 and queued == 0
+                if started and quiet:
                     idle_since = idle_since or now
                     if now - idle_since >= self.idle_exit and not stopping:
                         self.stop_reason = f"idle for {self.idle_exit:g} s"
@@ -282,7 +308,9 @@ class LocalRun:
                                  for s in ("FETCH_ERROR", "ERROR"))
                     rate = (fetched - last_fetched) / max(now - last_t, 1e-6)
                     last_fetched, last_t = fetched, now
-                    print(f"[{now - start:6.0f}s] fetched={fetched:.0f} errors={errors:.0f} "
+                    records = self.totals(stats, "warc", "counters", "records")
+                    extra = f"records={records:.0f} " if records else ""
+                    print(f"[{now - start:6.0f}s] {extra}fetched={fetched:.0f} errors={errors:.0f} "
                           f"pages/s={rate:.1f} due={due} in_flight={in_flight:.0f} "
                           f"queued={queued:.0f} warc_bytes={self.warc_bytes()}",
                           file=self.out, flush=True)
@@ -317,13 +345,33 @@ class LocalRun:
             dead = find_dead_component(storm_log, self.log_dir)
             raise RunError(f"the topology stopped unexpectedly (exit code {rc}): "
                            f"{dead or 'see ' + str(self.log_dir / 'owler-console.log')}", 1)
-        if left_open:
+        if left_open and self.name == "warc2warc":
+            # cut back to what the progress file records, or records would be archived twice
+            from owler.warc.copy import recover_outputs
+            from owler.warc.progress import Progress, progress_path
+
+            progress = Progress(progress_path(self.conf))
+            try:
+                fixed = recover_outputs(warc_dir, C.get_str(self.conf, "warc.prefix", "OWLER"),
+                                        None, progress)
+            finally:
+                progress.close()
+            print(f"owler: finalized {len(fixed)} WARC file(s) left open", file=self.out)
+        elif left_open:
             fixed = recover_open_files(warc_dir, prefix=C.get_str(self.conf, "warc.prefix", "OWLER"))
             print(f"owler: finalized {len(fixed)} WARC file(s) left open", file=self.out)
         files = sorted(warc_dir.glob("*.warc.gz")) if warc_dir.is_dir() else []
         print(f"owler: stopped ({self.stop_reason}).", file=self.out)
-        print(f"owler: WARC files: {warc_dir} ({len(files)} file(s), {self.warc_bytes()} bytes)",
-              file=self.out)
+        bucket = C.get_str(self.conf, "warc.s3.bucket", "") or ""
+        if bucket:
+            prefix = C.get_str(self.conf, "warc.s3.prefix", "") or ""
+            files = [f for f in files if not f.with_name(f.name + ".uploaded").exists()]
+            print(f"owler: WARC files: uploaded to s3://{bucket}/{prefix}"
+                  + (f" ({len(files)} file(s) still waiting in {warc_dir}: uploaded at the next "
+                     "start)" if files else ""), file=self.out)
+        else:
+            print(f"owler: WARC files: {warc_dir} ({len(files)} file(s), {self.warc_bytes()} "
+                  "bytes)", file=self.out)
         print(f"owler: frontier: {getattr(self, 'frontier_location', '?')} (see `owler status`)",
               file=self.out)
         return 0

@@ -62,10 +62,12 @@ class FrontierSpout(OwlerComponent, Spout):
         self.shard = (tasks.index(self.task_id), len(tasks)) if self.task_id in tasks else (0, 1)
         # the lease owner: unique among all crawlers on the frontier, and stable across restarts
         # of a worker so that a restarted task takes its own unreleased leases back at once:
-        # frontier.crawler.id when set, else the topology's id (storm.id, unique per submission),
-        # else host:pid (then leases of a dead task expire after frontier.lease.ttl).
-        crawler = (C.get_str(storm_conf, "frontier.crawler.id", "") or storm_conf.get("storm.id")
-                   or f"{socket.gethostname()}:{os.getpid()}")
+        # frontier.crawler.id when set; on a cluster the topology's id (storm.id: nimbus makes it
+        # unique per submission); else host:pid (local mode has no worker restarts, and two local
+        # runs started in the same second get the same storm.id).
+        crawler = C.get_str(storm_conf, "frontier.crawler.id", "") or (
+            storm_conf.get("storm.id") if storm_conf.get("storm.cluster.mode") == "distributed"
+            else None) or f"{socket.gethostname()}:{os.getpid()}"
         self.owner = f"{crawler}/{self.component_name}/{self.task_id}"
         self.buffer: deque = deque()
         self.in_flight: dict[str, tuple[float, str]] = {}  # url -> (emitted at, key)

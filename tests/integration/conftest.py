@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,59 @@ def opensearch(tmp_path_factory):
         yield node
     finally:
         node.owler("services", "down")
+
+
+class S3Server:
+    """A real S3 API server (moto's) on 127.0.0.1 for the tests, with a boto3 client."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                    "AWS_DEFAULT_REGION": "us-east-1"}
+        import boto3
+
+        self.client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                                   aws_access_key_id="test", aws_secret_access_key="test")
+
+    def bucket(self, name: str) -> str:
+        self.client.create_bucket(Bucket=name)
+        return name
+
+    def objects(self, bucket: str, prefix: str = "") -> dict[str, bytes]:
+        out = {}
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                                           Prefix=prefix):
+            for obj in page.get("Contents", []):
+                out[obj["Key"]] = self.client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+        return out
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    exe = Path(sys.executable).parent / "moto_server"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"moto_server exited ({proc.returncode}): {log.read_text()[-2000:]}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"moto_server did not listen on {port}: {log.read_text()[-2000:]}")
+        yield S3Server(port)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

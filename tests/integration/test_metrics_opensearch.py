@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-import threading
 import time
 import uuid
 
@@ -16,6 +14,7 @@ from owler import metrics as M
 from owler.conf import load_conf
 from owler.frontier import open_frontier
 from tests.component.multilang import ShellComponent
+from tests.netproxy import Proxy
 
 
 def _index(prefix: str) -> str:
@@ -119,65 +118,6 @@ def test_conflicting_template_or_mapping_is_a_clear_error_and_writing_goes_on(op
     assert "conflicting mapping (srcComponent is text (expected keyword); timestamp is long" \
         in caplog.text
     assert "refused 2 documents (mapper_parsing_exception" in caplog.text
-
-
-class Proxy:
-    """A TCP proxy on 127.0.0.1 to the node: ``cut()`` closes it (the node went away),
-    ``hang=True`` accepts connections and never answers (a node that stalls)."""
-
-    def __init__(self, target: int, port: int = 0, hang: bool = False):
-        self.target, self.hang = target, hang
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", port))
-        self.sock.listen(16)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.conns: list[socket.socket] = []
-        self.running = True
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while self.running:
-            try:
-                c, _ = self.sock.accept()
-            except (socket.timeout, OSError):
-                continue
-            self.conns.append(c)
-            if self.hang:
-                continue
-            u = socket.create_connection(("127.0.0.1", self.target))
-            self.conns.append(u)
-            for a, b in ((c, u), (u, c)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(a, b):
-        try:
-            while True:
-                data = a.recv(65536)
-                if not data:
-                    break
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def cut(self):
-        self.running = False
-        self.sock.close()
-        for c in self.conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            c.close()
-        time.sleep(0.2)
 
 
 def test_a_node_going_away_never_blocks_and_dropped_documents_are_reported(opensearch, caplog):

@@ -111,7 +111,8 @@ class WarcWriter:
                  software: str = "OWLer-py/0.1", operator: str | None = None,
                  extra_info: Mapping[str, Any] | None = None,
                  clock: Callable[[], float] = time.time, fsync: bool = False,
-                 date_precision: str = "us") -> None:
+                 date_precision: str = "us",
+                 on_close: Callable[[Path], None] | None = None) -> None:
         if not _PREFIX.match(prefix or ""):
             raise ValueError(f"WARC prefix must match {_PREFIX.pattern}: {prefix!r}")
         partition = str(partition)
@@ -130,6 +131,7 @@ class WarcWriter:
         self.clock = clock
         self.fsync = fsync
         self.date_precision = date_precision
+        self.on_close = on_close  # called with the final path of every file closed
         info: dict[str, Any] = {
             "software": software,
             "format": R.FORMAT,
@@ -150,6 +152,7 @@ class WarcWriter:
         self._opened_at = 0.0
         self._size = 0
         self._warcinfo_id = ""
+        self._warcinfo_end = 0
         self._closed = False
 
     @classmethod
@@ -173,6 +176,35 @@ class WarcWriter:
     def current_path(self) -> Path | None:
         """The ``.open`` file being written, or None."""
         return self._open_path
+
+    @property
+    def current_name(self) -> str:
+        """The final name of the file being written ("" when none is open)."""
+        return self._final_name if self._fh is not None else ""
+
+    @property
+    def size(self) -> int:
+        """Bytes in the file being written (0 when none is open)."""
+        return self._size if self._fh is not None else 0
+
+    @property
+    def opened_at(self) -> float:
+        """When the file being written was opened (by the writer's clock)."""
+        return self._opened_at
+
+    def cut_back(self, length: int) -> None:
+        """Cut the file being written back to ``length`` bytes (never below its warcinfo record):
+        for a caller that wrote records it then could not record as written."""
+        if self._fh is None:
+            return
+        length = max(int(length), self._warcinfo_end)
+        if length >= self._size:
+            return
+        self._fh.flush()
+        self._fh.seek(length)
+        self._fh.truncate(length)
+        self._fh.flush()
+        self._size = length
 
     def __enter__(self) -> "WarcWriter":
         return self
@@ -337,6 +369,7 @@ class WarcWriter:
             raise
         self._fh, self._open_path, self._final_name = fh, path, name
         self._opened_at, self._size, self._warcinfo_id = now, len(member), info_id
+        self._warcinfo_end = len(member)
         self.stats.files_opened += 1
         self.stats.records += 1
         self.stats.bytes += len(member)
@@ -388,6 +421,8 @@ class WarcWriter:
         final = _finalize(path)
         self.stats.files_closed += 1
         log.info("closed WARC file %s (%d bytes)", final, self._size)
+        if self.on_close is not None:
+            self.on_close(final)
         return final
 
 

@@ -1,0 +1,204 @@
+"""The warc2warc pipeline on real Storm (local mode) against a bare single-process loop, same files,
+same machine, same run.
+
+Input: ``--files`` WARC files of ``--pages`` pages each (request + response records, one gzip member
+per record, as Common Crawl writes them), pages of ~``--kb`` KB of HTML with ~150 links (relative,
+absolute and external), made once from ``--seed``.
+
+1. The pipeline: ``owler run warc2warc`` reading the folder, the embedded frontier, the archive
+   copy into ``warc.dir``. Records/s and MB/s (compressed input) are measured from the first to the
+   last acked record (polling the progress file), CPU over the same interval by sampling
+   ``/proc/<pid>/stat`` of every process of the run (JVM and Python components).
+2. The bare loop: one process reads the same files with :mod:`owler.warc.reader`, parses each 200
+   response and extracts its links with the crawler's own parser (:func:`owler.parse.html.parse_html`,
+   which resolves and normalizes them), and appends every record's bytes to one output file.
+
+Usage: .venv/bin/python bench/bench_warc2warc.py [--files 4] [--pages 1500] [--kb 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
+
+from owler.parse.html import parse_html  # noqa: E402
+from owler.warc.progress import Progress  # noqa: E402
+from owler.warc.reader import InputRecord, iter_records  # noqa: E402
+from owler.warc2warc import parse_http_response  # noqa: E402
+from tests import warcgen as G  # noqa: E402
+
+WORDS = ("crawler open web index search europe archive page link text data storm python "
+         "frontier sitemap robots fetch parse status queue host domain").split()
+
+
+def make_page(rnd: random.Random, host: str, i: int, kb: int) -> bytes:
+    links = []
+    for j in range(150):
+        r = rnd.random()
+        if r < 0.4:
+            links.append(f"/section{j % 7}/page{rnd.randrange(100000)}.html")
+        elif r < 0.8:
+            links.append(f"http://{host}/item?id={rnd.randrange(100000)}&p={j}")
+        else:
+            links.append(f"https://ext{rnd.randrange(500)}.example.org/a/{rnd.randrange(999)}")
+    parts = [f"<html><head><title>{host} {i}</title></head><body>"]
+    for j, link in enumerate(links):
+        words = " ".join(rnd.choice(WORDS) for _ in range(25))
+        parts.append(f"<p>{words} <a href=\"{link}\">{rnd.choice(WORDS)} {j}</a></p>\n")
+    html = "".join(parts)
+    filler = " ".join(rnd.choice(WORDS) for _ in range(kb * 1024 // 7))
+    html += f"<div>{filler[: max(0, kb * 1024 - len(html))]}</div></body></html>"
+    return html.encode()
+
+
+def make_inputs(folder: Path, files: int, pages: int, kb: int, seed: int) -> tuple[int, int]:
+    rnd = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    records = size = 0
+    for f in range(files):
+        host = f"site{f}.example"
+        recs = [G.record("warcinfo", None, b"software: bench\r\n")]
+        for i in range(pages):
+            url = f"http://{host}/page{i}.html"
+            recs.append(G.record("request", url, f"GET /page{i}.html HTTP/1.1\r\nHost: {host}\r\n\r\n"
+                                 .encode()))
+            recs.append(G.record("response", url, G.http_response(make_page(rnd, host, i, kb))))
+        data = G.per_record_gzip(recs)
+        (folder / f"input-{f}.warc.gz").write_bytes(data)
+        records += len(recs)
+        size += len(data)
+    return records, size
+
+
+def bare_loop(folder: Path, out: Path) -> dict:
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    records = links = 0
+    with open(out, "wb") as sink:
+        for path in sorted(folder.glob("*.warc.gz")):
+            with open(path, "rb") as f:
+                for rec in iter_records(f):
+                    if not isinstance(rec, InputRecord):
+                        continue
+                    records += 1
+                    sink.write(rec.raw)
+                    if rec.is_http_response:
+                        block = gzip.decompress(rec.raw) if rec.compressed else rec.raw
+                        head_end = block.find(b"\r\n\r\n")
+                        code, _, _, headers, body = parse_http_response(
+                            block[head_end + 4:len(block) - 4])
+                        if code == 200:
+                            res = parse_html(rec.target_uri, body, dict(
+                                (k.lower(), v) for k, v in headers))
+                            links += len(res.outlinks)
+    return {"records": records, "links": links, "wall": time.perf_counter() - t0,
+            "cpu": time.process_time() - c0}
+
+
+def proc_cpu(marker: bytes) -> float:
+    """CPU seconds (user + system) of the live processes whose command line holds ``marker`` (the
+    run's JVM) and of their children (the Python components)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        stats[entry] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick, marker in cmd)
+    roots = {pid for pid, (_, _, hit) in stats.items() if hit}
+    return sum(cpu for pid, (ppid, cpu, hit) in stats.items() if hit or str(ppid) in roots)
+
+
+def pipeline(folder: Path, work: Path, total: int, options: list[str]) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    conf = work / "conf.yaml"
+    conf.write_text(f"warc2warc.input: {folder}\nwarc.dir: {work / 'warc'}\n"
+                    f"owler.work.dir: {work}\nfrontier.sqlite.path: {work / 'f.sqlite'}\n")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t_start = time.time()
+    opts = [a for o in options for a in ("-o", o)]
+    proc = subprocess.Popen([sys.executable, "-m", "owler.cli", "run", "warc2warc", "--conf",
+                             str(conf), "--idle-exit", "3", *opts], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    marker = str(work).encode()
+    progress = None
+    t_first = t_last = None
+    cpu_first = cpu_last = 0.0
+    while proc.poll() is None:
+        path = work / "warc2warc.sqlite"
+        if path.exists():
+            progress = progress or Progress(path)
+            done = progress.summary()["records"]
+            now = time.time()
+            if done and t_first is None:
+                t_first, cpu_first, n_first = now, proc_cpu(marker), done
+            if done >= total and t_last is None:
+                t_last, cpu_last = now, proc_cpu(marker)
+        time.sleep(0.25)
+    out = proc.stdout.read().decode()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0 or t_last is None:
+        raise SystemExit(f"the pipeline run failed (rc {proc.returncode}):\n{out[-3000:]}")
+    records = total - n_first
+    return {"records": records, "wall": t_last - t_first, "cpu": cpu_last - cpu_first,
+            "run_wall": time.time() - t_start,
+            "run_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "max_rss_mb": after.ru_maxrss / 1024}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--files", type=int, default=4)
+    ap.add_argument("--pages", type=int, default=1500)
+    ap.add_argument("--kb", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("-o", dest="options", action="append", default=[], metavar="KEY=VALUE",
+                    help="crawler key for the pipeline run (repeatable)")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-w2w-"))
+    try:
+        total, size = make_inputs(work / "in", args.files, args.pages, args.kb, args.seed)
+        bare = bare_loop(work / "in", work / "bare.warc.gz")
+        pipe = pipeline(work / "in", work / "run", total, args.options)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    mb = size / 1e6
+    per_record_mb = mb / total
+    res = {"input": {"files": args.files, "records": total, "compressed_mb": round(mb, 1),
+                     "page_kb": args.kb, "options": args.options},
+           "bare_loop": {"records_per_s": round(bare["records"] / bare["wall"]),
+                         "mb_per_s": round(mb / bare["wall"], 1),
+                         "cpu_ms_per_record": round(1000 * bare["cpu"] / bare["records"], 3),
+                         "links": bare["links"]},
+           "pipeline": {"records_per_s": round(pipe["records"] / pipe["wall"]),
+                        "mb_per_s": round(pipe["records"] * per_record_mb / pipe["wall"], 1),
+                        "cpu_ms_per_record": round(1000 * pipe["cpu"] / pipe["records"], 3),
+                        "measured_records": pipe["records"],
+                        "run_wall_s": round(pipe["run_wall"], 1),
+                        "run_cpu_s_all_processes": round(pipe["run_cpu"], 1),
+                        "max_rss_mb_one_process": round(pipe["max_rss_mb"])}}
+    res["ratio_pipeline_to_bare"] = round(
+        (pipe["records"] / pipe["wall"]) / (bare["records"] / bare["wall"]), 2)
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()

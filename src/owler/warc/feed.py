@@ -1,0 +1,282 @@
+"""What the WarcSpout emits: the records of the input WARC files, each until it is acked.
+
+:class:`WarcFeed` lists the input files (:mod:`owler.warc.source`) every
+``warc2warc.list.interval`` seconds and registers them in the progress file
+(:mod:`owler.warc.progress`); a spout task takes the files whose name hashes to it (blake2b, as the
+frontier spout splits queues), one at a time, and streams each once from its resume point.
+
+Emissions: an HTTP response record goes on the default stream ``(url, content, metadata)`` (to
+the parser and the WARC copy bolt), every other record on the ``archive`` stream (to the copy
+bolt only); ``content`` is the record's exact input bytes (:mod:`owler.wire`), ``metadata`` its
+position (:mod:`owler.warc2warc` keys plus ``warc.file.id``). The message id is
+``<file id>:<record key>``.
+
+Acks: an acked record is recorded (batched: every ``warc2warc.ack.flush`` seconds) with the file's
+new resume point, the smallest resume offset of its records still in flight or not read yet. A
+failed record is emitted again (its bytes are kept while it is in flight). A file is ``done`` once
+it was read to its end and every record of it was acked; damage is recorded as a problem of the
+file (``owler status``) and reading goes on where it can. A file that cannot be opened or read at
+all (missing, denied, S3 failing after its retries) is ``failed``.
+
+After a crash nothing is lost: the records of a file that were not acked are read again from the
+resume point (acked ones skipped by key), and the WARC copy bolt does not archive a record twice.
+
+Config keys: ``warc2warc.input``, ``warc2warc.list.interval`` (60), ``warc2warc.ack.flush``
+(0.5), ``warc2warc.max.record.size`` (268435456), ``warc2warc.verify.digests`` (true).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+from owler import conf as C
+from owler import wire
+from owler.warc import s3 as S3
+from owler.warc.progress import Progress
+from owler.warc.reader import InputProblem, InputRecord, WarcReadError, iter_records
+from owler.warc.source import InputSource
+from owler.warc2warc import record_metadata
+
+log = logging.getLogger("owler.warc.feed")
+
+ARCHIVE_STREAM = "archive"
+FILE_ID = "warc.file.id"
+
+
+@dataclass(slots=True)
+class Emission:
+    msg_id: str
+    stream: str  # "default" or "archive"
+    values: list  # [url, content, metadata]
+    file_id: int
+    key: str
+    resume: int
+
+
+class _OpenFile:
+    def __init__(self, row: dict, records: Iterator, stream, acked: set[str]) -> None:
+        self.row = row
+        self.id = row["id"]
+        self.records = records
+        self.stream = stream
+        self.acked = acked
+        self.read_to_end = False
+        self.next_resume = row["resume_offset"]
+
+
+class WarcFeed:
+    def __init__(self, conf: Mapping[str, Any], progress: Progress, source: InputSource,
+                 shard: tuple[int, int] = (0, 1)) -> None:
+        self.conf = conf
+        self.progress = progress
+        self.source = source
+        self.shard = shard
+        self.list_interval = C.get_float(conf, "warc2warc.list.interval", 60.0)
+        self.ack_flush = C.get_float(conf, "warc2warc.ack.flush", 0.5)
+        self.max_record = C.get_int(conf, "warc2warc.max.record.size", 256 << 20)
+        self.verify = C.get_bool(conf, "warc2warc.verify.digests", True)
+        self.in_flight: dict[str, Emission] = {}
+        self._file_flight: dict[int, dict[str, int]] = {}  # file id -> {msg id: resume offset}
+        self.retry: deque[str] = deque()
+        self.current: _OpenFile | None = None
+        self.files: dict[int, dict] = {}  # id -> row of files read (for names)
+        self.reading_done: set[int] = set()  # files read to their end, waiting for acks
+        self._acks: dict[int, list[str]] = {}
+        self._last_flush = 0.0
+        self._last_list = -1e18
+        self.list_error = ""
+        self.counters: dict[str, int] = {}
+
+    # -- files ------------------------------------------------------------------------------------
+    def _mine(self, name: str) -> bool:
+        index, total = self.shard
+        if total <= 1:
+            return True
+        digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % total == index
+
+    def refresh(self, now: float) -> None:
+        """List the input again (every ``warc2warc.list.interval`` s) and register new files."""
+        if now - self._last_list < self.list_interval:
+            return
+        self._last_list = now
+        try:
+            found = self.source.list()
+        except (S3.S3Error, OSError) as exc:
+            self.list_error = str(exc)
+            log.error("cannot list the input WARC files: %s", exc)
+            self._count("list_failed")
+            return
+        self.list_error = ""
+        new = self.progress.register(found)
+        if new:
+            log.info("%d new input WARC file(s) at %s", new, self.source.location)
+
+    def _open_next(self) -> bool:
+        for row in self.progress.open_files():
+            if not self._mine(row["name"]) or row["id"] in self.reading_done:
+                continue
+            try:
+                stream = self.source.open(row["name"], row["resume_offset"])
+            except (S3.S3Error, OSError) as exc:
+                self._fail_file(row, f"cannot open: {exc}")
+                continue
+            except Exception as exc:  # noqa: BLE001 - botocore's ClientError and the like
+                self._fail_file(row, f"cannot open: {type(exc).__name__}: {exc}")
+                continue
+            acked = self.progress.acked_keys(row["id"])
+            records = iter_records(stream, row["resume_offset"], max_record=self.max_record,
+                                   verify=self.verify)
+            self.current = _OpenFile(row, records, stream, acked)
+            self.files[row["id"]] = row
+            if row["state"] != "reading":
+                self.progress.set_state(row["id"], "reading")
+            log.info("reading %s from byte %d", row["name"], row["resume_offset"])
+            return True
+        return False
+
+    def _fail_file(self, row: dict, error: str) -> None:
+        log.error("input WARC file %s failed: %s", row["name"], error)
+        self.progress.set_state(row["id"], "failed", error[:1000])
+        self._count("files_failed")
+
+    def _finish_reading(self, f: _OpenFile) -> None:
+        try:
+            f.stream.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self.reading_done.add(f.id)
+        self.current = None
+        self._maybe_done(f.id)
+
+    def _maybe_done(self, file_id: int) -> None:
+        if file_id not in self.reading_done:
+            return
+        if self._file_flight.get(file_id):
+            return
+        self.flush(force=True)
+        self.progress.set_state(file_id, "done")
+        self.reading_done.discard(file_id)
+        self._count("files_done")
+        log.info("input WARC file %s done", self.files.get(file_id, {}).get("name", file_id))
+
+    # -- emitting ---------------------------------------------------------------------------------
+    def next(self, now: float) -> Emission | None:
+        """The next record to emit, or ``None`` when there is nothing to emit now."""
+        if self.retry:
+            msg_id = self.retry.popleft()
+            em = self.in_flight.get(msg_id)
+            if em is not None:
+                self._count("re-emitted")
+                return em
+        self.refresh(now)
+        for _ in range(10000):  # bounded: skipped records and problems do not loop forever
+            if self.current is None and not self._open_next():
+                return None
+            f = self.current
+            try:
+                item = next(f.records)
+            except StopIteration:
+                self._finish_reading(f)
+                continue
+            except WarcReadError as exc:
+                self.progress.add_problem(f.id, exc.offset, str(exc))
+                self._count("read_errors")
+                self._finish_reading(f)
+                continue
+            except Exception as exc:  # noqa: BLE001 - S3 gave up mid-file, a disk error...
+                self._fail_file(f.row, f"read failed at byte {getattr(f.stream, 'pos', '?')}: "
+                                f"{type(exc).__name__}: {exc}")
+                try:
+                    f.stream.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                self.current = None
+                continue
+            if isinstance(item, InputProblem):
+                self.progress.add_problem(f.id, item.offset, item.message)
+                self._count("problems")
+                continue
+            f.next_resume = item.next_resume
+            if item.key in f.acked:
+                self._count("skipped_acked")
+                continue
+            em = self._emission(f, item)
+            self.in_flight[em.msg_id] = em
+            self._file_flight.setdefault(f.id, {})[em.msg_id] = em.resume
+            self._count("emitted")
+            return em
+        return None
+
+    def _emission(self, f: _OpenFile, rec: InputRecord) -> Emission:
+        md = record_metadata(rec, f.row["name"])
+        md[FILE_ID] = [str(f.id)]
+        if rec.problem:
+            self.progress.add_problem(f.id, rec.offset, f"{rec.key}: {rec.problem}")
+        stream = "default" if rec.is_http_response and rec.target_uri else ARCHIVE_STREAM
+        self._count(f"records/{rec.type or 'unknown'}")
+        return Emission(f"{f.id}:{rec.key}", stream,
+                        [rec.target_uri, wire.encode_content(rec.raw), md],
+                        f.id, rec.key, rec.resume_offset)
+
+    # -- acks -------------------------------------------------------------------------------------
+    def ack(self, msg_id: str) -> None:
+        em = self.in_flight.pop(msg_id, None)
+        if em is None:
+            return
+        self._file_flight.get(em.file_id, {}).pop(msg_id, None)
+        self._acks.setdefault(em.file_id, []).append(em.key)
+        self._count("acked")
+        self._maybe_done(em.file_id)
+
+    def fail(self, msg_id: str) -> None:
+        if msg_id in self.in_flight:
+            self.retry.append(msg_id)
+            self._count("failed")
+
+    def flush(self, now: float | None = None, force: bool = False) -> None:
+        """Record the acks so far and each file's resume point (every ``warc2warc.ack.flush`` s)."""
+        now = time.time() if now is None else now
+        if not force and now - self._last_flush < self.ack_flush:
+            return
+        self._last_flush = now
+        if not self._acks:
+            return
+        resume = {}
+        for file_id in self._acks:
+            waiting = list(self._file_flight.get(file_id, {}).values())
+            ahead = (self.current.next_resume if self.current is not None
+                     and self.current.id == file_id else None)
+            if file_id in self.reading_done and ahead is None:
+                ahead = 1 << 62
+            candidates = waiting + ([ahead] if ahead is not None else [])
+            if candidates:
+                resume[file_id] = min(candidates)
+        acks, self._acks = self._acks, {}
+        self.progress.record_acks(acks, resume)
+        if self.current is not None:
+            for key in acks.get(self.current.id, ()):
+                self.current.acked.add(key)
+
+    # -- state --------------------------------------------------------------------------------------
+    def idle(self) -> bool:
+        """Nothing to read now and nothing in flight."""
+        if self.in_flight or self.retry or self.current is not None:
+            return False
+        return not any(self._mine(r["name"]) for r in self.progress.open_files())
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+    def close(self) -> None:
+        self.flush(force=True)
+        if self.current is not None:
+            try:
+                self.current.stream.close()
+            except Exception:  # noqa: BLE001
+                pass

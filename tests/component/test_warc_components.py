@@ -1,0 +1,100 @@
+"""The warc2warc components as real multilang subprocesses: WarcSpout, WarcParserBolt,
+WARCCopyBolt."""
+
+from __future__ import annotations
+
+import gzip
+import time
+
+import pytest
+
+from owler import outlinks as outlink
+from owler import wire
+from owler.conf import load_conf
+from owler.warc.progress import Progress
+from tests import warcgen as G
+from tests.component.multilang import ShellComponent
+
+
+@pytest.fixture
+def conf(tmp_path):
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "a.warc.gz").write_bytes(G.per_record_gzip(G.site_records("a.example", 2)))
+    c = load_conf()
+    c.update({"warc2warc.input": str(inp), "warc.dir": str(tmp_path / "warc"),
+              "warc.prefix": "CP", "owler.work.dir": str(tmp_path),
+              "warc2warc.ack.flush": 0, "owler.run.dir": str(tmp_path / "run")})
+    return c
+
+
+def emits(msgs, stream=None):
+    return [m for m in msgs if m.get("command") == "emit"
+            and (stream is None or m.get("stream", "default") == stream)]
+
+
+def test_spout_emits_records_by_type_until_acked(conf, tmp_path):
+    spout = ShellComponent("spouts.warc.WarcSpout", conf, tmp_path, "spout")
+    try:
+        got = []
+        for _ in range(20):
+            got += emits(spout.next())
+            if len(got) == 5:
+                break
+        assert len(got) == 5
+        streams = [m.get("stream", "default") for m in got]
+        assert streams.count("default") == 2 and streams.count("archive") == 3
+        url, content, md = next(m["tuple"] for m in got if m.get("stream", "default") == "default")
+        assert url == "http://a.example/page0.html"
+        assert gzip.decompress(wire.decode_content(content)).startswith(b"WARC/1.1")
+        for m in got[:4]:
+            spout.spout_ack(m["id"])
+        spout.spout_fail(got[4]["id"])
+        again = []
+        for _ in range(5):
+            again += emits(spout.next())
+        assert [m["id"] for m in again] == [got[4]["id"]]  # only the failed one comes again
+        spout.spout_ack(got[4]["id"])
+        time.sleep(0.1)
+        emits(spout.next())
+    finally:
+        spout.close()
+    s = Progress(tmp_path / "warc2warc.sqlite").summary()
+    assert s["files"]["done"] == 1 and s["records"] == 5
+
+
+def test_parser_and_copy_bolts(conf, tmp_path):
+    raw = G.record("response", "http://b.example/p", G.http_response(
+        G.page("p", ["/q", "http://c.example/"])))
+    md = {"warc.file.id": ["1"], "warc.record.offset": ["0"], "warc.file.name": ["x"],
+          "fetch.time": ["1714564800.0"]}
+    parser = ShellComponent("bolts.warc_parser.WarcParserBolt", conf, tmp_path, "parser")
+    try:
+        parser.process(["http://b.example/p", wire.encode_content(gzip.compress(raw)), md],
+                       tid="p1")
+        msgs = parser.until_acked("p1")
+        status = emits(msgs, "status")[0]["tuple"]
+        assert status[2] == "FETCHED" and status[1]["fetch.time"] == ["1714564800.0"]
+        assert outlink.decode(emits(msgs, "outlinks")[0]["tuple"][2]) == [
+            ("http://b.example/q", "link 0"), ("http://c.example/", "link 1")]
+        parser.process(["", wire.encode_content(G.record("warcinfo", None, b"x: y\r\n")),
+                        md], tid="p2")
+        assert not emits(parser.until_acked("p2"))  # archived only
+    finally:
+        parser.close()
+    copy = ShellComponent("bolts.warc_copy.WARCCopyBolt", conf, tmp_path, "warc", task=3)
+    try:
+        copy.process(["http://b.example/p", wire.encode_content(raw), md], tid="c1")
+        time.sleep(0.6)  # warc2warc.copy.interval: recorded (and acked) at the next tick
+        copy.tick()
+        assert copy.until_acked("c1")[-1]["command"] == "ack"
+        copy.process(["http://b.example/p", wire.encode_content(raw), md], tid="c2")  # a replay
+        time.sleep(0.6)
+        copy.tick()
+        assert copy.until_acked("c2")[-1]["command"] == "ack"
+    finally:
+        assert copy.close() == 0
+    files = list((tmp_path / "warc").glob("CP-*-03-*.warc.gz"))
+    assert len(files) == 1
+    records = gzip.decompress(files[0].read_bytes())
+    assert records.count(raw) == 1 and records.count(b"WARC-Type: warcinfo") == 1

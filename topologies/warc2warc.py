@@ -1,0 +1,46 @@
+"""WARC2WARC: WARC files from S3 (or a folder) → parsed → outlinks to the frontier; every record
+archived unchanged; nothing is fetched.
+
+The WarcSpout emits each record with its exact bytes: HTTP responses on the default stream to the
+parser and the WARC copy bolt, every other record on the ``archive`` stream to the copy bolt only.
+The parser gives each response's status (the record's URL goes to the frontier as FETCHED with its
+WARC-Date, or REDIRECTION / FETCH_ERROR / ERROR) and ONE tuple with its outlinks, which go through
+the URL filters and the blacklist like the explorative crawl's.
+
+Run: ``owler run warc2warc -o warc2warc.input=s3://bucket/prefix`` (local mode), ``sparse run -n
+warc2warc`` or ``sparse submit -n warc2warc``.
+"""
+
+import os
+
+from streamparse import Grouping, Topology
+
+from bolts.blacklist import BlacklistBolt
+from bolts.status_updater import StatusUpdaterBolt
+from bolts.urlfilter import URLFilterBolt
+from bolts.warc_copy import WARCCopyBolt
+from bolts.warc_parser import WarcParserBolt
+from owler.conf import absolute_paths, load_conf
+from owler.constants import OUTLINKS_STREAM, STATUS_STREAM
+from owler.warc.feed import ARCHIVE_STREAM
+from spouts.warc import WarcSpout
+
+TICK = {"topology.tick.tuple.freq.secs": 1}
+
+
+class Warc2Warc(Topology):
+    config = absolute_paths(load_conf(os.environ.get("OWLER_CONF") or None))
+
+    spout = WarcSpout.spec(name="spout", par=1)
+    parser = WarcParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=1)
+    warc = WARCCopyBolt.spec(name="warc", par=1, config=TICK,
+                             inputs={spout: Grouping.LOCAL_OR_SHUFFLE,
+                                     spout[ARCHIVE_STREAM]: Grouping.LOCAL_OR_SHUFFLE})
+    urlfilter = URLFilterBolt.spec(name="urlfilter", par=1,
+                                   inputs={parser[OUTLINKS_STREAM]: Grouping.SHUFFLE})
+    blacklist = BlacklistBolt.spec(name="blacklist", par=1,
+                                   inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
+    status = StatusUpdaterBolt.spec(
+        name="status", par=1, config=TICK,
+        inputs={parser[STATUS_STREAM]: Grouping.fields("url"),
+                blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})
