@@ -36,6 +36,12 @@ class PageOutcome:
 
 class PageHandler:
     def __init__(self, conf: dict):
+        # Anchor texts ride with the outlinks only to be stored (metadata.persist) or handed on
+        # (metadata.transfer) as ``anchors``; when neither lists them, nobody downstream reads
+        # them, and extracting and sending them costs ~10 % of a page's parse and ~20 % of its
+        # outlinks' bytes (bench/bench_warc2warc.py): then they are not extracted.
+        if C.get_bool(conf, "track.anchors", True) and not _anchors_used(conf):
+            conf = {**conf, "track.anchors": False}
         self.conf = conf
         # parser.emitOutlinks, robots.noFollow.strict and http.robots.{meta,headers}.skip are
         # applied by parse_html itself
@@ -95,3 +101,10 @@ class PageHandler:
         if 0 <= self.max_outlinks < len(outlinks):
             outlinks = outlinks[: self.max_outlinks]
         return PageOutcome(Status.FETCHED, md, outlinks, res.text)
+
+
+def _anchors_used(conf: dict) -> bool:
+    from owler.outlinks import ANCHORS
+    from owler.status import MetadataTransfer
+
+    return ANCHORS in MetadataTransfer(conf).persisted

@@ -39,7 +39,10 @@ def page_md():
 
 
 def test_parser_emits_status_and_one_outlinks_batch(conf, tmp_path):
-    bolt = ShellComponent("bolts.parser.ParserBolt", conf, tmp_path, "parser")
+    # anchors are stored (metadata.persist): the parser sends them with their links
+    bolt = ShellComponent("bolts.parser.ParserBolt",
+                          {**conf, "metadata.persist": conf["metadata.persist"] + ["anchors"]},
+                          tmp_path, "parser")
     try:
         bolt.process(["http://example.com/p", wire.encode_content(PAGE), page_md()], tid="p1")
         msgs = bolt.until_acked("p1")

@@ -280,3 +280,21 @@ def test_check_url():
     only_basic = URLFilters([make(BasicURLFilter, maxLength=10)])
     only_basic.filters[0].name = "len"
     assert check_url(conf, "http://www.a.com/long", only_basic) == ("http://www.a.com/long", "REJECT:len", "", "a.com")
+
+
+def test_a_chain_that_looks_only_at_urls_remembers_its_answers():
+    from owler.conf import load_conf
+    from owler.filters import URLFilters
+
+    chain = URLFilters.from_conf(load_conf())
+    assert chain.memo is not None  # the default chain looks at URLs only
+    first = chain.filter("http://a.example/", {}, "HTTP://B.example/x?utm_source=y")
+    assert chain.filter("http://c.example/", {"depth": ["9"]},
+                        "HTTP://B.example/x?utm_source=y") == first == ("http://b.example/x", None)
+    assert chain.filter(None, None, "ftp://x/") == (None, chain.filter(None, None, "ftp://x/")[1])
+    depth = URLFilters.from_json({"org.apache.stormcrawler.filtering.URLFilters": [
+        {"class": "org.apache.stormcrawler.filtering.depth.MaxDepthFilter",
+         "params": {"maxDepth": 1}}]})
+    assert depth.memo is None  # the answer depends on the source's depth
+    assert depth.filter("http://a/", {"depth": ["0"]}, "http://b/")[0] == "http://b/"
+    assert depth.filter("http://a/", {"depth": ["1"]}, "http://b/")[0] is None

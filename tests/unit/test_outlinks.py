@@ -25,12 +25,14 @@ def _page(conf_over):
     return PageHandler(conf).handle_page("http://h.example/", html, md)
 
 
-def test_parser_keeps_anchor_texts_unless_disabled():
-    out = _page({})
+def test_parser_keeps_anchor_texts_when_they_are_used_unless_disabled():
+    out = _page({"metadata.persist": ["anchors"]})
     assert out.outlinks == [["http://h.example/x", "The X"], "http://h.example/y",
                             "http://h.example/z"]
-    assert _page({"track.anchors": False}).outlinks == [
-        "http://h.example/x", "http://h.example/y", "http://h.example/z"]
+    assert _page({"metadata.transfer": ["anch*"]}).outlinks[0] == ["http://h.example/x", "The X"]
+    plain = ["http://h.example/x", "http://h.example/y", "http://h.example/z"]
+    assert _page({"metadata.persist": ["anchors"], "track.anchors": False}).outlinks == plain
+    assert _page({}).outlinks == plain  # nobody stores or passes them on: not extracted
 
 
 def test_a_batch_travels_as_one_string_and_comes_back():

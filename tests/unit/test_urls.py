@@ -275,3 +275,29 @@ def test_partition_key_errors():
         partition_key("http://a.com/", "byPLD")
     with pytest.raises(ValueError, match="not a valid URL"):
         partition_key("nonsense", "byHost")
+
+
+def test_host_of_fast_path_agrees_with_the_url_parser():
+    import glob
+    import re
+
+    import ada_url
+
+    from owler import urls as U
+
+    cases = {"http://EXAMPLE.com/", "http://0x7f.1/", "http://127.0.0.1:8080/x", "http://a.b.c./x",
+             "https://xn--bcher-kva.example/", "http://user:pw@host.com/", "http://[::1]:80/",
+             "http://ex%41mple.com/", "http://1a.com:99999/", "1x://evil.com/p",
+             "http://a.com:80", "http://a.com?x", "http://a.com#f", "http://a.com\\x"}
+    for f in glob.glob(str(Path(__file__).resolve().parents[1] / "data" / "url" / "*")):
+        text = Path(f).read_text(errors="replace")
+        cases |= {m.group(0) for m in re.finditer(r'[A-Za-z0-9+.\-]{1,12}://[^\s"\',<>]*', text)}
+    fast = 0
+    for url in cases:
+        try:
+            want = ada_url.URL(url).hostname
+        except ValueError:
+            want = ""
+        assert U.host_of(url) == want, url
+        fast += bool(U._CANONICAL_HTTP.match(url))
+    assert len(cases) > 500 and fast > 300

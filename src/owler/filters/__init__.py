@@ -27,7 +27,7 @@ import logging
 from pathlib import Path
 from typing import Any, Mapping
 
-from owler.conf import ConfError, get_str, resource_path
+from owler.conf import ConfError, get_int, get_str, resource_path
 
 __all__ = ["URLFilter", "URLFilters", "URLFilterSetupError", "SC_CLASSES", "load_filter_class", "check_url"]
 
@@ -37,6 +37,8 @@ CONF_FILE_KEY = "urlfilters.config.file"
 PARTITION_MODE_KEY = "partition.url.mode"
 
 #: Root keys accepted in the JSON file (StormCrawler 3.x and 2.x).
+MEMO_KEY = "urlfilters.memo.size"
+
 ROOT_KEYS = (
     "org.apache.stormcrawler.filtering.URLFilters",
     "com.digitalpebble.stormcrawler.filtering.URLFilters",
@@ -70,6 +72,11 @@ class URLFilter:
 
     name: str = ""
     normalizes: bool = False
+
+    def uses_source(self) -> bool:
+        """Whether the result may depend on the source page (its URL or metadata), as configured.
+        A chain whose filters all answer ``False`` remembers its answers per URL."""
+        return True
 
     def configure(self, conf: Mapping[str, Any], params: Mapping[str, Any]) -> None:
         """Read ``params`` (the entry's JSON object, ``{}`` when absent). Raise on bad values."""
@@ -106,8 +113,14 @@ def load_filter_class(name: str) -> type:
 class URLFilters:
     """An ordered chain of URL filters; a URL must pass all of them (StormCrawler's ``URLFilters``)."""
 
-    def __init__(self, filters: list[URLFilter] | None = None) -> None:
+    def __init__(self, filters: list[URLFilter] | None = None, memo_size: int = 50000) -> None:
         self.filters: list[URLFilter] = list(filters or [])
+        # the answers of a chain that looks only at the URL, per URL: a site's navigation links
+        # come again on every page (``urlfilters.memo.size``; emptied when full; 0 = off)
+        self.memo: dict[str, tuple[str | None, str | None]] | None = None
+        self.memo_size = memo_size
+        if memo_size > 0 and self.filters and not any(f.uses_source() for f in self.filters):
+            self.memo = {}
 
     def __len__(self) -> int:
         return len(self.filters)
@@ -173,7 +186,7 @@ class URLFilters:
             if not callable(getattr(f, "filter", None)):
                 raise URLFilterSetupError(f"Can't setup {name}[{class_name}]: it has no filter() method")
             filters.append(f)
-        return cls(filters)
+        return cls(filters, get_int(conf, MEMO_KEY, 50000))
 
     def filter(
         self, source_url: str | None, source_md: Mapping[str, list[str]] | None, url: str
@@ -181,7 +194,16 @@ class URLFilters:
         """``(url, None)`` when every filter passes it (the URL as rewritten by them), else
         ``(None, name_of_the_rejecting_filter)``. A filter that raises is logged and counts as
         rejecting the URL."""
+        memo = self.memo
+        if memo is not None:
+            known = memo.get(url)
+            if known is not None:
+                return known
         result, rejected_by, _ = self._run(source_url, source_md, url)
+        if memo is not None:
+            if len(memo) >= self.memo_size:
+                memo.clear()
+            memo[url] = (result, rejected_by)
         return result, rejected_by
 
     def _run(self, source_url, source_md, url):

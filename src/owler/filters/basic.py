@@ -74,6 +74,9 @@ class BasicURLNormalizer(URLFilter):
             raise ValueError(f"param queryElementsToRemove must be a list of names, got {q!r}")
         self.query_elements_to_remove = frozenset(x.strip() for x in q if x.strip())
 
+    def uses_source(self) -> bool:
+        return False
+
     def filter(self, source_url, source_md, url):
         if self.unmangle and "&" in url and "?" not in url:
             url = self._unmangle(url)
@@ -137,6 +140,9 @@ class BasicURLFilter(URLFilter):
     def configure(self, conf: Mapping[str, Any], params: Mapping[str, Any]) -> None:
         self.max_length = _int(params, "maxLength", self.max_length)
         self.max_path_repetition = _int(params, "maxPathRepetition", self.max_path_repetition)
+
+    def uses_source(self) -> bool:
+        return False
 
     def filter(self, source_url, source_md, url):
         if self.max_length > 0 and len(url) > self.max_length:

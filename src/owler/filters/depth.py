@@ -37,6 +37,9 @@ class MaxDepthFilter(URLFilter):
     def configure(self, conf: Mapping[str, Any], params: Mapping[str, Any]) -> None:
         self.max_depth = _int(params, "maxDepth", self.max_depth)
 
+    def uses_source(self) -> bool:
+        return self.max_depth >= 0  # off (-1): the depth of the source does not matter
+
     def filter(self, source_url, source_md, url):
         md = source_md or {}
         limit = self.max_depth

@@ -32,6 +32,9 @@ class HostURLFilter(URLFilter):
         self.ignore_outside_host = _bool(params, "ignoreOutsideHost", self.ignore_outside_host)
         self.ignore_outside_domain = _bool(params, "ignoreOutsideDomain", self.ignore_outside_domain)
 
+    def uses_source(self) -> bool:
+        return self.ignore_outside_host or self.ignore_outside_domain
+
     def filter(self, source_url, source_md, url):
         if source_url is None or not (self.ignore_outside_host or self.ignore_outside_domain):
             return url

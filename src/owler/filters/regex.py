@@ -61,6 +61,9 @@ class RegexURLFilter(URLFilter):
             raise ValueError(f"cannot read regexFilterFile {path}: {exc.strerror or exc}") from None
         self.rules = parse_rules(text.splitlines(), str(path))
 
+    def uses_source(self) -> bool:
+        return False
+
     def filter(self, source_url, source_md, url):
         for accept, pattern in self.rules:
             if pattern.search(url) is not None:

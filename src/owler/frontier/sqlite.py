@@ -377,6 +377,7 @@ class SQLiteFrontier:
         tag_lowered: dict[tuple[str, str], float] = {}  # the same per (tag, key) of tagged rows
         tag_rescheduled: set[tuple[str, str]] = set()
         refreshes: list[tuple[int, StatusUpdate]] = []  # sitemap refreshes, at their batch position
+        last_md, last_json = None, ""
         discovered = Status.DISCOVERED.value
         tag_of = self._tag_of if self.tag_rules else None
         rule_keys = self._rule_keys
@@ -391,7 +392,9 @@ class SQLiteFrontier:
             key = u.key or DEFAULT_KEY
             nfd = _stored_date(u.next_fetch_date)
             tag = tag_of(md) if tag_of is not None and not rule_keys.isdisjoint(md) else None
-            rows.append((_url_id(u.url), u.url, status, nfd, key, _dump(md), now, tag))
+            if md is not last_md:  # a page's outlinks share one metadata dict: dumped once
+                last_md, last_json = md, _dump(md)
+            rows.append((_url_id(u.url), u.url, status, nfd, key, last_json, now, tag))
             if status == discovered:
                 if nfd < lowered.get(key, NEVER + 1):
                     lowered[key] = nfd
