@@ -2,8 +2,9 @@
 same machine, same run.
 
 Input: ``--files`` WARC files of ``--pages`` pages each (request + response records, one gzip member
-per record, as Common Crawl writes them), pages of ~``--kb`` KB of HTML with ~150 links (relative,
-absolute and external), made once from ``--seed``.
+per record, as Common Crawl writes them), pages of ~``--kb`` KB of HTML with 150 links (relative,
+absolute and external; ``--links site``: shared navigation and links among a site's pages, as on
+real sites; ``--links unique``: every link new), made once from ``--seed``.
 
 1. The pipeline: ``owler run warc2warc`` reading the folder, the embedded frontier, the archive
    copy into ``warc.dir``. Records/s and MB/s (compressed input) are measured from the first to the
@@ -45,16 +46,26 @@ WORDS = ("crawler open web index search europe archive page link text data storm
          "frontier sitemap robots fetch parse status queue host domain").split()
 
 
-def make_page(rnd: random.Random, host: str, i: int, kb: int) -> bytes:
+def make_page(rnd: random.Random, host: str, i: int, kb: int, links_model: str = "site") -> bytes:
+    """~``kb`` KB of HTML with 150 links. ``site``: as on real sites, 40 navigation links shared by
+    every page of the site, 95 links to pages of the site (a pool of 5,000) and 15 to other hosts
+    (a pool of 2,000), relative and absolute; ``unique``: every link new (the worst case)."""
     links = []
-    for j in range(150):
-        r = rnd.random()
-        if r < 0.4:
-            links.append(f"/section{j % 7}/page{rnd.randrange(100000)}.html")
-        elif r < 0.8:
-            links.append(f"http://{host}/item?id={rnd.randrange(100000)}&p={j}")
-        else:
-            links.append(f"https://ext{rnd.randrange(500)}.example.org/a/{rnd.randrange(999)}")
+    if links_model == "unique":
+        for j in range(150):
+            r = rnd.random()
+            if r < 0.4:
+                links.append(f"/section{j % 7}/page{rnd.randrange(10**9)}.html")
+            elif r < 0.8:
+                links.append(f"http://{host}/item?id={rnd.randrange(10**9)}&p={j}")
+            else:
+                links.append(f"https://ext{rnd.randrange(10**6)}.example.org/a/{rnd.randrange(999)}")
+    else:
+        links += [f"/nav/{k}.html" for k in range(40)]
+        for j in range(95):
+            n = rnd.randrange(5000)
+            links.append(f"/page{n}.html" if j % 2 else f"http://{host}/page{n}.html")
+        links += [f"https://ext{rnd.randrange(2000)}.example.org/" for _ in range(15)]
     parts = [f"<html><head><title>{host} {i}</title></head><body>"]
     for j, link in enumerate(links):
         words = " ".join(rnd.choice(WORDS) for _ in range(25))
@@ -65,7 +76,8 @@ def make_page(rnd: random.Random, host: str, i: int, kb: int) -> bytes:
     return html.encode()
 
 
-def make_inputs(folder: Path, files: int, pages: int, kb: int, seed: int) -> tuple[int, int]:
+def make_inputs(folder: Path, files: int, pages: int, kb: int, seed: int,
+                links_model: str = "site") -> tuple[int, int]:
     rnd = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     records = size = 0
@@ -76,7 +88,8 @@ def make_inputs(folder: Path, files: int, pages: int, kb: int, seed: int) -> tup
             url = f"http://{host}/page{i}.html"
             recs.append(G.record("request", url, f"GET /page{i}.html HTTP/1.1\r\nHost: {host}\r\n\r\n"
                                  .encode()))
-            recs.append(G.record("response", url, G.http_response(make_page(rnd, host, i, kb))))
+            recs.append(G.record("response", url, G.http_response(
+                make_page(rnd, host, i, kb, links_model))))
         data = G.per_record_gzip(recs)
         (folder / f"input-{f}.warc.gz").write_bytes(data)
         records += len(recs)
@@ -170,12 +183,15 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=1500)
     ap.add_argument("--kb", type=int, default=40)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--links", choices=["site", "unique"], default="site",
+                    help="link model of the pages (see make_page)")
     ap.add_argument("-o", dest="options", action="append", default=[], metavar="KEY=VALUE",
                     help="crawler key for the pipeline run (repeatable)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-w2w-"))
     try:
-        total, size = make_inputs(work / "in", args.files, args.pages, args.kb, args.seed)
+        total, size = make_inputs(work / "in", args.files, args.pages, args.kb, args.seed,
+                                  args.links)
         bare = bare_loop(work / "in", work / "bare.warc.gz")
         pipe = pipeline(work / "in", work / "run", total, args.options)
     finally:
@@ -183,7 +199,7 @@ def main() -> None:
     mb = size / 1e6
     per_record_mb = mb / total
     res = {"input": {"files": args.files, "records": total, "compressed_mb": round(mb, 1),
-                     "page_kb": args.kb, "options": args.options},
+                     "page_kb": args.kb, "links": args.links, "options": args.options},
            "bare_loop": {"records_per_s": round(bare["records"] / bare["wall"]),
                          "mb_per_s": round(mb / bare["wall"], 1),
                          "cpu_ms_per_record": round(1000 * bare["cpu"] / bare["records"], 3),

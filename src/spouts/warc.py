@@ -2,8 +2,10 @@
 
 The logic is :class:`owler.warc.feed.WarcFeed`: HTTP responses on the default stream (to the parser
 and the WARC copy bolt), every other record on the ``archive`` stream (to the copy bolt only);
-progress in ``warc2warc.progress.path``. Gauges for ``owler run``: ``in_flight``, ``files_open``
-(input files of this task not done yet) and ``idle`` (1 when nothing is left to read or in flight).
+progress in ``warc2warc.progress.path``. Gauges for ``owler run``: ``in_flight`` and ``idle`` (1
+when nothing is left to read or in flight).
+Up to ``warc2warc.emit.per.call`` (10) records are emitted per call of ``next_tuple``: each call is
+a round trip with Storm's ShellSpout.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from streamparse import Spout, Stream
 
 from bolts.base import OwlerComponent
+from owler import conf as C
 from owler.constants import FETCHED_FIELDS
 from owler.warc.feed import ARCHIVE_STREAM, WarcFeed
 from owler.warc.progress import Progress, progress_path
@@ -33,21 +36,27 @@ class WarcSpout(OwlerComponent, Spout):
         self.feed = WarcFeed(storm_conf, Progress(progress_path(storm_conf)),
                              InputSource.from_conf(storm_conf), shard)
         self._gauged = 0.0
+        self.per_call = max(1, C.get_int(storm_conf, "warc2warc.emit.per.call", 10))
 
     def next_tuple(self):
+        # several records per call: each call is a round trip with the JVM (next … sync)
         now = time.time()
-        try:
-            em = self.feed.next(now)
-        except Exception as exc:  # noqa: BLE001 - e.g. the progress file is locked for long
-            log.exception("the WARC feed failed")
-            self.report_error(f"the WARC feed failed: {type(exc).__name__}: {exc}")
-            em = None
+        emitted = 0
+        for _ in range(self.per_call):
+            try:
+                em = self.feed.next(now)
+            except Exception as exc:  # noqa: BLE001 - e.g. the progress file is locked for long
+                log.exception("the WARC feed failed")
+                self.report_error(f"the WARC feed failed: {type(exc).__name__}: {exc}")
+                em = None
+            if em is None:
+                break
+            self.emit(em.values, tup_id=em.msg_id, stream=em.stream)
+            emitted += 1
         self.feed.flush(now)
         self._gauges(now)
-        if em is None:
-            time.sleep(0.05)
-            return
-        self.emit(em.values, tup_id=em.msg_id, stream=em.stream)
+        if not emitted:  # at the in-flight bound acks come soon; with nothing to read, rest
+            time.sleep(0.002 if len(self.feed.in_flight) >= self.feed.max_in_flight else 0.05)
 
     def _gauges(self, now):
         if now - self._gauged < 1.0:

@@ -22,7 +22,9 @@ After a crash nothing is lost: the records of a file that were not acked are rea
 resume point (acked ones skipped by key), and the WARC copy bolt does not archive a record twice.
 
 Config keys: ``warc2warc.input``, ``warc2warc.list.interval`` (60), ``warc2warc.ack.flush``
-(0.5), ``warc2warc.max.record.size`` (268435456), ``warc2warc.verify.digests`` (true).
+(0.5), ``warc2warc.max.record.size`` (268435456), ``warc2warc.verify.digests`` (true),
+``warc2warc.max.in.flight`` (2000: records emitted and not acked yet; the topology lifts Storm's
+``topology.max.spout.pending`` for this spout, which is tuned for the frontier spouts).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class WarcFeed:
         self.ack_flush = C.get_float(conf, "warc2warc.ack.flush", 0.5)
         self.max_record = C.get_int(conf, "warc2warc.max.record.size", 256 << 20)
         self.verify = C.get_bool(conf, "warc2warc.verify.digests", True)
+        self.max_in_flight = C.get_int(conf, "warc2warc.max.in.flight", 2000)
         self.in_flight: dict[str, Emission] = {}
         self._file_flight: dict[int, dict[str, int]] = {}  # file id -> {msg id: resume offset}
         self.retry: deque[str] = deque()
@@ -168,6 +171,8 @@ class WarcFeed:
     # -- emitting ---------------------------------------------------------------------------------
     def next(self, now: float) -> Emission | None:
         """The next record to emit, or ``None`` when there is nothing to emit now."""
+        if len(self.in_flight) >= self.max_in_flight and not self.retry:
+            return None
         if self.retry:
             msg_id = self.retry.popleft()
             em = self.in_flight.get(msg_id)
