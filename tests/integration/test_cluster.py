@@ -1,5 +1,5 @@
 """Cluster mode for real: `owler cluster up` (ZooKeeper, nimbus, supervisor, Storm UI on 127.0.0.1),
-`sparse submit/list/stats` and `owler cluster submit/switch/kill` of the explorative topology with
+`sparse submit/list/stats/kill` and `owler cluster submit/switch/kill` of the explorative topology with
 the OpenSearch frontier against the loopback web farm, the Storm UI's REST API, kill -9 of a Python
 bolt mid-crawl (the worker restarts, the crawl completes, no WARC record lost or half-written), and
 the cluster's bad input. The cluster uses config.json's env "local" ports (nimbus 6627, UI 8080)."""
@@ -124,7 +124,8 @@ def test_up_is_idempotent_and_status_reports_every_daemon(cluster):
 @pytest.fixture(scope="module")
 def crawl(cluster, opensearch, tmp_path_factory):
     """A crawl of the farm submitted to the cluster; a Python bolt killed -9 mid-crawl; then a switch
-    to a topology whose frontier is unusable (its spout reports errors to the UI)."""
+    to the warc2warc topology with an input folder that is not there (its spout reports the error
+    to the UI)."""
     work = tmp_path_factory.mktemp("cluster-crawl")
     conf = work / "conf.yaml"
     conf.write_text(opensearch.conf_lines("cluster_crawl") + (
@@ -178,21 +179,25 @@ def crawl(cluster, opensearch, tmp_path_factory):
         out["stats"] = sparse("stats", "-e", "local", "-n", "explorative")
         out["access"] = farm.access_log()
 
-        # switch: the crawl is killed (its WARC files closed), a broken one takes its place
-        bad = work / "bad.yaml"
-        bad.write_text(f"frontier.sqlite.path: {work}\nwarc.dir: {work / 'warc-bad'}\n"
-                       f"owler.work.dir: {cluster['work']}\n")
-        out["switch"] = owler("cluster", "switch", "explorative", "--conf", str(bad))
+        # switch to another topology: the crawl is killed (its WARC files closed) and warc2warc,
+        # given an input folder that is not there, takes its place; its spout says so in the UI
+        bad = work / "w2w.yaml"
+        bad.write_text(f"warc2warc.input: {work / 'no-such-folder'}\n"
+                       f"frontier.sqlite.path: {work / 'w2w-frontier.sqlite'}\n"
+                       f"warc.dir: {work / 'warc-w2w'}\nowler.work.dir: {cluster['work']}\n")
+        out["switch"] = owler("cluster", "switch", "warc2warc", "--conf", str(bad))
         ok(out["switch"])
 
         def spout_error():
             summary = ui("/api/v1/topology/summary")
-            tid = next(t["id"] for t in summary["topologies"] if t["name"] == "explorative")
+            names = [t["name"] for t in summary["topologies"]]
+            tid = next(t["id"] for t in summary["topologies"] if t["name"] == "warc2warc")
             spout = ui(f"/api/v1/topology/{tid}/component/spout")
             errors = [e.get("error", "") for e in spout.get("componentErrors", [])]
-            return tid != topo_id and any("frontier" in e for e in errors) and (tid, errors)
+            return names == ["warc2warc"] and any(
+                "cannot list the input WARC files" in e for e in errors) and (tid, errors)
         out["bad_topology"] = wait_for("the spout's error in the UI", spout_error, 180, 3)
-        out["kill"] = sparse("kill", "-e", "local", "-n", "explorative", "--wait", "5")
+        out["kill"] = sparse("kill", "-e", "local", "-n", "warc2warc", "--wait", "5")
         wait_for("the topology to go", lambda: not ui("/api/v1/topology/summary")["topologies"], 90)
         yield out
 
@@ -265,10 +270,11 @@ def test_crawl_metrics_reach_the_metrics_index(crawl, opensearch):
     assert "fetcher" in json.dumps(st.get("metrics", {}))
 
 
-def test_switch_replaces_the_topology_and_python_errors_show_in_the_ui(crawl):
+def test_switch_to_another_topology_and_python_errors_show_in_the_ui(crawl):
     assert "killed: explorative" in crawl["switch"].stdout
     tid, errors = crawl["bad_topology"]
-    assert any("frontier" in e for e in errors)
+    assert tid.startswith("warc2warc-")
+    assert any("no-such-folder" in e for e in errors)
     assert crawl["kill"].returncode == 0, crawl["kill"].stderr
 
 
