@@ -60,6 +60,10 @@ DEPTH = "depth"
 URL_PATH = "url.path"
 SIGNATURE = "signature"
 IS_SITEMAP = "isSitemap"
+# what sitemaps say of a URL (owler.sitemaps)
+ON_SITEMAP = "isDiscoveredOnSitemap"
+SITEMAP_SEEDED = "sitemap.seeded"
+SITEMAP_LAST_MODIFIED = "sitemap.lastModified"
 PARTITION_KEY = "key"
 
 # partition.url.mode values

@@ -45,18 +45,14 @@ from owler.constants import (
     URL_PATH,
     Status,
 )
+from owler.constants import IS_SITEMAP, ON_SITEMAP
 from owler.frontier import DEFAULT_KEY, StatusUpdate
+from owler.frontier.refresh import LAST_MODIFIED, SEEDED, listed
 from owler.metadata import Metadata, first
 from owler.metadata import normalize as normalize_md
 
 MAX_DEPTH = "max.depth"
 ANCHORS = "anchors"  # owler.outlinks.ANCHORS
-# sitemap facts (owler.sitemaps; not imported from there: it imports this module)
-ON_SITEMAP = "isDiscoveredOnSitemap"
-IS_SITEMAP = "isSitemap"
-SEEDED = "sitemap.seeded"
-LAST_MODIFIED = "sitemap.lastModified"
-_TRUE = ["true"]
 DISCOVERY_DATE = "discoveryDate"
 LAST_PROCESSED_DATE = "lastProcessedDate"
 MAX_FETCH_ERRORS_CAUSE = "maxFetchErrors"
@@ -182,8 +178,7 @@ class StatusUpdater:
         if not self.use_cache or url not in self._cache:
             return False
         self._cache.move_to_end(url)
-        listed = md.get(ON_SITEMAP) == _TRUE or md.get(IS_SITEMAP) == _TRUE
-        if not listed and SEEDED not in md:
+        if not listed(md) and SEEDED not in md:
             return True
         if SEEDED in md:
             return False
@@ -200,8 +195,7 @@ class StatusUpdater:
                 continue
             md = u.metadata
             if md and (ON_SITEMAP in md or IS_SITEMAP in md):  # what a sitemap refresh compares
-                cache[u.url] = (md.get(ON_SITEMAP) == _TRUE or md.get(IS_SITEMAP) == _TRUE,
-                                first(md, LAST_MODIFIED))
+                cache[u.url] = (listed(md), first(md, LAST_MODIFIED))
             else:
                 cache[u.url] = None
             cache.move_to_end(u.url)

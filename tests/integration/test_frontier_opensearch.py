@@ -42,7 +42,9 @@ def test_index_is_created_with_the_stormcrawler_mapping_and_documents(conf, open
         doc_id = hashlib.sha256(b"http://a.example/x").hexdigest()
         _, doc = opensearch.request("GET", f"/{index}/_doc/{doc_id}")
         src = doc["_source"]
-        # StormCrawler's document: dots in metadata names as %2E; no nextFetchDate = never again
+        # StormCrawler's document: dots in metadata names as %2E; no nextFetchDate = never again;
+        # plus the time of the last write (epoch millis)
+        assert abs(src.pop("updated") / 1000 - now) < 60
         assert src == {"url": "http://a.example/x", "status": "FETCHED", "key": "a.example",
                        "metadata": {"fetch%2EstatusCode": ["200"]}}
         rec = f.get("http://a.example/x")
@@ -159,3 +161,44 @@ def test_foreign_index_and_unreachable_node_are_clear_errors(conf, opensearch):
         open_frontier({**conf, "opensearch.status.index.name": "foreign-idx"})
     with pytest.raises(FrontierError, match="cannot reach OpenSearch at http://127.0.0.1:9"):
         open_frontier({**conf, "opensearch.addresses": ["127.0.0.1:9"], "opensearch.max.retries": 0})
+
+
+def test_sitemap_refresh_of_known_urls(conf):
+    """A DISCOVERED from a sitemap updates a known URL as the SQLite frontier does: status kept,
+    sitemap facts merged, due again on a later lastmod, a listed seed due, an unlisted seed moved
+    to its next look-up; untouched otherwise (noop)."""
+
+    c = {**conf, "frontier.tags": {"isSitemap=true": "Sitemap",
+                                   "isDiscoveredOnSitemap=true": "OnSitemap"}}
+    f = open_frontier(c, owner="t")
+    now = time.time()
+    later = now + 86400
+    page, seed, lone = "http://sm.example/p", "http://sm.example/", "http://other.example/"
+    f.apply_updates([StatusUpdate(page, Status.FETCHED, {"sitemap.lastModified": ["2020-01-01T00:00:00Z"],
+                                                         "isDiscoveredOnSitemap": ["true"]},
+                                  later, "sm.example"),
+                     StatusUpdate(seed, Status.DISCOVERED, {}, later, "sm.example"),
+                     StatusUpdate(lone, Status.DISCOVERED, {}, now - 10, "other.example")])
+    listing = {"isDiscoveredOnSitemap": ["true"], "sitemap.lastModified": ["2030-01-01T00:00:00Z"],
+               "IMAGE.loc": ["http://sm.example/i.jpg"]}
+    assert f.apply_updates([
+        StatusUpdate(page, Status.DISCOVERED, listing, now - 5, "sm.example"),  # changed: due
+        StatusUpdate(seed, Status.DISCOVERED, {"isDiscoveredOnSitemap": ["true"]}, now - 5,
+                     "sm.example"),  # a seed a sitemap lists: due
+        StatusUpdate(lone, Status.DISCOVERED, {"sitemap.seeded": ["2026-01-01T00:00:00Z"]},
+                     later, "other.example"),  # on no sitemap: next look-up
+        StatusUpdate("http://sm.example/new", Status.DISCOVERED, listing, now - 5, "sm.example"),
+    ]) == []
+    got = {u: f.get(u) for u in (page, seed, lone, "http://sm.example/new")}
+    assert got[page].status == Status.FETCHED and got[page].next_fetch_date <= now
+    assert got[page].metadata["sitemap.lastModified"] == ["2030-01-01T00:00:00Z"]
+    assert got[page].metadata["IMAGE.loc"] == ["http://sm.example/i.jpg"]
+    assert got[seed].status == Status.DISCOVERED and got[seed].next_fetch_date <= now
+    assert got[lone].next_fetch_date == pytest.approx(later, abs=2)
+    assert got["http://sm.example/new"].status == Status.DISCOVERED
+    f.refresh()
+    tagged = {u for u, _, _ in f.due(now + 1, 10, 10)}
+    assert {page, seed} <= tagged
+    # the same listing again changes nothing (a noop)
+    assert f.apply_updates([StatusUpdate(page, Status.DISCOVERED, listing, now - 5, "sm.example")]) == []
+    f.close()

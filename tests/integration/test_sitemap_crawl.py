@@ -209,3 +209,49 @@ def test_a_changed_lastmod_makes_only_that_page_due_again(crawl):
     p1 = crawl["after"][farm.u("sm_robots", "/p/1")]
     assert p1.metadata["sitemap.lastModified"] == [crawl["bumped"]]
     assert p1.status == Status.FETCHED
+
+
+@pytest.fixture(scope="module")
+def crawl_os(opensearch, tmp_path_factory):
+    """The same crawl with the OpenSearch frontier (the sitemap refresh as an update script)."""
+    work = tmp_path_factory.mktemp("sitemap-os")
+    conf = work / "conf.yaml"
+    conf.write_text(opensearch.conf_lines("sitemap_crawl") + (
+        f"warc.dir: {work / 'warc'}\n"
+        f"owler.work.dir: {work}\n"
+        "http.allow.private.addresses: true\n"
+        "fetcher.server.delay: 0.3\n"
+        "http.timeout: 3000\n"
+        "spout.min.delay.queries: 500\n"
+        "spout.ttl.purgatory: 5\n"
+        "opensearch.status.max.buckets: 20\n"
+        "sitemap.max.depth: 3\n"))
+    with SitemapFarm(0, work / "access.log") as farm:
+        seeds = work / "seeds.txt"
+        seeds.write_text("".join(farm.u(s, "/") + "\n" for s in SITEMAP_SITES))
+        owler("inject", str(seeds), "--conf", str(conf))
+        run = owler("run", "sitemap", "--conf", str(conf), "--idle-exit", "10", "--time", "400")
+        from owler.frontier import open_frontier
+
+        frontier = open_frontier(load_conf(conf))
+        frontier.refresh()
+        docs = {u: frontier.get(u) for u in (farm.u("sm_robots", "/p/1"), farm.u("sm_robots", "/"),
+                                             farm.u("sm_guess", "/"))}
+        frontier.close()
+        yield {"farm": farm, "run": run, "log": farm.access_log(), "docs": docs}
+
+
+def test_the_pipeline_runs_on_the_opensearch_frontier(crawl_os):
+    farm, log, docs = crawl_os["farm"], crawl_os["log"], crawl_os["docs"]
+    assert "idle for 10 s" in crawl_os["run"].stdout, crawl_os["run"].stdout
+    for site in SITEMAP_SITES:
+        paths = requested(log, farm, site)
+        assert len(paths) == len(set(paths)), (site, sorted(paths))
+        assert set(paths) - {"/robots.txt"} == SITEMAP_FILES[site] | PAGES[site], site
+    p1 = docs[farm.u("sm_robots", "/p/1")]
+    assert p1.status == Status.FETCHED
+    assert p1.metadata["sitemap.lastModified"] == ["2024-01-01T09:00:00Z"]
+    for home in (farm.u("sm_robots", "/"), farm.u("sm_guess", "/")):
+        rec = docs[home]
+        assert rec.status == Status.DISCOVERED and "sitemap.seeded" in rec.metadata
+        assert rec.next_fetch_date > time.time() + 3600  # looked up, not fetched; next look-up

@@ -221,3 +221,25 @@ def test_bad_input_is_a_clear_error(s3_server, tmp_path):
     folder = owler(s3_server, "run", "warc2warc", "-o", f"owler.work.dir={tmp_path}",
                    "-o", f"warc2warc.input={tmp_path / 'nothing-here'}")
     assert folder.returncode == 2 and "no folder" in folder.stderr
+
+
+def test_the_pipeline_runs_on_the_opensearch_frontier(s3_server, opensearch, tmp_path):
+    s3 = s3_server
+    src, dst = s3.bucket("w2w-os-in"), s3.bucket("w2w-os-out")
+    data = G.per_record_gzip(G.site_records("os.example", 5))
+    s3.client.put_object(Bucket=src, Key="crawl/os.warc.gz", Body=data)
+    conf = write_conf(tmp_path, s3, src, dst, opensearch.conf_lines("w2w_status"))
+    run = owler(s3, "run", "warc2warc", "--conf", str(conf), "--idle-exit", "5", "--time", "300")
+    assert run.returncode == 0, run.stdout + run.stderr
+    from owler.frontier import open_frontier
+    from owler.conf import load_conf
+
+    with open_frontier(load_conf(conf)) as f:
+        f.refresh()
+        page = f.get("http://os.example/page2.html")
+        assert page.status.value == "FETCHED"
+        assert page.next_fetch_date == pytest.approx(1714564800 + 86400, abs=2)
+        assert f.get("http://external-2.example.org/").status.value == "DISCOVERED"
+        assert f.counts()["FETCHED"] == 5
+    _, got = archived(s3, dst)
+    assert Counter(got) == Counter(plain_records(data))

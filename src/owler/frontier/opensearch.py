@@ -5,10 +5,14 @@ Documents (``_id`` = sha256 hex of the URL, as StormCrawler's StatusUpdaterBolt)
     {"url": "...", "status": "FETCHED", "key": "example.com",
      "nextFetchDate": "2026-11-22T10:00:00Z",            # absent: never fetch again
      "metadata": {"fetch%2EstatusCode": ["200"], ...},   # '.' in names stored as %2E
-     "tags": ["Sitemap"]}                                # OWLer-style interest (frontier.tags)
+     "tags": ["Sitemap"],                                # OWLer-style interest (frontier.tags)
+     "updated": 1795400000000}                           # last write (not into a strict index)
 
 Writes: one ``_bulk`` per batch; DISCOVERED is ``create`` (a 409 conflict means "already known" and
-counts as success), every other status is ``index`` (overwrite). :meth:`apply_updates` returns the
+counts as success), every other status is ``index`` (overwrite). A DISCOVERED from a sitemap is an
+``update`` with a script and the discovery as upsert: for a known URL it is the sitemap refresh of
+:mod:`owler.frontier.refresh` (status kept, sitemap facts merged, due again on a later lastmod…),
+the same rules as the SQLite frontier's. :meth:`apply_updates` returns the
 positions of the updates whose bulk item failed, so the status updater fails only their tuples.
 The index uses ``translog.durability: request``: a bulk response means the writes are on disk.
 
@@ -52,7 +56,10 @@ import orjson
 from owler import conf as C
 from owler.constants import STATUS_NAMES, Status
 from owler.frontier import DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate
+from owler.constants import IS_SITEMAP, ON_SITEMAP
 from owler.frontier.osclient import OpenSearchError, OSClient, conn_key
+from owler.frontier.refresh import (EXT_PREFIXES, LAST_MODIFIED, REFRESH_KEYS, SEEDED, TRUE,
+                                    is_refresh, is_sitemap_key)
 
 log = logging.getLogger("owler.frontier.opensearch")
 
@@ -105,6 +112,7 @@ class OpenSearchFrontier:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.leases: dict[str, dict] = {}  # key -> {"seq", "term", "until", "start"} held by me
         self._md_names: dict[str, str] = {}
+        self.write_updated = True
         try:
             self._ensure_indices(conf)
             self.refresh_secs = self._refresh_interval()
@@ -171,7 +179,10 @@ class OpenSearchFrontier:
         _, data = self.client.request("GET", f"/{self.index}/_mapping")
         if not isinstance(data, dict) or not data:
             raise FrontierError(f"status index {self.index!r}: no mapping returned")
-        props = next(iter(data.values())).get("mappings", {}).get("properties", {})
+        mappings = next(iter(data.values())).get("mappings", {})
+        props = mappings.get("properties", {})
+        # our own "updated" (last write, for the sitemap refresh): not into a strict foreign index
+        self.write_updated = "updated" in props or str(mappings.get("dynamic", "true")) != "strict"
         wrong = []
         for field, types in REQUIRED_FIELDS.items():
             got = (props.get(field) or {}).get("type")
@@ -191,17 +202,49 @@ class OpenSearchFrontier:
             name = self._md_names[key] = key.replace(".", "%2E")
         return name
 
-    def _doc(self, url: str, status: str, md: Mapping[str, list[str]], nfd: float | None,
-             key: str) -> bytes:
+    def _doc_dict(self, url: str, status: str, md: Mapping[str, list[str]], nfd: float | None,
+                  key: str, now: float) -> dict[str, Any]:
         doc: dict[str, Any] = {"url": url, "status": status, "key": key,
                                "metadata": {self._md_name(k): v for k, v in md.items()}}
+        if self.write_updated:
+            doc["updated"] = int(now * 1000)
         if nfd is not None:
             doc["nextFetchDate"] = _iso(nfd)
         if self.tag_rules:
             tags = [t for k, v, t in self.tag_rules if v in (md.get(k) or ())]
             if tags:
                 doc["tags"] = tags
-        return orjson.dumps(doc)
+        return doc
+
+    def _doc(self, url: str, status: str, md: Mapping[str, list[str]], nfd: float | None,
+             key: str, now: float | None = None) -> bytes:
+        return orjson.dumps(self._doc_dict(url, status, md, nfd, key,
+                                           time.time() if now is None else now))
+
+    def _refresh_lines(self, u: StatusUpdate, now: float) -> list[bytes]:
+        """A sitemap refresh (owler.frontier.refresh): an ``update`` whose script merges the
+        sitemap facts into a known URL and may make it due, with the plain discovery as upsert."""
+        md = u.metadata or {}
+        lm = (md.get(LAST_MODIFIED) or [None])[0]
+        lm_epoch = _epoch(lm) if lm else None
+        params = {
+            "md": {self._md_name(k): v for k, v in md.items()
+                   if k == IS_SITEMAP or is_sitemap_key(k)},
+            "replaceExt": md.get(ON_SITEMAP) == TRUE and any(k.startswith(EXT_PREFIXES)
+                                                             for k in md),
+            "ext": [self._md_name(p) for p in EXT_PREFIXES],
+            "seeded": SEEDED in md,
+            "nfd": _iso(u.next_fetch_date) if u.next_fetch_date is not None else None,
+            "lm": lm, "lmMillis": int(lm_epoch * 1000) if lm_epoch is not None else None,
+            "rules": [[self._md_name(k), v, t] for k, v, t in self.tag_rules],
+        }
+        action = {"_index": self.index, "_id": _sha256(u.url), "retry_on_conflict": 3}
+        if self.routing:
+            action["routing"] = u.key
+        body = {"script": {"source": _REFRESH_SCRIPT, "lang": "painless", "params": params},
+                "upsert": self._doc_dict(u.url, Status.DISCOVERED.value, md, u.next_fetch_date,
+                                         u.key, now)}
+        return [orjson.dumps({"update": action}), orjson.dumps(body)]
 
     def _action(self, op: str, doc_id: str, key: str) -> bytes:
         if self.routing:
@@ -234,11 +277,16 @@ class OpenSearchFrontier:
         if not updates:
             return []
         lines: list[bytes] = []
+        now = time.time()
         for u in updates:
-            op = "create" if u.status == Status.DISCOVERED else "index"
             status = u.status.value if isinstance(u.status, Status) else str(u.status)
+            md = u.metadata or {}
+            if status == "DISCOVERED" and not REFRESH_KEYS.isdisjoint(md) and is_refresh(status, md):
+                lines += self._refresh_lines(u, now)
+                continue
+            op = "create" if status == "DISCOVERED" else "index"
             lines.append(self._action(op, _sha256(u.url), u.key))
-            lines.append(self._doc(u.url, status, u.metadata, u.next_fetch_date, u.key))
+            lines.append(self._doc(u.url, status, md, u.next_fetch_date, u.key, now))
         try:
             statuses = self._bulk(lines, len(updates))
         except OpenSearchError as exc:
@@ -496,6 +544,70 @@ class OpenSearchFrontier:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# The sitemap refresh of a known URL (owler.frontier.refresh; the SQLite frontier applies the same
+# rules in Python). Dates are compared as text: both sides are written by _iso ("…T…Z", UTC,
+# seconds), so text order is time order; a missing nextFetchDate means never.
+_REFRESH_SCRIPT = """
+boolean isTrue(def v) {
+  if (v == null) { return false; }
+  if (v instanceof List) { return v.size() == 1 && 'true'.equals(v.get(0)); }
+  return 'true'.equals(v.toString());
+}
+String firstOf(def v) {
+  if (v == null) { return null; }
+  if (v instanceof List) { return v.isEmpty() ? null : v.get(0).toString(); }
+  return v.toString();
+}
+String earlier(String a, String b) {
+  if (a == null) { return b; }
+  if (b == null) { return a; }
+  return a.compareTo(b) <= 0 ? a : b;
+}
+Map md = ctx._source.metadata;
+if (md == null) { md = new HashMap(); ctx._source.metadata = md; }
+boolean storedListed = isTrue(md.get('isDiscoveredOnSitemap')) || isTrue(md.get('isSitemap'));
+String oldLm = firstOf(md.get('sitemap%2ElastModified'));
+boolean changed = false;
+if (params.replaceExt) {
+  List drop = new ArrayList();
+  for (String k : md.keySet()) {
+    for (String p : params.ext) { if (k.startsWith(p)) { drop.add(k); break; } }
+  }
+  for (def k : drop) { md.remove(k); changed = true; }
+}
+for (def e : params.md.entrySet()) {
+  String k = e.getKey();
+  if (k == 'isSitemap' && isTrue(md.get(k))) { continue; }
+  if (!e.getValue().equals(md.get(k))) { md.put(k, e.getValue()); changed = true; }
+}
+String oldNfd = ctx._source.nextFetchDate;
+String newNfd = oldNfd;
+if (params.seeded) {
+  if (!storedListed) { newNfd = params.nfd; }
+} else if ('DISCOVERED'.equals(ctx._source.status) && !storedListed) {
+  newNfd = earlier(oldNfd, params.nfd);
+} else if (params.lm != null && (oldLm == null || params.lm.compareTo(oldLm) > 0)) {
+  long updated = ctx._source.updated == null ? 0L : ((Number) ctx._source.updated).longValue();
+  if (params.lmMillis != null && params.lmMillis > updated) { newNfd = earlier(oldNfd, params.nfd); }
+}
+List tags = new ArrayList();
+for (def r : params.rules) {
+  def v = md.get(r[0]);
+  boolean hit = v != null && (v instanceof List ? v.contains(r[1]) : r[1].equals(v.toString()));
+  if (hit && !tags.contains(r[2])) { tags.add(r[2]); }
+}
+def oldTags = ctx._source.tags;
+boolean sameTags = (oldTags == null && tags.isEmpty()) || (oldTags != null && oldTags.equals(tags));
+boolean sameNfd = oldNfd == null ? newNfd == null : oldNfd.equals(newNfd);
+if (!changed && sameNfd && sameTags) {
+  ctx.op = 'noop';
+} else {
+  if (newNfd == null) { ctx._source.remove('nextFetchDate'); } else { ctx._source.nextFetchDate = newNfd; }
+  if (tags.isEmpty()) { ctx._source.remove('tags'); } else { ctx._source.tags = tags; }
+}
+"""
 
 
 def _duration(value: Any, default: float) -> float:

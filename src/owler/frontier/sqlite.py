@@ -93,6 +93,8 @@ from owler import conf as C
 from owler.conf import ConfError
 from owler.constants import STATUS_NAMES, Status
 from owler.frontier import DEFAULT_KEY, NEVER, FrontierError, FrontierRecord, StatusUpdate
+from owler.frontier.refresh import (LAST_MODIFIED, REFRESH_KEYS, SEEDED, is_refresh, listed,
+                                    merge_sitemap_facts)
 
 SCHEMA_VERSION = "3"
 
@@ -173,15 +175,6 @@ WHERE excluded.next_due < tag_queues.next_due
 _DROP_EMPTY_TAG_QUEUE = ("DELETE FROM tag_queues WHERE tag = ?1 AND key = ?2 AND NOT EXISTS "
                          "(SELECT 1 FROM urls WHERE tag = ?1 AND key = ?2)")
 
-#: metadata of a sitemap refresh (module docstring)
-IS_SITEMAP = "isSitemap"
-ON_SITEMAP = "isDiscoveredOnSitemap"
-SEEDED = "sitemap.seeded"
-LAST_MODIFIED = "sitemap.lastModified"
-_EXT_PREFIXES = ("IMAGE.", "VIDEO.", "NEWS.", "LINKS.", "MOBILE.")
-_TRUE = ["true"]
-_REFRESH_KEYS = frozenset((IS_SITEMAP, ON_SITEMAP, SEEDED))
-
 _SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
@@ -227,31 +220,6 @@ def _epoch(iso: str) -> float | None:
             tzinfo=_dt.timezone.utc).timestamp()
     except (TypeError, ValueError):
         return None
-
-
-def _is_refresh(status: str, md: Mapping[str, list[str]]) -> bool:
-    return status == "DISCOVERED" and (md.get(ON_SITEMAP) == _TRUE or md.get(IS_SITEMAP) == _TRUE
-                                       or SEEDED in md)
-
-
-def _listed(md: Mapping[str, list[str]]) -> bool:
-    return md.get(ON_SITEMAP) == _TRUE or md.get(IS_SITEMAP) == _TRUE
-
-
-def merge_sitemap_facts(stored: dict[str, list[str]], update: Mapping[str, list[str]]
-                        ) -> dict[str, list[str]]:
-    """The stored metadata with the sitemap keys of ``update`` merged in (module docstring)."""
-    md = dict(stored)
-    if update.get(ON_SITEMAP) == _TRUE and any(k.startswith(_EXT_PREFIXES) for k in update):
-        for k in [k for k in md if k.startswith(_EXT_PREFIXES)]:
-            del md[k]
-    for k, v in update.items():
-        if k == IS_SITEMAP:
-            if stored.get(IS_SITEMAP) != _TRUE:
-                md[k] = list(v)
-        elif k == ON_SITEMAP or k.startswith("sitemap.") or k.startswith(_EXT_PREFIXES):
-            md[k] = list(v)
-    return md
 
 
 class SQLiteFrontier:
@@ -386,7 +354,7 @@ class SQLiteFrontier:
                 raise TypeError(f"apply_updates expects StatusUpdate objects, got {type(u).__name__}")
             status = u.status.value if isinstance(u.status, Status) else Status(u.status).value
             md = u.metadata or {}
-            if status == discovered and not _REFRESH_KEYS.isdisjoint(md) and _is_refresh(status, md):
+            if status == discovered and not REFRESH_KEYS.isdisjoint(md) and is_refresh(status, md):
                 refreshes.append((len(rows), u))
                 continue
             key = u.key or DEFAULT_KEY
@@ -449,9 +417,9 @@ class SQLiteFrontier:
         merged = merge_sitemap_facts(stored, md)
         new_nfd = old_nfd
         if SEEDED in md:
-            if not _listed(stored):
+            if not listed(stored):
                 new_nfd = nfd
-        elif status == Status.DISCOVERED.value and not _listed(stored):
+        elif status == Status.DISCOVERED.value and not listed(stored):
             new_nfd = min(old_nfd, nfd)  # a known, never fetched URL that a sitemap lists now
         else:
             new_lm = (md.get(LAST_MODIFIED) or [None])[0]
