@@ -5,7 +5,6 @@ changed one page's lastmod fetches that page again, and only it."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
