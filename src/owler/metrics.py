@@ -38,7 +38,6 @@ Config keys:
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import logging
@@ -55,7 +54,7 @@ from typing import Any, Callable, Iterable, Mapping
 import orjson
 
 from owler import conf as C
-from owler.frontier.osclient import OpenSearchError, OSClient, conn_key
+from owler.frontier.osclient import OpenSearchError, OSClient, conn_key, epoch_of
 
 log = logging.getLogger("owler.metrics")
 
@@ -86,15 +85,6 @@ def iso_millis(ts: float) -> str:
     """``2024-05-01T12:00:00.123Z`` (UTC)."""
     ms = int(round(ts * 1000))
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
-
-
-def _epoch(value: Any) -> float | None:
-    if isinstance(value, (int, float)):
-        return float(value) / 1000.0
-    try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 # ---- where a document comes from -----------------------------------------------------------------
@@ -564,7 +554,7 @@ def _latest_rows(client: OSClient, index: str, since_ms: int) -> dict[tuple, tup
             if not hits:
                 continue
             src = hits[0].get("_source") or {}
-            ts = _epoch(src.get("timestamp")) or 0.0
+            ts = epoch_of(src.get("timestamp")) or 0.0
             try:
                 value = float(src.get("value"))
             except (TypeError, ValueError):

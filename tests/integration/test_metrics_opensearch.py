@@ -13,6 +13,7 @@ import uuid
 from owler import metrics as M
 from owler.conf import load_conf
 from owler.frontier import open_frontier
+from owler.frontier.osclient import epoch_of
 from tests.component.multilang import ShellComponent
 from tests.netproxy import Proxy
 
@@ -73,7 +74,7 @@ def test_documents_and_template(opensearch):
     assert d["value"] == 12.0 and isinstance(d["srcTaskId"], int) and d["srcWorkerPort"] == 6701
     assert (d["srcComponent"], d["srcWorkerHost"], d["srcStormId"]) == ("fetcher", "worker1",
                                                                         "itest-1-1700000000")
-    assert d["timestamp"].endswith("Z") and M._epoch(d["timestamp"]) > time.time() - 60
+    assert d["timestamp"].endswith("Z") and epoch_of(d["timestamp"]) > time.time() - 60
     # numbers aggregate as numbers
     _, agg = opensearch.request("POST", f"/{index}/_search", {
         "size": 0, "aggs": {"v": {"sum": {"field": "value"}}}})

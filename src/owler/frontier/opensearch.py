@@ -41,7 +41,6 @@ true the partition key is the routing value), ``opensearch.status.shards`` / ``.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import logging
@@ -57,7 +56,7 @@ from owler import conf as C
 from owler.constants import STATUS_NAMES, Status
 from owler.frontier import DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate
 from owler.constants import IS_SITEMAP, ON_SITEMAP
-from owler.frontier.osclient import OpenSearchError, OSClient, conn_key
+from owler.frontier.osclient import OpenSearchError, OSClient, conn_key, epoch_of
 from owler.frontier.refresh import (EXT_PREFIXES, LAST_MODIFIED, REFRESH_KEYS, SEEDED, TRUE,
                                     is_refresh, is_sitemap_key)
 
@@ -76,17 +75,6 @@ def _sha256(url: str) -> str:
 
 def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value) / 1000.0
-    try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 class OpenSearchFrontier:
@@ -226,7 +214,7 @@ class OpenSearchFrontier:
         sitemap facts into a known URL and may make it due, with the plain discovery as upsert."""
         md = u.metadata or {}
         lm = (md.get(LAST_MODIFIED) or [None])[0]
-        lm_epoch = _epoch(lm) if lm else None
+        lm_epoch = epoch_of(lm) if lm else None
         params = {
             "md": {self._md_name(k): v for k, v in md.items()
                    if k == IS_SITEMAP or is_sitemap_key(k)},
@@ -533,7 +521,7 @@ class OpenSearchFrontier:
         if status == 404 or not data.get("found"):
             return None
         src = data["_source"]
-        return FrontierRecord(src["url"], Status(src["status"]), _epoch(src.get("nextFetchDate")),
+        return FrontierRecord(src["url"], Status(src["status"]), epoch_of(src.get("nextFetchDate")),
                               src.get("key", DEFAULT_KEY), _read_md(src.get("metadata")), 0.0)
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ then ``opensearch.<k>``; ``type`` is ``status`` for the frontier):
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import logging
 import time
 from typing import Any, Mapping
@@ -190,3 +191,16 @@ def _error_text(data: Any) -> str:
         if err:
             return str(err)
     return str(data)[:300]
+
+
+def epoch_of(value: Any) -> float | None:
+    """An OpenSearch date (epoch millis, or ISO 8601 text with ``Z``) in epoch seconds; ``None``
+    when it is missing or unreadable."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) / 1000.0
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from owler import conf as C
+from owler.frontier.sqlite import _Transaction
 
 PROGRESS_PATH = "warc2warc.progress.path"
 
@@ -81,8 +82,8 @@ class Progress:
             for stmt in _SCHEMA:
                 self.conn.execute(stmt)
 
-    def tx(self) -> "_Tx":
-        return _Tx(self.conn)
+    def tx(self) -> _Transaction:
+        return _Transaction(self.conn)
 
     def close(self) -> None:
         self.conn.close()
@@ -185,18 +186,3 @@ class Progress:
         outputs = dict(self.conn.execute("SELECT state, COUNT(*) FROM outputs GROUP BY state"))
         return {"files": states, "records": records, "errors": errors, "failed": failed,
                 "problems": problems, "outputs": outputs}
-
-
-class _Tx:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.conn.execute("COMMIT")
-        elif self.conn.in_transaction:
-            self.conn.execute("ROLLBACK")
