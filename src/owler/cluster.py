@@ -460,12 +460,12 @@ class StormCluster:
 
     def _stop(self, name: str, grace: float = 30.0) -> bool:
         found = self.running(name)
-        self_file = self.pid_file(name)
+        pid_file = self.pid_file(name)
         if found is None:
-            self_file.unlink(missing_ok=True)
+            pid_file.unlink(missing_ok=True)
             return False
         stop_group(found[0], grace)
-        self_file.unlink(missing_ok=True)
+        pid_file.unlink(missing_ok=True)
         return True
 
 
