@@ -65,8 +65,16 @@ unit: venv
 integration: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
-bench: setup
-	$(BIN)/python bench/run_all.py
+# Every benchmark (bench/run_all.py): the crawl of the benchmark farm by the explorative topology,
+# Scrapy and a bare loop; warc2warc against its bare loop; the frontier backends. Prints a table
+# and writes it into BENCHMARKS.md. BENCH_ARGS passes options (e.g. --only explorative,scrapy).
+BENCH_ARGS ?=
+bench: setup $(BIN)/.bench-installed
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
+
+$(BIN)/.bench-installed: bench/requirements.txt $(BIN)/.installed
+	$(BIN)/pip install -q -r bench/requirements.txt
+	@touch $@
 
 clean:
 	rm -rf .work _build _resources

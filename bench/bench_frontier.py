@@ -15,8 +15,10 @@ Prints a markdown table (goal: ≥ 50,000 updates/s).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -47,6 +49,7 @@ def main() -> None:
     ap.add_argument("--wal-pages", type=int, default=50000,
                     help="frontier.sqlite.wal.autocheckpoint (pages between checkpoints)")
     ap.add_argument("--dir", default=None, help="where to put the database (default: a temp dir)")
+    ap.add_argument("--json", action="store_true", help="print the headline figures as JSON")
     args = ap.parse_args()
 
     rnd = random.Random(42)
@@ -122,6 +125,11 @@ def main() -> None:
     t_due_count = time.perf_counter() - t0
     fr.close()
 
+    if args.json:
+        print(json.dumps({"rows": rows, "updates_per_s": round(written / t_write),
+                          "served_per_s": round(served / (t_due * calls))}))
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     print(f"SQLite frontier, {rows:,} URLs over {args.keys:,} keys "
           f"({due_now:,} due in {queues_due:,} queues), synchronous={args.synchronous}, "
           f"wal.autocheckpoint={args.wal_pages}, DB {size_mb:.0f} MB + WAL {wal_mb:.0f} MB, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")

