@@ -5,17 +5,23 @@
 (defproject owler "0.1.0-SNAPSHOT"
   :description "OWLer-py: a Python port of StormCrawler for Apache Storm"
   :resource-paths ["_resources"]
+  ;; The multilang serializer of crawler-conf.yaml (topology.multilang.serializer) must be on the
+  ;; workers' classpath, which on a cluster is Storm's lib-worker plus this jar.
+  :java-source-paths ["storm/multilang"]
+  :javac-options ["-nowarn" "--release" "11"]
   :target-path "_build"
   :min-lein-version "2.0.0"
   :jvm-opts ["-client"]
   :repositories ^:replace [~(first leiningen.core.project/default-repositories) ; Maven Central
                            ["debian" {:url "file:///usr/share/maven-repo" :snapshots false :checksum :ignore}]]
-  ;; Only for `lein deps :tree`, where streamparse reads the Storm version (a plain
+  ;; :provided - storm-client, to compile storm/multilang; never packaged (the workers have it).
+  ;; :storm - only for `lein deps :tree`, where streamparse reads the Storm version (a plain
   ;; `[org.apache.storm/storm-core "X"]` line): storm-clojure-test pulls storm-core in, and the
   ;; exclusion of the Clojars-only carbonite sits on its vector, not on storm-core's. Never packaged:
   ;; the jars that run come from the project's Storm installation (.storm/).
-  :profiles {:storm {:dependencies [[org.apache.storm/storm-clojure-test "2.8.3"
+  :profiles {:provided {:dependencies [[org.apache.storm/storm-client "2.8.3"]]}
+             :storm {:dependencies [[org.apache.storm/storm-clojure-test "2.8.3"
                                      :exclusions [org.clojars.bipinprasad/carbonite]]]}
              :default [:leiningen/default :storm]}
-  :jar-exclusions [#"log4j\.properties" #"^META-INF/" #"^(defaults|storm)\.yaml$"]
+  :jar-exclusions [#"log4j\.properties" #"^META-INF/" #"^(defaults|storm)\.yaml$" #"\.java$"]
   :uberjar-exclusions [#"log4j\.properties" #"^META-INF/" #"^(defaults|storm)\.yaml$"])

@@ -7,7 +7,7 @@
 #   lib/         storm-core and its runtime dependencies (daemons, local mode)
 #   lib-worker/  storm-client and its runtime dependencies (worker classpath)
 #   lib-flux/    flux-core + flux-wrappers (FluxShellBolt/Spout; `sparse run` topologies)
-#   lib-owler/   the project's own small Java launcher (storm/java), compiled here with javac
+#   lib-owler/   the project's own Java (storm/java, storm/multilang), compiled here with javac
 #   conf/, log4j2/, public/, bin/storm (the project's launcher script, storm/bin/storm)
 # Idempotent: a stamp file records what was installed; a second run returns at once.
 set -euo pipefail
@@ -16,7 +16,7 @@ root=$(cd "$here/.." && pwd)
 version=$(cat "$here/VERSION")
 home="$root/.storm/apache-storm-$version"
 stamp="$home/.installed"
-sources_sum=$(cat "$here/VERSION" "$here"/poms/*.pom "$here"/java/*.java "$here"/bin/storm "$here"/conf/* "$here"/ui/* | sha256sum | cut -c1-16)
+sources_sum=$(cat "$here/VERSION" "$here"/poms/*.pom "$here"/java/*.java "$here"/multilang/*.java "$here"/bin/storm "$here"/conf/* "$here"/ui/* | sha256sum | cut -c1-16)
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sources_sum" ]; then
   exit 0
@@ -52,10 +52,12 @@ for a in flux-core flux-wrappers; do
 done
 rm -rf "$home/lib-flux"; mv "$home/lib-flux.tmp" "$home/lib-flux"
 
-# The project's launcher (local mode with a clean stop; see storm/java/LocalRunner.java).
+# The project's launcher (local mode with a clean stop; see storm/java/LocalRunner.java), its UI
+# server, and the multilang serializer (storm/multilang; also compiled into the topology jar).
 rm -rf "$home/lib-owler" "$home/classes"
 mkdir -p "$home/lib-owler" "$home/classes"
-javac -nowarn -d "$home/classes" -cp "$home/lib/*:$home/lib-flux/*" "$here"/java/*.java
+javac -nowarn -d "$home/classes" -cp "$home/lib/*:$home/lib-flux/*" "$here"/java/*.java \
+    "$here"/multilang/*.java
 (cd "$home/classes" && jar cf "$home/lib-owler/owler-storm.jar" .)
 rm -rf "$home/classes"
 
