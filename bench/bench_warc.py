@@ -119,7 +119,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=2000)
     ap.add_argument("--size", type=int, default=45000, help="approximate HTML bytes per page")
     ap.add_argument("--html", metavar="DIR", help="use the *.html files in DIR instead of synthetic pages")
-    ap.add_argument("--levels", default="6,9", help="zlib levels for owler rows (default 6,9)")
+    ap.add_argument("--levels", default="6,9", help="deflate levels for owler rows (default 6,9)")
     ap.add_argument("--verify", action="store_true", help="read every output back with warcio")
     a = ap.parse_args()
     records = make_records(a.records, a.size, a.html)
@@ -132,7 +132,7 @@ def main() -> None:
         levels = [int(x) for x in a.levels.split(",")]
         for level, req in [(levels[0], True)] + [(lv, False) for lv in levels]:
             t, size = bench_owler(records, d, level, req)
-            rows.append((f"owler `WarcWriter` (zlib {level})",
+            rows.append((f"owler `WarcWriter` (zlib-ng {level})",
                          "request+response" if req else "response", t, size))
         if a.verify:
             for f in sorted(d.glob("*.warc.gz")):

@@ -1,8 +1,8 @@
 """WarcWriter: rotated, per-record-gzipped WARC/1.1 files for the WARC writer bolt.
 
 Port of StormCrawler's ``WARCHdfsBolt`` + ``WARCFileNameFormat`` + ``FileTimeSizeRotationPolicy``
-(external/warc), writing records with :mod:`owler.warc.records` (zlib level 6 per record member:
-about 2.5x faster than warcio's level-9 writer, see ``bench/bench_warc.py``).
+(external/warc), writing records with :mod:`owler.warc.records` (level 6 per record member, by
+zlib-ng: several times faster than warcio's level-9 writer, see ``bench/bench_warc.py``).
 
 Files
   ``{prefix}-{yyyyMMddHHmmss}-{partition}-{serial:05d}.warc.gz`` (open time, UTC). StormCrawler
