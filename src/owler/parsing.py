@@ -23,7 +23,7 @@ from owler import conf as C
 from owler import wire
 from owler.constants import ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, SIGNATURE, Status
 from owler.metadata import set_value
-from owler.parse.html import is_html, parse_html
+from owler.parse.html import SIGNATURE_TEXT_KEY, TEXT_NONE_KEY, is_html, parse_html
 
 
 @dataclass(slots=True)
@@ -42,6 +42,10 @@ class PageHandler:
         # outlinks' bytes (bench/bench_warc2warc.py): then they are not extracted.
         if C.get_bool(conf, "track.anchors", True) and not _anchors_used(conf):
             conf = {**conf, "track.anchors": False}
+        # The page's text is read by nothing in these topologies (no indexer) unless the signature
+        # is computed over it: then it is not extracted (about a quarter of a page's parse).
+        if not C.get_bool(conf, SIGNATURE_TEXT_KEY, False):
+            conf = {**conf, TEXT_NONE_KEY: True}
         self.conf = conf
         # parser.emitOutlinks, robots.noFollow.strict and http.robots.{meta,headers}.skip are
         # applied by parse_html itself

@@ -35,6 +35,19 @@ def test_parser_keeps_anchor_texts_when_they_are_used_unless_disabled():
     assert _page({}).outlinks == plain  # nobody stores or passes them on: not extracted
 
 
+def test_parser_extracts_the_text_only_for_a_text_signature():
+    import hashlib
+
+    html = (b'<html><body><a href="/x">  The\n X  </a><a href="/y"></a>'
+            b'<meta http-equiv="refresh" content="0; url=/z"></body></html>')
+    plain = _page({})
+    assert plain.text == ""  # nothing reads it
+    assert plain.metadata["signature"] == [hashlib.md5(html).hexdigest()]
+    text = _page({"signature.useText": True})
+    assert text.text == "The X"
+    assert text.metadata["signature"] == [hashlib.md5(b"The X").hexdigest()]
+
+
 def test_a_batch_travels_as_one_string_and_comes_back():
     items = [["http://h.example/x", "The\tX\nnext"], "http://h.example/y", ("http://h.example/z", "")]
     wire = outlinks.encode(items)

@@ -146,8 +146,14 @@ def test_text_visible_only_and_collapsed(news):
     assert "  " not in t and "\n" not in t
 
 
-def test_signature_is_md5_of_text(news):
-    assert news.signature == hashlib.md5(news.text.encode()).hexdigest()
+def test_signature_is_md5_of_content_by_default(news):
+    assert news.signature == hashlib.md5((DATA / "news_page.html").read_bytes()).hexdigest()
+
+
+def test_signature_of_text_with_use_text():
+    res = parse_html(PAGE, (DATA / "news_page.html").read_bytes(), {"Content-Type": "text/html"},
+                     conf={"signature.useText": True})
+    assert res.text and res.signature == hashlib.md5(res.text.encode()).hexdigest()
 
 
 def test_signature_of_raw_content_when_no_text():

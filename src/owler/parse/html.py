@@ -31,6 +31,10 @@ Config keys read by :func:`parse_html` (``conf`` may be None: defaults apply):
     before text extraction (script, style, noscript and template always are).
 ``textextractor.no.text`` (false), ``textextractor.skip.after`` (-1)
     no text at all; truncate the text to that many characters (-1: no limit).
+``signature.useText`` (false)
+    the page signature (metadata ``signature``) is the MD5 of the text instead of the raw
+    content (StormCrawler's MD5SignatureParseFilter ``useText``); an empty text falls back to the
+    content.
 
 Pages whose container elements nest deeper than :data:`MAX_NESTING` (1024) are cut there: the
 HTML tree builder is quadratic in that depth (50,000 nested ``<div>`` take seconds).
@@ -76,6 +80,7 @@ TEXT_INCLUDE_KEY = "textextractor.include.pattern"
 TEXT_EXCLUDE_KEY = "textextractor.exclude.tags"
 TEXT_NONE_KEY = "textextractor.no.text"
 TEXT_SKIP_AFTER_KEY = "textextractor.skip.after"
+SIGNATURE_TEXT_KEY = "signature.useText"
 
 
 class ParseError(Exception):
@@ -500,7 +505,8 @@ def _parse(
         res.outlinks = _outlinks(tree, res, page_url, cf, strict, max_outlinks)
 
     res.text = _extract_text(tree, conf)
-    data = res.text.encode("utf-8") if res.text else content
+    use_text = res.text and C.get_bool(cf, SIGNATURE_TEXT_KEY, False)
+    data = res.text.encode("utf-8") if use_text else content
     res.signature = hashlib.md5(data).hexdigest()  # noqa: S324 - a change signature, not security
     return res
 
