@@ -47,6 +47,7 @@ import yaml
 
 from owler import conf as C
 from owler.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
+from owler.runner import storm_home
 
 DAEMONS = ("zookeeper", "nimbus", "supervisor", "ui")
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -56,11 +57,6 @@ UI_CLASS = "eu/ows/owler/storm/UiServer.class"
 
 class ClusterError(RuntimeError):
     """The cluster cannot be started, stopped or reached; the message says why and what to do."""
-
-
-def storm_home(root: Path) -> Path:
-    version = (root / "storm" / "VERSION").read_text().strip()
-    return root / ".storm" / f"apache-storm-{version}"
 
 
 def nimbus_client(port: int, host: str = "127.0.0.1", timeout_ms: int = 10000):
