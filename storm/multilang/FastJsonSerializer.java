@@ -195,11 +195,14 @@ public class FastJsonSerializer implements ISerializer {
 
     /** A small JSON reader and writer, fast on long strings. */
     static final class Json {
-        private final String s;
+        // the message's characters: array loops, where String.charAt checks every index
+        private final char[] s;
+        private final int n;
         private int pos;
 
-        private Json(String s) {
-            this.s = s;
+        private Json(String text) {
+            this.s = text.toCharArray();
+            this.n = s.length;
         }
 
         static Object parse(String text) throws IOException {
@@ -211,21 +214,33 @@ public class FastJsonSerializer implements ISerializer {
                     throw p.error("trailing characters");
                 }
                 return v;
-            } catch (StringIndexOutOfBoundsException e) {
+            } catch (IndexOutOfBoundsException e) {
                 throw p.error("unexpected end");
             }
         }
 
         private IOException error(String what) {
             int from = Math.max(0, pos - 40);
-            int to = Math.min(s.length(), pos + 40);
+            int to = Math.min(n, pos + 40);
             return new IOException("bad JSON from the subprocess (" + what + " at " + pos + "): ..."
-                    + s.substring(from, to) + "...");
+                    + new String(s, from, Math.max(0, to - from)) + "...");
+        }
+
+        private boolean startsWith(String word, int at) {
+            if (at + word.length() > n) {
+                return false;
+            }
+            for (int k = 0; k < word.length(); k++) {
+                if (s[at + k] != word.charAt(k)) {
+                    return false;
+                }
+            }
+            return true;
         }
 
         private void skipSpace() {
-            while (pos < s.length()) {
-                char c = s.charAt(pos);
+            while (pos < n) {
+                char c = s[pos];
                 if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
                     return;
                 }
@@ -235,7 +250,7 @@ public class FastJsonSerializer implements ISerializer {
 
         private Object value() throws IOException {
             skipSpace();
-            char c = s.charAt(pos);
+            char c = s[pos];
             switch (c) {
                 case '{':
                     return object();
@@ -254,7 +269,7 @@ public class FastJsonSerializer implements ISerializer {
                 case 'I':
                     return literal("Infinity", Double.POSITIVE_INFINITY);
                 default:
-                    if (c == '-' && s.startsWith("-Infinity", pos)) {
+                    if (c == '-' && startsWith("-Infinity", pos)) {
                         return literal("-Infinity", Double.NEGATIVE_INFINITY);
                     }
                     return number();
@@ -262,7 +277,7 @@ public class FastJsonSerializer implements ISerializer {
         }
 
         private Object literal(String word, Object v) throws IOException {
-            if (!s.startsWith(word, pos)) {
+            if (!startsWith(word, pos)) {
                 throw error("unknown literal");
             }
             pos += word.length();
@@ -273,23 +288,23 @@ public class FastJsonSerializer implements ISerializer {
             Map<String, Object> map = new HashMap<>();
             pos++;
             skipSpace();
-            if (s.charAt(pos) == '}') {
+            if (s[pos] == '}') {
                 pos++;
                 return map;
             }
             while (true) {
                 skipSpace();
-                if (s.charAt(pos) != '"') {
+                if (s[pos] != '"') {
                     throw error("expected a key");
                 }
                 String key = string();
                 skipSpace();
-                if (s.charAt(pos++) != ':') {
+                if (s[pos++] != ':') {
                     throw error("expected ':'");
                 }
                 map.put(key, value());
                 skipSpace();
-                char c = s.charAt(pos++);
+                char c = s[pos++];
                 if (c == '}') {
                     return map;
                 }
@@ -303,14 +318,14 @@ public class FastJsonSerializer implements ISerializer {
             List<Object> list = new ArrayList<>();
             pos++;
             skipSpace();
-            if (s.charAt(pos) == ']') {
+            if (s[pos] == ']') {
                 pos++;
                 return list;
             }
             while (true) {
                 list.add(value());
                 skipSpace();
-                char c = s.charAt(pos++);
+                char c = s[pos++];
                 if (c == ']') {
                     return list;
                 }
@@ -322,12 +337,11 @@ public class FastJsonSerializer implements ISerializer {
 
         private String string() throws IOException {
             int start = ++pos;
-            int n = s.length();
             for (int i = start; i < n; i++) {
-                char c = s.charAt(i);
+                char c = s[i];
                 if (c == '"') {
                     pos = i + 1;
-                    return s.substring(start, i);
+                    return new String(s, start, i - start);
                 }
                 if (c == '\\') {
                     return escapedString(start, i);
@@ -337,25 +351,32 @@ public class FastJsonSerializer implements ISerializer {
         }
 
         private String escapedString(int start, int i) throws IOException {
-            int n = s.length();
-            StringBuilder sb = new StringBuilder(i - start + 64);
-            sb.append(s, start, i);
+            int end = i;  // where the string ends bounds its length: one allocation, no regrowth
+            while (end < n) {
+                char c = s[end];
+                if (c == '"') {
+                    break;
+                }
+                end += c == '\\' ? 2 : 1;
+            }
+            StringBuilder sb = new StringBuilder(Math.min(end, n) - start);
+            sb.append(s, start, i - start);
             while (i < n) {
-                char c = s.charAt(i);
+                char c = s[i];
                 if (c == '"') {
                     pos = i + 1;
                     return sb.toString();
                 }
                 if (c != '\\') {
                     int run = i;
-                    while (i < n && (c = s.charAt(i)) != '"' && c != '\\') {
+                    while (i < n && (c = s[i]) != '"' && c != '\\') {
                         i++;
                     }
-                    sb.append(s, run, i);
+                    sb.append(s, run, i - run);
                     continue;
                 }
                 pos = i;
-                char e = s.charAt(i + 1);
+                char e = s[i + 1];
                 switch (e) {
                     case '"':
                     case '\\':
@@ -393,7 +414,7 @@ public class FastJsonSerializer implements ISerializer {
         private int hex4(int at) throws IOException {
             int v = 0;
             for (int k = at; k < at + 4; k++) {
-                int d = Character.digit(s.charAt(k), 16);
+                int d = Character.digit(s[k], 16);
                 if (d < 0) {
                     pos = k;
                     throw error("bad \\u escape");
@@ -406,9 +427,8 @@ public class FastJsonSerializer implements ISerializer {
         private Object number() throws IOException {
             int start = pos;
             boolean integral = true;
-            int n = s.length();
             while (pos < n) {
-                char c = s.charAt(pos);
+                char c = s[pos];
                 if (c >= '0' && c <= '9' || c == '-' || c == '+') {
                     pos++;
                 } else if (c == '.' || c == 'e' || c == 'E') {
@@ -418,7 +438,7 @@ public class FastJsonSerializer implements ISerializer {
                     break;
                 }
             }
-            String digits = s.substring(start, pos);
+            String digits = new String(s, start, pos - start);
             try {
                 if (!integral) {
                     return Double.parseDouble(digits);
@@ -488,16 +508,17 @@ public class FastJsonSerializer implements ISerializer {
 
         /** Appends s as a JSON string; runs without quote, backslash, control character or
          * surrogate are copied in bulk. Surrogates are escaped, so a lone one survives the trip. */
-        static void quote(StringBuilder sb, String s) {
+        static void quote(StringBuilder sb, String text) {
             sb.append('"');
+            char[] s = text.toCharArray();  // array loops: String.charAt checks every index
             int run = 0;
-            int n = s.length();
+            int n = s.length;
             for (int i = 0; i < n; i++) {
-                char c = s.charAt(i);
-                if (c >= 0x20 && c != '"' && c != '\\' && (c < 0xD800 || c > 0xDFFF)) {
+                char c = s[i];
+                if (c >= 0x20 && c != '"' && c != '\\' && (c & 0xF800) != 0xD800) {
                     continue;
                 }
-                sb.append(s, run, i);
+                sb.append(s, run, i - run);
                 run = i + 1;
                 switch (c) {
                     case '"':
@@ -524,7 +545,7 @@ public class FastJsonSerializer implements ISerializer {
                         sb.append(hex);
                 }
             }
-            sb.append(s, run, n);
+            sb.append(s, run, n - run);
             sb.append('"');
         }
     }
