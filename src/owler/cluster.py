@@ -152,7 +152,8 @@ class StormCluster:
             "ui.port": self.ui_port,
             "worker.heap.memory.mb": self.worker_heap_mb,
             "topology.worker.max.heap.size.mb": self.worker_heap_mb,
-            "worker.childopts": "-Xmx%HEAP-MEM%m -XX:+HeapDumpOnOutOfMemoryError",
+            # the parallel collector: less CPU per tuple than G1 for a throughput job
+            "worker.childopts": "-Xmx%HEAP-MEM%m -XX:+UseParallelGC -XX:+HeapDumpOnOutOfMemoryError",
             # a shell component's JVM side is small: its Python process holds the work
             "topology.component.resources.onheap.memory.mb": 32,
             "topology.subprocess.timeout.secs": 120,
