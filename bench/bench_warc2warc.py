@@ -12,7 +12,9 @@ real sites; ``--links unique``: every link new), made once from ``--seed``.
    ``/proc/<pid>/stat`` of every process of the run (JVM and Python components).
 2. The bare loop: one process reads the same files with :mod:`owler.warc.reader`, parses each 200
    response and extracts its links with the crawler's own parser (:func:`owler.parse.html.parse_html`,
-   which resolves and normalizes them), and appends every record's bytes to one output file.
+   which resolves and normalizes them), and appends every record's bytes to one output file. It
+   parses as the pipeline's parser does with the default configuration (:data:`BARE_PARSE`: no
+   anchor texts, no text, as nothing stores them; the signature is over the content).
 
 Usage: .venv/bin/python bench/bench_warc2warc.py [--files 4] [--pages 1500] [--kb 40]
 """
@@ -22,7 +24,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import random
 import resource
 import shutil
@@ -36,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+from bench.measure import TreeSampler  # noqa: E402
 from owler.parse.html import parse_html  # noqa: E402
 from owler.warc.progress import Progress  # noqa: E402
 from owler.warc.reader import InputRecord, iter_records  # noqa: E402
@@ -97,6 +99,9 @@ def make_inputs(folder: Path, files: int, pages: int, kb: int, seed: int,
     return records, size
 
 
+BARE_PARSE = {"track.anchors": False, "textextractor.no.text": True}
+
+
 def bare_loop(folder: Path, out: Path) -> dict:
     t0 = time.perf_counter()
     c0 = time.process_time()
@@ -116,28 +121,10 @@ def bare_loop(folder: Path, out: Path) -> dict:
                             block[head_end + 4:len(block) - 4])
                         if code == 200:
                             res = parse_html(rec.target_uri, body, dict(
-                                (k.lower(), v) for k, v in headers))
+                                (k.lower(), v) for k, v in headers), conf=BARE_PARSE)
                             links += len(res.outlinks)
     return {"records": records, "links": links, "wall": time.perf_counter() - t0,
             "cpu": time.process_time() - c0}
-
-
-def proc_cpu(marker: bytes) -> float:
-    """CPU seconds (user + system) of the live processes whose command line holds ``marker`` (the
-    run's JVM) and of their children (the Python components)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        stats[entry] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick, marker in cmd)
-    roots = {pid for pid, (_, _, hit) in stats.items() if hit}
-    return sum(cpu for pid, (ppid, cpu, hit) in stats.items() if hit or str(ppid) in roots)
 
 
 def pipeline(folder: Path, work: Path, total: int, options: list[str]) -> dict:
@@ -151,10 +138,10 @@ def pipeline(folder: Path, work: Path, total: int, options: list[str]) -> dict:
     proc = subprocess.Popen([sys.executable, "-m", "owler.cli", "run", "warc2warc", "--conf",
                              str(conf), "--idle-exit", "3", *opts], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    marker = str(work).encode()
+    sampler = TreeSampler(proc.pid, interval=0.25)
+    sampler.start()
     progress = None
     t_first = t_last = None
-    cpu_first = cpu_last = 0.0
     while proc.poll() is None:
         path = work / "warc2warc.sqlite"
         if path.exists():
@@ -162,16 +149,21 @@ def pipeline(folder: Path, work: Path, total: int, options: list[str]) -> dict:
             done = progress.summary()["records"]
             now = time.time()
             if done and t_first is None:
-                t_first, cpu_first, n_first = now, proc_cpu(marker), done
+                t_first, n_first = now, done
             if done >= total and t_last is None:
-                t_last, cpu_last = now, proc_cpu(marker)
+                t_last = now
         time.sleep(0.25)
+    sampler.stop()
     out = proc.stdout.read().decode()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0 or t_last is None:
         raise SystemExit(f"the pipeline run failed (rc {proc.returncode}):\n{out[-3000:]}")
     records = total - n_first
-    return {"records": records, "wall": t_last - t_first, "cpu": cpu_last - cpu_first,
+    by_process = sampler.cpu_by_label(t_first, t_last)
+    return {"records": records, "wall": t_last - t_first,
+            "cpu": sampler.cpu_at(t_last) - sampler.cpu_at(t_first),
+            "cpu_ms_per_record_by_process": {k: round(1000 * v / records, 3)
+                                             for k, v in by_process.items()},
             "run_wall": time.time() - t_start,
             "run_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
             "max_rss_mb": after.ru_maxrss / 1024}
@@ -210,7 +202,8 @@ def main() -> None:
                         "measured_records": pipe["records"],
                         "run_wall_s": round(pipe["run_wall"], 1),
                         "run_cpu_s_all_processes": round(pipe["run_cpu"], 1),
-                        "max_rss_mb_one_process": round(pipe["max_rss_mb"])}}
+                        "max_rss_mb_one_process": round(pipe["max_rss_mb"]),
+                        "cpu_ms_per_record_by_process": pipe["cpu_ms_per_record_by_process"]}}
     res["ratio_pipeline_to_bare"] = round(
         (pipe["records"] / pipe["wall"]) / (bare["records"] / bare["wall"]), 2)
     print(json.dumps(res, indent=1))
