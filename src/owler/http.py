@@ -76,6 +76,12 @@ _CHUNK = 64 * 1024
 
 # ---- user agent ------------------------------------------------------------------------------
 
+def max_decompressed_size(conf: Mapping[str, Any]) -> int:
+    """``http.max.decompressed.size`` in bytes (default 32 MiB; negative: no limit)."""
+    size = C.get_int(conf, "http.max.decompressed.size", 32 * 1024 * 1024)
+    return size if size >= 0 else 1 << 62
+
+
 def user_agent(conf: Mapping[str, Any]) -> str:
     """The User-Agent: ``http.agent`` verbatim when set, else StormCrawler's
     ``name[/version][ (description; url; email)]`` with blank parts left out.
@@ -367,9 +373,7 @@ class HttpFetcher:
         self.accept_language = C.get_str(conf, "http.accept.language", DEFAULT_ACCEPT_LANGUAGE) or ""
         self.timeout = max(0.001, C.get_int(conf, "http.timeout", 10000) / 1000.0)
         self.content_limit = C.get_int(conf, "http.content.limit", -1)
-        self.max_decompressed = C.get_int(conf, "http.max.decompressed.size", 32 * 1024 * 1024)
-        if self.max_decompressed < 0:
-            self.max_decompressed = 1 << 62
+        self.max_decompressed = max_decompressed_size(conf)
         self.allow_private = C.get_bool(conf, "http.allow.private.addresses", False)
         self.trust_everything = C.get_bool(conf, "http.trust.everything", False)
         self.keepalive = C.get_float(conf, "http.keepalive.timeout", 15.0)

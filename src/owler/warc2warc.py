@@ -39,7 +39,7 @@ from owler import conf as C
 from owler import wire
 from owler.constants import (ERROR_CAUSE, ERROR_MESSAGE, FETCH_STATUS_CODE, FETCH_TIME,
                              REDIRECT_TO, Status)
-from owler.http import TooLarge, decode_body
+from owler.http import TooLarge, decode_body, max_decompressed_size
 from owler.metadata import set_value
 from owler.warc.reader import HEAD_END, InputRecord, check_digests, parse_head
 
@@ -177,9 +177,7 @@ class RecordParser:
     def __init__(self, conf: Mapping[str, Any] | None = None) -> None:
         conf = conf or {}
         self.content_limit = C.get_int(conf, "http.content.limit", -1)
-        self.max_decompressed = C.get_int(conf, "http.max.decompressed.size", 32 * 1024 * 1024)
-        if self.max_decompressed < 0:
-            self.max_decompressed = 1 << 62
+        self.max_decompressed = max_decompressed_size(conf)
         self.allow_redirs = C.get_bool(conf, "redirections.allowed", True)
         self.store_headers = C.get_bool(conf, "http.store.headers", False)
         self.md_prefix = C.get_str(conf, "protocol.md.prefix", "protocol.") or ""

@@ -529,12 +529,7 @@ class SQLiteFrontier:
             cur.execute("COMMIT")
         if stale:
             self._refresh_queues(stale)
-        out = []
-        for i in range(per_bucket):
-            for bucket in buckets:
-                if i < len(bucket):
-                    out.append(bucket[i])
-        return out
+        return _round_robin(buckets, per_bucket)
 
     def _due_tagged(self, now: float, max_buckets: int, per_bucket: int,
                     exclude: Container[str]) -> list[tuple[str, dict[str, list[str]], str]]:
@@ -579,12 +574,7 @@ class SQLiteFrontier:
             with self._write():
                 self.conn.executemany(_REFRESH_TAG_QUEUE, stale)
                 self.conn.executemany(_DROP_EMPTY_TAG_QUEUE, stale)
-        out = []
-        for i in range(per_bucket):
-            for bucket in buckets:
-                if i < len(bucket):
-                    out.append(bucket[i])
-        return out
+        return _round_robin(buckets, per_bucket)
 
     def _refresh_queues(self, keys: list[str]) -> None:
         """Recompute (or drop) queues whose stored earliest date is stale. Happens only when a URL
@@ -715,3 +705,13 @@ class _Transaction:
                 self.conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
+
+
+def _round_robin(buckets: list[list], per_bucket: int) -> list:
+    """The first of every bucket, then the second of every bucket, … (per_bucket rounds)."""
+    out = []
+    for i in range(per_bucket):
+        for bucket in buckets:
+            if i < len(bucket):
+                out.append(bucket[i])
+    return out
