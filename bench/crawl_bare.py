@@ -55,9 +55,11 @@ from protego import Protego
 from selectolax.lexbor import LexborHTMLParser
 
 try:
+    from owler.urls import host_of
     from owler.warc.writer import WarcWriter
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from owler.urls import host_of
     from owler.warc.writer import WarcWriter
 
 log = logging.getLogger("crawl_bare")
@@ -77,7 +79,7 @@ _normalize = ada_url.normalize_url
 
 def split_url(url: str) -> tuple[str, str] | None:
     """(origin, host) of a normalized http(s) URL (ada's serialization: the path starts with
-    '/'); None for any other scheme."""
+    '/'); None for any other scheme. The host as the crawler's partitioner takes it."""
     if url.startswith("http://"):
         start = 7
     elif url.startswith("https://"):
@@ -85,15 +87,7 @@ def split_url(url: str) -> tuple[str, str] | None:
     else:
         return None
     end = url.find("/", start)
-    if end < 0:
-        end = len(url)
-    authority = url[start:end]
-    host = authority.rpartition("@")[2]
-    if host.startswith("["):  # IPv6 literal
-        host = host[: host.find("]") + 1]
-    else:
-        host = host.partition(":")[0]
-    return url[:end], host
+    return (url if end < 0 else url[:end]), host_of(url)
 
 
 _peer: contextvars.ContextVar[list] = contextvars.ContextVar("crawl_bare_peer")
