@@ -14,8 +14,9 @@ from tests.farm.server import SITES, host_addr
 
 
 class FarmProcess:
-    def __init__(self, n_hosts: int, log_path: Path):
+    def __init__(self, n_hosts: int, log_path: Path, sitemap_hosts: int = 0):
         self.n_hosts = n_hosts
+        self.sitemap_hosts = sitemap_hosts
         self.log_path = Path(log_path)
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
@@ -31,10 +32,10 @@ class FarmProcess:
         root = Path(__file__).resolve().parents[2]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.farm.server", "--hosts", str(self.n_hosts),
-             "--log", str(self.log_path)],
+             "--sitemap-hosts", str(self.sitemap_hosts), "--log", str(self.log_path)],
             cwd=root, stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(root)})
-        deadline = time.time() + 30
+        deadline = time.time() + 60
         while time.time() < deadline:
             line = self.proc.stdout.readline()
             if line.startswith("READY"):

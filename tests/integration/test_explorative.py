@@ -5,30 +5,17 @@ and the frontier."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.farm.harness import FarmProcess, min_interval, requests_by_host
+from tests.integration.cli import owler
 
-ROOT = Path(__file__).resolve().parents[2]
-OWLER = [sys.executable, "-m", "owler.cli"]
 DELAY = 0.5
 
 pytestmark = pytest.mark.integration
-
-
-def owler(*args, check=True, timeout=600):
-    proc = subprocess.run(OWLER + list(args), cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "OWLER_HOME": str(ROOT)})
-    if check and proc.returncode != 0:
-        raise AssertionError(f"owler {args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 @pytest.fixture(scope="module")

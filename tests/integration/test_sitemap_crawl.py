@@ -5,9 +5,6 @@ changed one page's lastmod fetches that page again, and only it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -20,39 +17,17 @@ from owler.frontier import StatusUpdate
 from owler.frontier.sqlite import SQLiteFrontier
 from tests.farm.harness import FarmProcess
 from tests.farm.server import SITEMAP_SITES, sitemap_addr
+from tests.integration.cli import owler
 
-ROOT = Path(__file__).resolve().parents[2]
-OWLER = [sys.executable, "-m", "owler.cli"]
 
 pytestmark = pytest.mark.integration
-
-
-def owler(*args, check=True, timeout=600):
-    proc = subprocess.run(OWLER + list(args), cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "OWLER_HOME": str(ROOT)})
-    if check and proc.returncode != 0:
-        raise AssertionError(f"owler {args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 class SitemapFarm(FarmProcess):
     """The farm with only its sitemap sites (one host each)."""
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.farm.server", "--hosts", "0", "--sitemap-hosts",
-             str(len(SITEMAP_SITES)), "--log", str(self.log_path)],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)})
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if line.startswith("READY"):
-                self.port = int(line.split()[1])
-                return
-            if self.proc.poll() is not None:
-                break
-        raise RuntimeError("the web farm did not start")
+    def __init__(self, log_path: Path):
+        super().__init__(0, log_path, sitemap_hosts=len(SITEMAP_SITES))
 
     def host(self, site: str) -> str:
         return sitemap_addr(SITEMAP_SITES.index(site))
@@ -74,7 +49,7 @@ def crawl(tmp_path_factory):
         "http.timeout: 3000\n"
         "spout.min.delay.queries: 500\n"
         "sitemap.max.depth: 3\n")
-    with SitemapFarm(0, work / "access.log") as farm:
+    with SitemapFarm(work / "access.log") as farm:
         seeds = work / "seeds.txt"
         seeds.write_text("".join(farm.u(s, "/") + "\n" for s in SITEMAP_SITES))
         inject = owler("inject", str(seeds), "--conf", str(conf))
@@ -225,7 +200,7 @@ def crawl_os(opensearch, tmp_path_factory):
         "spout.ttl.purgatory: 5\n"
         "opensearch.status.max.buckets: 20\n"
         "sitemap.max.depth: 3\n"))
-    with SitemapFarm(0, work / "access.log") as farm:
+    with SitemapFarm(work / "access.log") as farm:
         seeds = work / "seeds.txt"
         seeds.write_text("".join(farm.u(s, "/") + "\n" for s in SITEMAP_SITES))
         owler("inject", str(seeds), "--conf", str(conf))
