@@ -3,7 +3,8 @@
 Buffer refilled from ``Frontier.due()`` (per-queue round-robin, ``spout.max.buckets`` queues,
 ``spout.max.urls.per.bucket`` URLs each; with the OpenSearch frontier StormCrawler's
 ``opensearch.status.max.buckets`` / ``opensearch.status.max.urls.per.bucket`` take precedence) at
-most every ``spout.min.delay.queries`` ms. A URL stays in flight until Storm acks or fails its tuple
+most every ``spout.min.delay.queries`` ms (± 20 %, so that the polls of tasks sharing a frontier do not
+stay in step). A URL stays in flight until Storm acks or fails its tuple
 (the status updater acks only after its write is durable); ``spout.ttl.purgatory`` seconds past the
 message timeout an entry is dropped anyway in case an ack was lost.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import random
 import socket
 import time
 from collections import deque
@@ -73,7 +75,7 @@ class FrontierSpout(OwlerComponent, Spout):
         self.in_flight: dict[str, tuple[float, str]] = {}  # url -> (emitted at, key)
         self.recent: dict[str, float] = {}  # acked url -> when (leased frontier only)
         self.round_left: dict[str, int] = {}  # key -> URLs of its round buffered or in flight
-        self.last_query = 0.0
+        self.next_query = 0.0
         self.frontier = None
         self.leases = False
         self._open(time.time())
@@ -85,7 +87,7 @@ class FrontierSpout(OwlerComponent, Spout):
             log.error("frontier unavailable (retrying in %.0f s): %s", RETRY_SECS, exc)
             self.count("frontier_unavailable")
             self.report_error(f"frontier unavailable (retrying every {RETRY_SECS:.0f} s): {exc}")
-            self.last_query = now + RETRY_SECS - self.min_delay
+            self.next_query = now + RETRY_SECS
             return False
         self.leases = bool(getattr(self.frontier, "leases_queues", False))
         return True
@@ -99,7 +101,7 @@ class FrontierSpout(OwlerComponent, Spout):
         return int.from_bytes(digest, "big") % total == index
 
     def _refill(self, now: float) -> None:
-        self.last_query = now
+        self.next_query = now + self.min_delay * random.uniform(0.8, 1.2)
         if self.frontier is None and not self._open(now):
             return
         # drop in-flight entries whose ack or fail never came back
@@ -117,7 +119,7 @@ class FrontierSpout(OwlerComponent, Spout):
             log.error("frontier query failed (retrying in %.0f s): %s", RETRY_SECS, exc)
             self.count("query_failed")
             self.report_error(f"frontier query failed (retrying in {RETRY_SECS:.0f} s): {exc}")
-            self.last_query = now + RETRY_SECS - self.min_delay
+            self.next_query = now + RETRY_SECS
             return
         for url, md, key in rows:
             if len(self.buffer) >= self.buffer_size:
@@ -146,7 +148,7 @@ class FrontierSpout(OwlerComponent, Spout):
 
     def next_tuple(self):
         now = time.time()
-        if not self.buffer and now - self.last_query >= self.min_delay:
+        if not self.buffer and now >= self.next_query:
             self._refill(now)
         self.gauges["in_flight"] = len(self.in_flight)
         self.gauges["buffered"] = len(self.buffer)

@@ -127,6 +127,34 @@ def test_queue_leases_split_queues_and_keep_the_delay(conf):
         assert {k for _, _, k in g.due(time.time(), 10, 10)} == {"a.example"}
 
 
+def test_a_task_lets_the_others_have_the_queue_it_released_first(conf):
+    conf = {**conf, "fetcher.server.delay": 0.5, "spout.min.delay.queries": 1000}
+    now = time.time()
+    with open_frontier(conf, owner="alone") as f:
+        f.apply_updates([upd(f"http://a.example/{i}", "DISCOVERED", now - 10, "a.example")
+                         for i in range(3)])
+        f.refresh()
+        assert f.due(now, 10, 1) and not f.peers
+        f.release("a.example", time.time())
+        time.sleep(f.min_hold + 0.1)
+        assert f.due(time.time(), 10, 1), "alone, a task takes its queue back after the pause"
+        f.release("a.example", time.time(), served=False)
+    # the closed task left: a newcomer does not count it as a peer
+    with open_frontier(conf, owner="t1") as f, open_frontier(conf, owner="t2") as g:
+        assert f.due(time.time(), 10, 1) and not f.peers
+        assert g.due(time.time(), 10, 1) == [] and g.peers  # t2 sees t1 (and announces itself)
+        f.next_beat = 0.0
+        f.release("a.example", time.time())
+        time.sleep(f.min_hold + 0.1)
+        assert f.due(time.time(), 10, 1) == [] and f.peers  # t2's turn first
+        assert f.handover == 1.5
+        time.sleep(f.handover)  # t2 did not take it (busy): t1 takes it back after the handover
+        assert f.due(time.time(), 10, 1)
+        f.release("a.example", time.time())
+        time.sleep(f.min_hold + 0.1)
+        assert g.due(time.time(), 10, 1)  # and t2 gets it as soon as the pause ends
+
+
 def test_lease_of_a_dead_task_expires_and_its_owner_takes_it_back(conf):
     conf = {**conf, "frontier.lease.ttl": 2}
     now = time.time()

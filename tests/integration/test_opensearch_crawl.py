@@ -117,11 +117,17 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
         seeds.write_text("\n".join(farm.seeds()) + "\n")
         assert owler(opensearch, tmp_path, "inject", str(seeds), "--conf",
                      str(confs[0])).returncode == 0
-        runs = [subprocess.Popen(
-            [sys.executable, "-m", "owler.cli", "run", "explorative", "--conf", str(c),
-             "--idle-exit", "10", "--time", "400"], cwd=ROOT, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, env={**os.environ, "OWLER_HOME": str(ROOT)})
-            for c in confs]
+        runs = []
+        for c in confs:
+            runs.append(subprocess.Popen(
+                [sys.executable, "-m", "owler.cli", "run", "explorative", "--conf", str(c),
+                 "--idle-exit", "10", "--time", "400"], cwd=ROOT, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True, env={**os.environ, "OWLER_HOME": str(ROOT)}))
+            if len(runs) == 1:
+                # the second crawler joins a running crawl that holds every queue
+                deadline = time.time() + 180
+                while time.time() < deadline and len(fetched_pages(farm.access_log())) < 10:
+                    time.sleep(0.5)
         outs = [r.communicate(timeout=600)[0] for r in runs]
         assert [r.returncode for r in runs] == [0, 0], outs
         log = farm.access_log()
@@ -137,8 +143,9 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
             wanted = 2.0 if host in farm.hosts_of("crawldelay") else DELAY
             assert gap >= wanted - 0.05, (host, gap)
     # both crawlers did part of the work (each writes its own WARC files)
-    for c in ("c1", "c2"):
-        assert list((tmp_path / c / "warc").glob("*.warc.gz")), f"crawler {c} archived nothing"
+    for c, out in zip(("c1", "c2"), outs):
+        assert list((tmp_path / c / "warc").glob("*.warc.gz")), \
+            f"crawler {c} archived nothing:\n" + "\n\n".join(o[-2000:] for o in outs)
     counts = index_counts(opensearch, index)
     assert counts.get("FETCHED") == len(fetched_pages(log)) and not counts.get("DISCOVERED")
 

@@ -31,6 +31,14 @@ and the per-queue delay holds across all of them. A lease not released (a dead t
 after ``frontier.lease.ttl`` seconds; with ``frontier.crawler.id`` set, the owner name is stable
 across restarts and a restarted task takes its own unreleased leases back at once.
 
+Sharing: every task announces itself in the leases index (a ``task`` document renewed every few
+seconds, valid for ``frontier.lease.ttl``). While other tasks are present, a task that ended a
+round on a queue lets them have the first go at it: it takes the queue back itself only
+``1.5 × spout.min.delay.queries`` after the queue's pause ended. Without this, the task that
+released a queue, whose polls are in step with its own releases, wins the race for it nearly
+every time, and a crawler that joins a running one may get no queue at all. Alone, a task takes
+its queues back as soon as their pause ends.
+
 Config keys: ``opensearch.status.index.name`` (status), ``opensearch.status.routing`` (false: when
 true the partition key is the routing value), ``opensearch.status.shards`` / ``.replicas`` /
 ``.refresh.interval`` (used when the index is created), ``frontier.tags`` (a map
@@ -49,6 +57,7 @@ import socket
 import time
 from pathlib import Path
 from typing import Any, Container, Iterable, Mapping
+from urllib.parse import quote
 
 import orjson
 
@@ -99,6 +108,11 @@ class OpenSearchFrontier:
         self.server_delay = C.get_float(conf, "fetcher.server.delay", 1.0)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.leases: dict[str, dict] = {}  # key -> {"seq", "term", "until", "start"} held by me
+        # sharing with other tasks (module docstring)
+        self.handover = 1.5 * C.get_float(conf, "spout.min.delay.queries", 2000) / 1000.0
+        self.beat_every = min(10.0, self.lease_ttl / 3)
+        self.next_beat = 0.0
+        self.peers = False  # other tasks were present at the last heartbeat
         self._md_names: dict[str, str] = {}
         self.write_updated = True
         try:
@@ -141,8 +155,12 @@ class OpenSearchFrontier:
             self._create_index(self.index, body)
         self._check_mapping()
         status, _ = self.client.request("HEAD", f"/{self.leases_index}", ok=(200, 404))
+        template = _load_template("leases.json")
         if status == 404:
-            self._create_index(self.leases_index, _load_template("leases.json"))
+            self._create_index(self.leases_index, template)
+        else:  # an index of an older version: add the fields it lacks (a no-op otherwise)
+            self.client.request("PUT", f"/{self.leases_index}/_mapping",
+                                {"properties": template["mappings"]["properties"]})
 
     def _create_index(self, name: str, body: dict) -> None:
         status, data = self.client.request("PUT", f"/{name}", body, ok=(200, 201, 400))
@@ -351,6 +369,7 @@ class OpenSearchFrontier:
                 }}},
         }
         try:
+            self._heartbeat(now)
             self._renew(now)
             _, data = self.client.request("POST", f"/{self.index}/_search", body)
             buckets = data["aggregations"]["queues"]["buckets"]
@@ -391,6 +410,7 @@ class OpenSearchFrontier:
         lines: list[bytes] = []
         tried: list[str] = []
         now_ms = int(now * 1000)
+        handover_ms = int(self.handover * 1000) if self.peers else 0
         for doc in data.get("docs", []):
             key = doc["_id"]
             if not doc.get("found"):
@@ -398,8 +418,12 @@ class OpenSearchFrontier:
                     orjson.dumps(self.leases_index), orjson.dumps(key)))
             else:
                 src = doc.get("_source") or {}
-                mine_active = src.get("owner") == self.owner and src.get("active")
-                if int(src.get("until", 0)) > now_ms and not mine_active:
+                mine = src.get("owner") == self.owner
+                # my own round not released (I was restarted): mine at once; my own pause
+                # after a round: the others' turn first
+                free_at = (0 if src.get("active") else int(src.get("until", 0)) + handover_ms
+                           ) if mine else int(src.get("until", 0))
+                if free_at > now_ms:
                     continue  # another task's round, or the queue's pause after a round
                 lines.append(b'{"index":{"_index":%s,"_id":%s,"if_seq_no":%d,"if_primary_term":%d}}'
                              % (orjson.dumps(self.leases_index), orjson.dumps(key),
@@ -419,6 +443,22 @@ class OpenSearchFrontier:
                                     "until": now + self.lease_ttl, "start": now}
                 got.add(key)
         return got
+
+    def _task_id(self) -> str:
+        return f"task:{self.owner}"
+
+    def _heartbeat(self, now: float) -> None:
+        """Announce this task and learn whether others share the index (every few seconds)."""
+        if now < self.next_beat:
+            return
+        self.next_beat = now + self.beat_every
+        self.client.request("PUT", f"/{self.leases_index}/_doc/{quote(self._task_id(), safe='')}",
+                            {"owner": self.owner, "until": int((now + self.lease_ttl) * 1000),
+                             "active": True, "task": True}, params={"refresh": "true"})
+        _, data = self.client.request("POST", f"/{self.leases_index}/_count", {"query": {"bool": {
+            "filter": [{"term": {"task": True}}, {"range": {"until": {"gt": int(now * 1000)}}}],
+            "must_not": [{"term": {"owner": self.owner}}]}}})
+        self.peers = int((data or {}).get("count", 0)) > 0
 
     def _renew(self, now: float) -> None:
         keys = [k for k, v in self.leases.items() if v["until"] - now < self.lease_ttl / 2]
@@ -525,6 +565,13 @@ class OpenSearchFrontier:
                               src.get("key", DEFAULT_KEY), _read_md(src.get("metadata")), 0.0)
 
     def close(self) -> None:
+        if self.next_beat:  # announced: leave (else the others wait until it expires)
+            try:
+                self.client.request("DELETE", f"/{self.leases_index}/_doc/"
+                                    f"{quote(self._task_id(), safe='')}", params={"refresh": "true"},
+                                    ok=(200, 404), retries=0)
+            except OpenSearchError as exc:
+                log.warning("cannot remove the task document of %s: %s", self.owner, exc)
         self.client.close()
 
     def __enter__(self) -> "OpenSearchFrontier":
