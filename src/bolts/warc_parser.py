@@ -1,13 +1,17 @@
 """WarcParserBolt: an archived HTTP response → what a fetch of it would have given: its status
 (FETCHED, REDIRECTION, FETCH_ERROR, or ERROR for a damaged record) and, for a page, its outlinks as
 ONE tuple, exactly as the explorative crawl's parser emits them (owler.warc2warc.RecordParser, then
-owler.parsing.PageHandler). The record itself is archived by the WARC copy bolt."""
+owler.parsing.PageHandler). The record itself is archived by the WARC copy bolt.
+
+An outlink this task sent on recently is not sent again (``warc2warc.outlinks.cache.size``, default
+100000 URLs; 0 = off; see owler.outlinks.RecentlySent), except in a record the spout replays."""
 
 from __future__ import annotations
 
 from streamparse import Bolt, Stream
 
 from bolts.base import OwlerComponent
+from owler import conf as C
 from owler import outlinks as outlink
 from owler import wire
 from owler.constants import (ERROR_MESSAGE, ERROR_SOURCE, OUTLINKS_FIELDS, OUTLINKS_STREAM,
@@ -25,6 +29,8 @@ class WarcParserBolt(OwlerComponent, Bolt):
         self.owler_setup(storm_conf, context)
         self.records = RecordParser(storm_conf)
         self.pages = PageHandler(storm_conf)
+        self.sent = outlink.RecentlySent(
+            C.get_int(storm_conf, "warc2warc.outlinks.cache.size", 100000))
 
     def process(self, tup):
         url, content, md = tup.values[0], tup.values[1], tup.values[2] or {}
@@ -39,8 +45,10 @@ class WarcParserBolt(OwlerComponent, Bolt):
                     rec.outlinks
             else:
                 page = self.pages.handle_page(url, rec.content, rec.metadata)
-                status, out_md, outlinks = page.status, page.metadata, page.outlinks
-                self.count("outlinks", len(outlinks))
+                status, out_md = page.status, page.metadata
+                self.count("outlinks", len(page.outlinks))
+                outlinks = self.sent.new(page.outlinks, wire.RAW_REPLAYED in md)
+                self.count("outlinks_repeated", len(page.outlinks) - len(outlinks))
         except Exception as exc:  # noqa: BLE001 - never let a record kill the bolt
             out_md = wire.strip_transient(md)
             set_value(out_md, ERROR_SOURCE, "parser")

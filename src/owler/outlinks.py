@@ -12,7 +12,7 @@ crawler's URLs are normalized), anchors have theirs turned into spaces.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 #: outlink metadata key holding the anchor text (StormCrawler's ``anchors``, multi-valued)
 ANCHORS = "anchors"
@@ -64,3 +64,37 @@ def decode(value: Any) -> list[tuple[str, str]]:
     if value is None:
         return []
     raise TypeError(f"not an outlinks batch: {type(value).__name__}")
+
+
+class RecentlySent:
+    """The URLs of the last ``size`` outlinks a parser task sent on, to send each only once while
+    it is remembered.
+
+    A page's navigation links repeat on every page of its site; each repeat would travel through
+    the URL filter, the blacklist and the status updater only to be dropped there (a DISCOVERED
+    URL never overwrites, and its first entry wins). A batch that is a replay (its first emission
+    failed somewhere downstream, so its URLs may not have been stored) is sent whole.
+    ``size`` 0 sends everything.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._urls: dict[str, None] = {}  # insertion order = age: the oldest is evicted first
+
+    def new(self, items: Sequence[Any], replay: bool = False) -> list[Any]:
+        """The items (list form) to send of ``items``; all of them when ``replay``."""
+        if self.size <= 0:
+            return list(items)
+        urls = self._urls
+        out = []
+        for item in items:
+            url = item if isinstance(item, str) else item[0]
+            if url in urls:
+                if not replay:
+                    continue
+            else:
+                urls[url] = None
+                if len(urls) > self.size:
+                    del urls[next(iter(urls))]
+            out.append(item)
+        return out

@@ -28,6 +28,9 @@ RAW_HEADERS = "_raw.headers"
 RAW_IP = "_raw.ip"
 RAW_FETCH_TIME = "_raw.fetch_time"
 RAW_TRUNCATED = "_raw.truncated"
+#: set on a tuple its spout emits again after a failure: bolts that skip repeats must not skip
+#: what it carries, since its first emission may not have reached its end
+RAW_REPLAYED = "_raw.replayed"
 
 
 def encode_content(content: bytes) -> str:

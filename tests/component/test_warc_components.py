@@ -80,6 +80,18 @@ def test_parser_and_copy_bolts(conf, tmp_path):
         parser.process(["", wire.encode_content(G.record("warcinfo", None, b"x: y\r\n")),
                         md], tid="p2")
         assert not emits(parser.until_acked("p2"))  # archived only
+        # a link this task sent recently is not sent again, unless the record is a replay
+        raw2 = G.record("response", "http://b.example/r", G.http_response(
+            G.page("r", ["/q", "/s"])))
+        parser.process(["http://b.example/r", wire.encode_content(raw2), md], tid="p3")
+        assert outlink.decode(emits(parser.until_acked("p3"), "outlinks")[0]["tuple"][2]) == [
+            ("http://b.example/s", "")]
+        parser.process(["http://b.example/p", wire.encode_content(raw),
+                        {**md, wire.RAW_REPLAYED: ["true"]}], tid="p4")
+        msgs = parser.until_acked("p4")
+        assert outlink.decode(emits(msgs, "outlinks")[0]["tuple"][2]) == [
+            ("http://b.example/q", ""), ("http://c.example/", "")]
+        assert wire.RAW_REPLAYED not in emits(msgs, "status")[0]["tuple"][1]
     finally:
         parser.close()
     copy = ShellComponent("bolts.warc_copy.WARCCopyBolt", conf, tmp_path, "warc", task=3)

@@ -59,3 +59,15 @@ def test_a_batch_travels_as_one_string_and_comes_back():
     assert outlinks.decode("") == [] and outlinks.decode(None) == []
     with pytest.raises(TypeError):
         outlinks.decode(42)
+
+
+def test_recently_sent_links_are_sent_once_unless_replayed():
+    sent = outlinks.RecentlySent(3)
+    assert sent.new(["http://a/", ["http://b/", "B"], "http://a/"]) == ["http://a/", ["http://b/", "B"]]
+    assert sent.new(["http://a/", "http://c/"]) == ["http://c/"]
+    # a replayed batch goes whole: its first emission may not have been stored
+    assert sent.new(["http://a/", "http://b/", "http://d/"], replay=True) == [
+        "http://a/", "http://b/", "http://d/"]
+    # bounded: d pushed the oldest (a) out, so a is sent again
+    assert sent.new(["http://a/", "http://d/"]) == ["http://a/"]
+    assert outlinks.RecentlySent(0).new(["http://a/", "http://a/"]) == ["http://a/", "http://a/"]

@@ -83,8 +83,10 @@ def test_a_restart_emits_exactly_the_records_not_acked(tmp_path, inputs):
 def test_a_failed_record_is_emitted_again(tmp_path, inputs):
     feed, _ = make_feed(tmp_path, inputs)
     first = feed.next(0.0)
+    assert wire.RAW_REPLAYED not in first.values[2]
     feed.fail(first.msg_id)
-    assert feed.next(0.0).msg_id == first.msg_id
+    again = feed.next(0.0)
+    assert again.msg_id == first.msg_id and again.values[2][wire.RAW_REPLAYED] == ["true"]
 
 
 def test_damaged_and_missing_files(tmp_path, inputs):

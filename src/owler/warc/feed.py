@@ -13,7 +13,8 @@ position (:mod:`owler.warc2warc` keys plus ``warc.file.id``). The message id is
 
 Acks: an acked record is recorded (batched: every ``warc2warc.ack.flush`` seconds) with the file's
 new resume point, the smallest resume offset of its records still in flight or not read yet. A
-failed record is emitted again (its bytes are kept while it is in flight). A file is ``done`` once
+failed record is emitted again (its bytes are kept while it is in flight), marked
+``_raw.replayed``. A file is ``done`` once
 it was read to its end and every record of it was acked; damage is recorded as a problem of the
 file (``owler status``) and reading goes on where it can. A file that cannot be opened or read at
 all (missing, denied, S3 failing after its retries) is ``failed``.
@@ -240,7 +241,9 @@ class WarcFeed:
         self._maybe_done(em.file_id)
 
     def fail(self, msg_id: str) -> None:
-        if msg_id in self.in_flight:
+        em = self.in_flight.get(msg_id)
+        if em is not None:
+            em.values[2][wire.RAW_REPLAYED] = ["true"]
             self.retry.append(msg_id)
             self._count("failed")
 
