@@ -66,8 +66,9 @@ integration: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
 # Every benchmark (bench/run_all.py): the crawl of the benchmark farm by the explorative topology,
-# Scrapy and a bare loop; warc2warc against its bare loop; the frontier backends. Prints a table
-# and writes it into BENCHMARKS.md. BENCH_ARGS passes options (e.g. --only explorative,scrapy).
+# Scrapy, StormCrawler (its jars: bench/stormcrawler/pom.xml, fetched on first use into
+# .work/bench) and a bare loop; warc2warc against its bare loop; the frontier backends. Prints a
+# table and writes it into BENCHMARKS.md. BENCH_ARGS passes options (e.g. --only explorative,scrapy).
 BENCH_ARGS ?=
 bench: setup $(BIN)/.bench-installed
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)

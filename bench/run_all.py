@@ -9,17 +9,21 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
    - `explorative`: the explorative topology on real Storm (local mode), embedded SQLite
      frontier, outlinks and WARC writing on (`owler inject` + `owler run explorative`);
    - `scrapy`: Scrapy crawling the same farm (`bench/crawl_scrapy.py`), pages stored as WARC;
+   - `stormcrawler`: StormCrawler 2.4 (Java) in Storm local mode with its in-memory frontier
+     (`bench/crawl_stormcrawler.py`); it writes no WARC (its WARC module for Storm 2.x is not
+     on Maven Central);
    - `bare`: one asyncio process fetching, extracting links and writing WARC with the fastest
      libraries at hand (`bench/crawl_bare.py`), the practical limit of the machine.
-   Pages/s is what the farm served between its first and last page. CPU is the whole process
+   Pages/s is what the farm served between its first and last page (distinct pages: a page
+   fetched twice counts once; the table shows the repeats). CPU is the whole process
    tree of the run (JVM and every Python component for Storm), over the crawl window (first to
    last page) and over the whole run (start-up and idle tail included); memory is the peak of
    the tree's summed resident sets.
 2. warc2warc against its bare loop (`bench/bench_warc2warc.py`).
 3. The frontier backends (`bench/bench_frontier.py`, `bench/bench_frontier_opensearch.py`).
 
-Usage: .venv/bin/python bench/run_all.py [--only explorative,scrapy,bare,warc2warc,frontier]
-       [--hosts 500] [--pages 40] [--delay 1.0] [--concurrency 50] [--no-write]
+Usage: .venv/bin/python bench/run_all.py [--only explorative,scrapy,stormcrawler,bare,warc2warc,frontier]
+       [--hosts 500] [--pages 40] [--delay 1.0] [--concurrency 50] [-o KEY=VALUE ...] [--no-write]
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from bench.measure import TreeSampler, machine  # noqa: E402
 
 AGENT = "owler-bench"
 BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
-CRAWLERS = ("explorative", "scrapy", "bare")
+CRAWLERS = ("explorative", "scrapy", "stormcrawler", "bare")
 
 
 def crawl_command(name: str, work: Path, seeds: Path, args) -> list[str]:
@@ -55,7 +59,8 @@ def crawl_command(name: str, work: Path, seeds: Path, args) -> list[str]:
             f"frontier.sqlite.path: {work / 'frontier.sqlite'}\nwarc.dir: {work / 'warc'}\n"
             f"owler.work.dir: {work}\nhttp.allow.private.addresses: true\n"
             f"http.agent.name: {AGENT}\nfetcher.server.delay: {args.delay}\n"
-            f"fetcher.threads.number: {args.concurrency}\nhttp.timeout: 10000\n")
+            f"fetcher.threads.number: {args.concurrency}\nhttp.timeout: 10000\n"
+            + "".join(f"{k}: {v}\n" for k, _, v in (o.partition("=") for o in args.options)))
         subprocess.run([py, "-m", "owler.cli", "inject", str(seeds), "--conf", str(conf)],
                        cwd=ROOT, check=True, capture_output=True)
         return [py, "-m", "owler.cli", "run", "explorative", "--conf", str(conf),
@@ -89,11 +94,11 @@ def run_crawl(name: str, args) -> dict:
         if rc != 0:
             tail = (work / "run.log").read_text(errors="replace")[-3000:]
             raise RuntimeError(f"{name} exited with {rc}:\n{tail}")
-        warc = sum(f.stat().st_size for f in (work / "warc").rglob("*") if f.is_file())
+        warc = sum(f.stat().st_size for f in (work / "warc").rglob("*.warc*") if f.is_file())
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    pages = stats["pages"]
+    pages = stats["pages"] - stats["duplicates"]  # a page fetched twice counts once
     window = max(stats["last_page"] - stats["first_page"], 1e-9)
     cpu_run = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     cpu_window = sampler.cpu_at(stats["last_page"]) - sampler.cpu_at(stats["first_page"])
@@ -130,12 +135,18 @@ def crawl_table(rows: list[dict], args) -> list[str]:
         lines.append(f"| {r['run']} | {r['pages']:,} of {r['expected_pages']:,} | "
                      f"{r['pages_per_s']:,} | {r['cpu_ms_per_page_window']} | "
                      f"{r['cpu_ms_per_page_run']} | {r['peak_rss_mb']:,} MB "
-                     f"({r['processes']} proc.) | {r['warc_mb']} | {r['duplicates']} | "
+                     f"({r['processes']} proc.) | {r['warc_mb'] or 'none'} | {r['duplicates']} | "
                      f"{r['robots_violations']} |")
     by = {r["run"]: r for r in rows}
+    if "stormcrawler" in by:
+        lines += ["", "StormCrawler 2.4: one JVM (3 GB heap), its in-memory frontier (`MemorySpout`, "
+                  "`MemoryStatusUpdater`), its JSoup parser extracting text; it writes no WARC (its "
+                  "WARC module for Storm 2.x is not on Maven Central). Its repeats: each seed is "
+                  "fetched again when found as a link (`MemorySpout` seeds are unknown to the "
+                  "status updater's cache); pages/s counts distinct pages."]
     if "explorative" in by:
         ex = by["explorative"]
-        for peer in ("scrapy", "bare"):
+        for peer in ("scrapy", "stormcrawler", "bare"):
             if peer in by:
                 p = by[peer]
                 lines.append("")
@@ -172,12 +183,14 @@ def write_benchmarks(section: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="explorative,scrapy,bare,warc2warc,frontier")
+    ap.add_argument("--only", default="explorative,scrapy,stormcrawler,bare,warc2warc,frontier")
     ap.add_argument("--hosts", type=int, default=500)
     ap.add_argument("--pages", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--delay", type=float, default=1.0)
     ap.add_argument("--concurrency", type=int, default=50)
+    ap.add_argument("-o", dest="options", action="append", default=[], metavar="KEY=VALUE",
+                    help="a crawler config key for the explorative run (repeatable)")
     ap.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md")
     ap.add_argument("--keep", action="store_true", help="keep the runs' folders (logs, WARC)")
     args = ap.parse_args()

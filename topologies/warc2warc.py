@@ -32,7 +32,7 @@ class Warc2Warc(Topology):
     config = absolute_paths(load_conf(os.environ.get("OWLER_CONF") or None))
 
     # the spout bounds what is in flight itself (warc2warc.max.in.flight, default 2000: the
-    # frontier spouts' topology.max.spout.pending of 500 would throttle this pipeline)
+    # frontier spouts' topology.max.spout.pending of 2000 would throttle this pipeline)
     spout = WarcSpout.spec(name="spout", par=1, config={"topology.max.spout.pending": 1000000})
     parser = WarcParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=1)
     warc = WARCCopyBolt.spec(name="warc", par=1, config=TICK,

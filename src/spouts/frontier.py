@@ -54,7 +54,7 @@ class FrontierSpout(OwlerComponent, Spout):
             self.max_buckets = C.get_int(storm_conf, "opensearch.status.max.buckets", self.max_buckets)
             self.per_bucket = C.get_int(storm_conf, "opensearch.status.max.urls.per.bucket",
                                         self.per_bucket)
-        self.buffer_size = C.get_int(storm_conf, "spout.buffer.size", 500)
+        self.buffer_size = C.get_int(storm_conf, "spout.buffer.size", 2000)
         self.min_delay = C.get_int(storm_conf, "spout.min.delay.queries", 2000) / 1000.0
         self.ttl_purgatory = C.get_int(storm_conf, "spout.ttl.purgatory", 30)
         self.purgatory = self.ttl_purgatory + C.get_int(
