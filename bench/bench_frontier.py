@@ -1,8 +1,9 @@
 """Benchmark of the SQLite frontier: status updates/s and URLs served/s by ``due()``.
 
-    .venv/bin/python bench/bench_frontier.py [--rows 500000] [--keys 10000] [--batch 1000]
+    .venv/bin/python bench/bench_frontier.py [--rows 500000] [--keys 10000] [--batch N]
 
-1. Writes: batches of ``--batch`` updates into a fresh database until it holds ``--rows`` URLs.
+1. Writes: batches of ``--batch`` updates (default: the status updater's, ``status.updater.batch.size``
+   of ``resources/crawler-conf.yaml``) into a fresh database until it holds ``--rows`` URLs.
    Each batch is 80 % DISCOVERED (70 % new URLs, 10 % already known: ignored) and 20 % FETCHED
    (overwrites of known URLs, rescheduled a day later), as a status updater sees them.
 2. Reads: ``due(now, max_buckets=1000, per_bucket=10)`` as the spout calls it, against the same
@@ -26,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from owler import conf as C  # noqa: E402
+from owler.conf import load_conf  # noqa: E402
 from owler.constants import Status  # noqa: E402
 from owler.frontier import StatusUpdate  # noqa: E402
 from owler.frontier.sqlite import SQLiteFrontier  # noqa: E402
@@ -44,7 +47,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=500_000)
     ap.add_argument("--keys", type=int, default=10_000)
-    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--batch", type=int,
+                    default=C.get_int(load_conf(), "status.updater.batch.size", 5000))
     ap.add_argument("--synchronous", default="NORMAL")
     ap.add_argument("--wal-pages", type=int, default=50000,
                     help="frontier.sqlite.wal.autocheckpoint (pages between checkpoints)")
@@ -126,7 +130,7 @@ def main() -> None:
     fr.close()
 
     if args.json:
-        print(json.dumps({"rows": rows, "updates_per_s": round(written / t_write),
+        print(json.dumps({"rows": rows, "batch": args.batch, "updates_per_s": round(written / t_write),
                           "served_per_s": round(served / (t_due * calls))}))
         shutil.rmtree(tmp, ignore_errors=True)
         return

@@ -159,7 +159,8 @@ def crawl_table(rows: list[dict], args) -> list[str]:
 def frontier_lines(sq: dict, os_: dict) -> list[str]:
     lines = ["| frontier | status updates/s | URLs served/s | peer |", "|---|---:|---:|---|"]
     if sq:
-        lines.append(f"| SQLite ({sq['rows']:,} URLs) | {sq['updates_per_s']:,} | "
+        lines.append(f"| SQLite ({sq['rows']:,} URLs, commits of {sq.get('batch', 0):,}) | "
+                     f"{sq['updates_per_s']:,} | "
                      f"{sq['served_per_s']:,} | — |")
     if os_:
         lines.append(f"| OpenSearch, one local node ({os_['rows']:,} URLs) | "
