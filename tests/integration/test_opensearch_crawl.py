@@ -17,6 +17,7 @@ import orjson
 import pytest
 
 from tests.farm.harness import FarmProcess, min_interval, requests_by_host
+from tests.integration import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DELAY = 0.5
@@ -24,9 +25,15 @@ DELAY = 0.5
 pytestmark = pytest.mark.integration
 
 
-def owler(node, work: Path, *args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "owler.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, "OWLER_HOME": str(ROOT)})
+def owler(*args):
+    return cli.owler(*args, check=False)
+
+
+def wait_for_pages(farm, n: int, timeout: float = 180) -> None:
+    """Until the farm has served ``n`` pages (or ``timeout`` seconds passed)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and len(fetched_pages(farm.access_log())) < n:
+        time.sleep(0.5)
 
 
 def write_conf(node, work: Path, index: str, extra: str = "") -> Path:
@@ -70,20 +77,18 @@ def test_crawl_survives_an_opensearch_restart_and_counts_agree(opensearch, tmp_p
     with FarmProcess(6, tmp_path / "access.log") as farm:
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("\n".join(farm.seeds()) + "\n")
-        inject = owler(opensearch, tmp_path, "inject", str(seeds), "--conf", str(conf))
+        inject = owler("inject", str(seeds), "--conf", str(conf))
         assert inject.returncode == 0, inject.stderr
         assert "6 new URL" in inject.stdout and f"index '{index}'" in inject.stdout
         result = {}
 
         def run():
-            result["run"] = owler(opensearch, tmp_path, "run", "explorative", "--conf", str(conf),
+            result["run"] = owler("run", "explorative", "--conf", str(conf),
                                   "--idle-exit", "8", "--time", "400")
 
         t = threading.Thread(target=run)
         t.start()
-        deadline = time.time() + 180
-        while time.time() < deadline and len(fetched_pages(farm.access_log())) < 10:
-            time.sleep(0.5)
+        wait_for_pages(farm, 10)
         assert len(fetched_pages(farm.access_log())) >= 10, "the crawl did not start"
         down = opensearch.owler("services", "down")
         assert down.returncode == 0, down.stderr
@@ -96,7 +101,7 @@ def test_crawl_survives_an_opensearch_restart_and_counts_agree(opensearch, tmp_p
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         log = farm.access_log()
         assert len(log) > during + 5, "nothing was fetched after the restart"
-        status = orjson.loads(owler(opensearch, tmp_path, "status", "--conf", str(conf),
+        status = orjson.loads(owler("status", "--conf", str(conf),
                                     "--json").stdout)
     # every page the farm served is FETCHED in the index: no status update was lost
     port = farm.port
@@ -115,7 +120,7 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
     with FarmProcess(8, tmp_path / "access.log") as farm:
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("\n".join(farm.seeds()) + "\n")
-        assert owler(opensearch, tmp_path, "inject", str(seeds), "--conf",
+        assert owler("inject", str(seeds), "--conf",
                      str(confs[0])).returncode == 0
         runs = []
         for c in confs:
@@ -124,10 +129,7 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
                  "--idle-exit", "10", "--time", "400"], cwd=ROOT, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, env={**os.environ, "OWLER_HOME": str(ROOT)}))
             if len(runs) == 1:
-                # the second crawler joins a running crawl that holds every queue
-                deadline = time.time() + 180
-                while time.time() < deadline and len(fetched_pages(farm.access_log())) < 10:
-                    time.sleep(0.5)
+                wait_for_pages(farm, 10)  # the second crawler joins a crawl holding every queue
         outs = [r.communicate(timeout=600)[0] for r in runs]
         assert [r.returncode for r in runs] == [0, 0], outs
         log = farm.access_log()
@@ -143,7 +145,7 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
             wanted = 2.0 if host in farm.hosts_of("crawldelay") else DELAY
             assert gap >= wanted - 0.05, (host, gap)
     # both crawlers did part of the work (each writes its own WARC files)
-    for c, out in zip(("c1", "c2"), outs):
+    for c in ("c1", "c2"):
         assert list((tmp_path / c / "warc").glob("*.warc.gz")), \
             f"crawler {c} archived nothing:\n" + "\n\n".join(o[-2000:] for o in outs)
     counts = index_counts(opensearch, index)
@@ -156,23 +158,23 @@ def test_cli_bad_input(opensearch, tmp_path):
     # nothing listens on this port
     conf = write_conf(opensearch, tmp_path, "x", "opensearch.addresses: 127.0.0.1:9\n"
                                                  "opensearch.max.retries: 0\n")
-    inject = owler(opensearch, tmp_path, "inject", str(seeds), "--conf", str(conf))
+    inject = owler("inject", str(seeds), "--conf", str(conf))
     assert inject.returncode == 3
     assert "cannot reach OpenSearch at http://127.0.0.1:9" in inject.stderr
-    run = owler(opensearch, tmp_path, "run", "explorative", "--conf", str(conf), "--time", "5")
+    run = owler("run", "explorative", "--conf", str(conf), "--time", "5")
     assert run.returncode == 3 and "cannot use the frontier" in run.stderr
     # an index that is not a status index (a mapping conflict): exit 1, the field named
     opensearch.request("PUT", "/not-status", {"mappings": {"properties": {
         "url": {"type": "keyword"}, "key": {"type": "keyword"}, "status": {"type": "long"}}}})
     conf = write_conf(opensearch, tmp_path, "not-status")
-    st = owler(opensearch, tmp_path, "status", "--conf", str(conf))
+    st = owler("status", "--conf", str(conf))
     assert st.returncode == 1 and "status is long (expected keyword)" in st.stderr
     # a port the runner cannot serve, and a port already taken
     other = ["-o", f"owler.work.dir={tmp_path / 'other'}"]
-    bad = owler(opensearch, tmp_path, "services", "up", *other, "-o",
+    bad = owler("services", "up", *other, "-o",
                 "services.opensearch.port=30000")
     assert bad.returncode == 2 and "outside 1025..9299" in bad.stderr
-    taken = owler(opensearch, tmp_path, "services", "up", *other, "-o",
+    taken = owler("services", "up", *other, "-o",
                   f"services.opensearch.port={opensearch.port}")
     assert taken.returncode == 2 and f"port {opensearch.port} on 127.0.0.1 is already taken" \
         in taken.stderr

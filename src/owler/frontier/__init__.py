@@ -117,6 +117,17 @@ class Frontier(Protocol):
     def location(self) -> str: ...
 
 
+def round_robin(buckets: list[list], per_bucket: int) -> list:
+    """The first of every bucket, then the second of every bucket, … (``per_bucket`` rounds): how
+    both frontiers interleave their queues' URLs for the spout."""
+    out = []
+    for i in range(per_bucket):
+        for bucket in buckets:
+            if i < len(bucket):
+                out.append(bucket[i])
+    return out
+
+
 def open_frontier(conf: Mapping[str, Any] | None, owner: str | None = None) -> Frontier:
     """The frontier backend chosen by ``frontier.backend`` (default ``sqlite``). ``owner`` names
     the spout task for the queue leases of a shared frontier (OpenSearch)."""

@@ -63,7 +63,8 @@ import orjson
 
 from owler import conf as C
 from owler.constants import STATUS_NAMES, Status
-from owler.frontier import DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate
+from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate,
+                            round_robin)
 from owler.constants import IS_SITEMAP, ON_SITEMAP
 from owler.frontier.osclient import OpenSearchError, OSClient, conn_key, epoch_of
 from owler.frontier.refresh import (EXT_PREFIXES, LAST_MODIFIED, REFRESH_KEYS, SEEDED, TRUE,
@@ -392,12 +393,7 @@ class OpenSearchFrontier:
                 if len(rows) >= per_bucket:
                     break
             queues.append(rows)
-        out = []
-        for i in range(per_bucket):
-            for rows in queues:
-                if i < len(rows):
-                    out.append(rows[i])
-        return out
+        return round_robin(queues, per_bucket)
 
     # -- queue leases ------------------------------------------------------------------------------
     def _lease_doc(self, until: float, active: bool) -> bytes:

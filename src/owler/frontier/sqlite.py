@@ -92,7 +92,8 @@ import orjson
 from owler import conf as C
 from owler.conf import ConfError
 from owler.constants import STATUS_NAMES, Status
-from owler.frontier import DEFAULT_KEY, NEVER, FrontierError, FrontierRecord, StatusUpdate
+from owler.frontier import (DEFAULT_KEY, NEVER, FrontierError, FrontierRecord, StatusUpdate,
+                            round_robin)
 from owler.frontier.refresh import (LAST_MODIFIED, REFRESH_KEYS, SEEDED, is_refresh, listed,
                                     merge_sitemap_facts)
 
@@ -529,7 +530,7 @@ class SQLiteFrontier:
             cur.execute("COMMIT")
         if stale:
             self._refresh_queues(stale)
-        return _round_robin(buckets, per_bucket)
+        return round_robin(buckets, per_bucket)
 
     def _due_tagged(self, now: float, max_buckets: int, per_bucket: int,
                     exclude: Container[str]) -> list[tuple[str, dict[str, list[str]], str]]:
@@ -574,7 +575,7 @@ class SQLiteFrontier:
             with self._write():
                 self.conn.executemany(_REFRESH_TAG_QUEUE, stale)
                 self.conn.executemany(_DROP_EMPTY_TAG_QUEUE, stale)
-        return _round_robin(buckets, per_bucket)
+        return round_robin(buckets, per_bucket)
 
     def _refresh_queues(self, keys: list[str]) -> None:
         """Recompute (or drop) queues whose stored earliest date is stale. Happens only when a URL
@@ -705,13 +706,3 @@ class _Transaction:
                 self.conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
-
-
-def _round_robin(buckets: list[list], per_bucket: int) -> list:
-    """The first of every bucket, then the second of every bucket, … (per_bucket rounds)."""
-    out = []
-    for i in range(per_bucket):
-        for bucket in buckets:
-            if i < len(bucket):
-                out.append(bucket[i])
-    return out
