@@ -38,7 +38,7 @@ def main() -> None:
     with FarmProcess(args.hosts, work / "access.log") as farm:
         seeds = work / "seeds.txt"
         seeds.write_text("\n".join(farm.seeds()) + "\n")
-        py = [sys.executable, "-m", "owler.cli"]
+        py = [sys.executable, "-m", "owler"]
         subprocess.run(py + ["inject", str(seeds), "--conf", str(conf)], cwd=ROOT, check=True,
                        capture_output=True)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -41,7 +41,7 @@ import urllib3  # noqa: E402
 from owler.constants import Status  # noqa: E402
 from owler.frontier import StatusUpdate  # noqa: E402
 from owler.frontier.opensearch import OpenSearchFrontier, _sha256  # noqa: E402
-from owler.services import OpenSearchNode  # noqa: E402
+from owler.run.services import OpenSearchNode  # noqa: E402
 
 
 def batches(rnd: random.Random, rows: int, keys: int, batch: int, now: float, tag: str):

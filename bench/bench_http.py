@@ -1,12 +1,12 @@
-"""Client CPU per fetch: owler.http.HttpFetcher vs a bare aiohttp loop, same run, same server.
+"""Client CPU per fetch: owler.fetch.http.HttpFetcher vs a bare aiohttp loop, same run, same server.
 
 A 75 KB HTML page is served over keep-alive by an aiohttp server in a separate process (its CPU is
 not counted); the client process measures ``time.process_time()`` per fetch. Variants:
 
 - ``bare aiohttp``: one ClientSession, default settings, ``session.get(url)`` + ``resp.read()``;
-- ``owler.http``: HttpFetcher with the guard ON (127.0.0.1 is let through by a patched check that
+- ``owler.fetch.http``: HttpFetcher with the guard ON (127.0.0.1 is let through by a patched check that
   still runs the full address test on every fetch), limits, raw read and our header capture;
-- ``owler.http gzip``: the same page gzip-encoded (decoding with the bomb guard included).
+- ``owler.fetch.http gzip``: the same page gzip-encoded (decoding with the bomb guard included).
 
 Prints a markdown table (µs CPU/fetch, fetches/s of one core, ratio to bare aiohttp).
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import aiohttp  # noqa: E402
 from aiohttp import web  # noqa: E402
 
-import owler.http as H  # noqa: E402
+import owler.fetch.http as H  # noqa: E402
 
 
 def make_page(size: int = 75_000) -> bytes:
@@ -119,8 +119,8 @@ def main() -> None:
     try:
         port = q.get(timeout=20)
         base = f"http://127.0.0.1:{port}"
-        variants = [("bare aiohttp", run_bare, "/page"), ("owler.http", run_owler, "/page"),
-                    ("owler.http gzip", run_owler, "/gz")]
+        variants = [("bare aiohttp", run_bare, "/page"), ("owler.fetch.http", run_owler, "/page"),
+                    ("owler.fetch.http gzip", run_owler, "/gz")]
         results = {}
         for _ in range(args.rounds):
             for name, fn, path in variants:

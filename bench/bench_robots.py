@@ -1,4 +1,4 @@
-"""Benchmark: owler.robots (parse once per host, ``allowed()`` per URL) against protego.
+"""Benchmark: owler.fetch.robots (parse once per host, ``allowed()`` per URL) against protego.
 
 Corpus: the 4,231 real robots.txt files of protego 0.7.0 (``shared/testdata``), or the 500-file
 sample in ``tests/data/robots`` when the shared data is absent, plus one 396 KB file with 12,375
@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from protego import Protego  # noqa: E402
 
-from owler.robots import parse_robots  # noqa: E402
+from owler.fetch.robots import parse_robots  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "testdata" / "robots"
 FULL = SHARED / "protego" / "real_world_robots_txt_4231.tar.gz"

@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from owler.parse.sitemap import SitemapError, parse_sitemap  # noqa: E402
+from owler.sitemap.parser import SitemapError, parse_sitemap  # noqa: E402
 
 
 def make_urlset(n: int) -> bytes:

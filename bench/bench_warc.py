@@ -1,4 +1,4 @@
-"""WARC writing cost: owler.warc.WarcWriter vs warcio's WARCWriter(gzip=True), same run, same data.
+"""WARC writing cost: owler.warc.WARCWriter vs warcio's WARCWriter(gzip=True), same run, same data.
 
 2,000 response records of ~45 KB synthetic HTML (Zipf-distributed pseudo-words in markup: compresses
 about 4:1 like real pages; ``--html DIR`` uses real pages instead), one gzip member per record, SHA-1 block and payload digests for both.
@@ -23,8 +23,7 @@ from warcio.archiveiterator import ArchiveIterator  # noqa: E402
 from warcio.statusandheaders import StatusAndHeaders  # noqa: E402
 from warcio.warcwriter import WARCWriter  # noqa: E402
 
-from owler.warc import WarcWriter  # noqa: E402
-
+from owler.warc import WARCWriter  # noqa: E402
 
 
 def make_vocabulary(rnd: random.Random, n: int = 6000) -> tuple[list[str], list[float]]:
@@ -76,7 +75,7 @@ HEADERS = [("Date", "Wed, 01 May 2024 12:00:00 GMT"), ("Server", "nginx"),
 
 
 def bench_owler(records, directory: Path, level: int, with_request: bool) -> tuple[float, int]:
-    w = WarcWriter(directory, prefix=f"BENCH{level}{'R' if with_request else ''}",
+    w = WARCWriter(directory, prefix=f"BENCH{level}{'R' if with_request else ''}",
                    gzip_level=level, rotation_size=-1, rotation_time=-1)
     t = time.perf_counter()
     for url, payload in records:
@@ -132,7 +131,7 @@ def main() -> None:
         levels = [int(x) for x in a.levels.split(",")]
         for level, req in [(levels[0], True)] + [(lv, False) for lv in levels]:
             t, size = bench_owler(records, d, level, req)
-            rows.append((f"owler `WarcWriter` (zlib-ng {level})",
+            rows.append((f"owler `WARCWriter` (zlib-ng {level})",
                          "request+response" if req else "response", t, size))
         if a.verify:
             for f in sorted(d.glob("*.warc.gz")):

@@ -41,7 +41,7 @@ from bench.measure import TreeSampler  # noqa: E402
 from owler.parse.html import parse_html  # noqa: E402
 from owler.warc.progress import Progress  # noqa: E402
 from owler.warc.reader import InputRecord, iter_records  # noqa: E402
-from owler.warc2warc import parse_http_response  # noqa: E402
+from owler.warc.record import parse_http_response  # noqa: E402
 from tests import warcgen as G  # noqa: E402
 
 WORDS = ("crawler open web index search europe archive page link text data storm python "
@@ -135,7 +135,7 @@ def pipeline(folder: Path, work: Path, total: int, options: list[str]) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t_start = time.time()
     opts = [a for o in options for a in ("-o", o)]
-    proc = subprocess.Popen([sys.executable, "-m", "owler.cli", "run", "warc2warc", "--conf",
+    proc = subprocess.Popen([sys.executable, "-m", "owler", "run", "warc2warc", "--conf",
                              str(conf), "--idle-exit", "3", *opts], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     sampler = TreeSampler(proc.pid, interval=0.25)

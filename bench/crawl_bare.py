@@ -3,7 +3,7 @@
 Does the work of the explorative crawl with the fastest sound libraries in the virtualenv, and
 nothing else: aiohttp (keep-alive connection reuse) fetches, protego reads robots.txt, selectolax
 (lexbor) finds the links, ada-url resolves and normalizes them, and the project's own
-``owler.warc.writer.WarcWriter`` writes the same per-record-gzipped WARC files as the crawler
+``owler.warc.writer.WARCWriter`` writes the same per-record-gzipped WARC files as the crawler
 (a request and a response record per page, zlib level 6). Parsing and WARC writing run inline in
 the event loop: what one Python process can do on its own.
 
@@ -49,18 +49,18 @@ import time
 from collections import deque
 from pathlib import Path
 
-import aiohttp
 import ada_url
+import aiohttp
 from protego import Protego
 from selectolax.lexbor import LexborHTMLParser
 
 try:
     from owler.urls import host_of
-    from owler.warc.writer import WarcWriter
+    from owler.warc.writer import WARCWriter
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from owler.urls import host_of
-    from owler.warc.writer import WarcWriter
+    from owler.warc.writer import WARCWriter
 
 log = logging.getLogger("crawl_bare")
 
@@ -125,7 +125,7 @@ class BareCrawler:
         self.concurrency = max(1, concurrency)
         self.agent = agent
         self.timeout = timeout
-        self.writer = WarcWriter(out, prefix="BARE", partition="0", gzip_level=gzip_level,
+        self.writer = WARCWriter(out, prefix="BARE", partition="0", gzip_level=gzip_level,
                                  extra_info={"http-header-user-agent": agent})
         self.hosts: dict[str, Host] = {}
         self.robots: dict[str, object] = {}  # origin -> _UNKNOWN/_ALLOW_ALL/_DEAD/Protego

@@ -55,7 +55,7 @@ HERE = ROOT / "bench" / "stormcrawler"
 LIB = ROOT / ".work" / "bench" / "stormcrawler" / "lib"
 sys.path.insert(0, str(ROOT / "src"))
 
-from owler.runner import storm_home  # noqa: E402
+from owler.run.runner import storm_home  # noqa: E402
 
 TOPOLOGY = """name: "stormcrawler-bench"
 includes:

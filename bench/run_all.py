@@ -61,9 +61,9 @@ def crawl_command(name: str, work: Path, seeds: Path, args) -> list[str]:
             f"http.agent.name: {AGENT}\nfetcher.server.delay: {args.delay}\n"
             f"fetcher.threads.number: {args.concurrency}\nhttp.timeout: 10000\n"
             + "".join(f"{k}: {v}\n" for k, _, v in (o.partition("=") for o in args.options)))
-        subprocess.run([py, "-m", "owler.cli", "inject", str(seeds), "--conf", str(conf)],
+        subprocess.run([py, "-m", "owler", "inject", str(seeds), "--conf", str(conf)],
                        cwd=ROOT, check=True, capture_output=True)
-        return [py, "-m", "owler.cli", "run", "explorative", "--conf", str(conf),
+        return [py, "-m", "owler", "run", "explorative", "--conf", str(conf),
                 "--idle-exit", "5"]
     script = ROOT / "bench" / f"crawl_{name}.py"
     return [py, str(script), "--seeds", str(seeds), "--out", str(work / "warc"),

@@ -21,10 +21,10 @@ from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
 from bolts.warc_writer import WARCWriterBolt
 from owler.conf import absolute_paths, load_conf
-from owler.constants import OUTLINKS_STREAM, STATUS_STREAM
+from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
 from spouts.frontier import FrontierSpout
 
-TICK = {"topology.tick.tuple.freq.secs": 1}
+TICK = {TICK_FREQ_KEY: 1}
 
 
 class Explorative(Topology):

@@ -39,45 +39,50 @@ from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
 from bolts.warc_writer import WARCWriterBolt
 from owler.conf import ConfError, absolute_paths, load_conf
-from owler.constants import OUTLINKS_STREAM, STATUS_STREAM
+from owler.constants import (EMIT_OUTLINKS_KEY, EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY,
+                             INTEREST_TAGS_KEY, IS_SITEMAP, METADATA_TRANSFER_KEY, ON_SITEMAP,
+                             OUTLINKS_STREAM, SITEMAP_DISCOVERY, STATUS_STREAM, TICK_FREQ_KEY,
+                             URLFILTERS_FILE_KEY)
+from owler.sitemap.processor import DEPTH, HOSTS
 from spouts.frontier import FrontierSpout
 from spouts.sitemap_seed import SitemapSeedSpout
 
-TICK = {"topology.tick.tuple.freq.secs": 1}
+TICK = {TICK_FREQ_KEY: 1}
 #: the tags of frontier.tags' default rules for isSitemap=true and isDiscoveredOnSitemap=true
 SITEMAP_TAGS = ["Sitemap", "OnSitemap"]
-TRANSFER = ["isSitemap", "isDiscoveredOnSitemap", "sitemap.depth", "sitemap.hosts"]
+TRANSFER = [IS_SITEMAP, ON_SITEMAP, DEPTH, HOSTS]
 
 
 class Sitemap(Topology):
     config = absolute_paths(load_conf(os.environ.get("OWLER_CONF") or None))
 
     spout = FrontierSpout.spec(name="spout", par=1,
-                               config={"frontier.interest.tags": SITEMAP_TAGS,
-                                       "frontier.interest.exclude.tags": []})
+                               config={INTEREST_TAGS_KEY: SITEMAP_TAGS,
+                                       EXCLUDE_TAGS_KEY: []})
     seeds = SitemapSeedSpout.spec(name="spout_seeds", par=1)
     partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout, seeds], par=1)
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
-                               par=1, config={**TICK, "sitemap.discovery": True})
+                               par=1, config={**TICK, SITEMAP_DISCOVERY: True})
     sitemaps = SitemapParserBolt.spec(name="sitemap", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
                                       par=1)
     parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE}, par=1,
-                             config={"parser.emitOutlinks": False})
+                             config={EMIT_OUTLINKS_KEY: False})
     warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=1,
                                config=TICK)
     urlfilter = URLFilterBolt.spec(
         name="urlfilter", par=1, inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE},
-        config={"urlfilters.config.file": "sitemap-urlfilters.json"})
+        config={URLFILTERS_FILE_KEY: "sitemap-urlfilters.json"})
     blacklist = BlacklistBolt.spec(name="blacklist", par=1,
                                    inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
+
     @staticmethod
     def check_conf(conf: dict) -> None:
         """Raise ConfError for bad sitemap keys before Storm starts (``owler run`` calls it)."""
-        from owler.frontier.sqlite import tag_rules
+        from owler.frontier import tag_rules
         from owler.scheduler import load_scheduler
-        from owler.sitemaps import SitemapProcessor
+        from owler.sitemap.processor import SitemapProcessor
 
-        tags = {tag for _, _, tag in tag_rules(conf.get("frontier.tags"))}
+        tags = {tag for _, _, tag in tag_rules(conf.get(FRONTIER_TAGS_KEY))}
         missing = [t for t in SITEMAP_TAGS if t not in tags]
         if missing:
             raise ConfError(f"frontier.tags: the sitemap topology serves the tags {SITEMAP_TAGS} "
@@ -86,7 +91,7 @@ class Sitemap(Topology):
         load_scheduler(conf)
 
     status = StatusUpdaterBolt.spec(
-        name="status", par=1, config={**TICK, "metadata.transfer": TRANSFER},
+        name="status", par=1, config={**TICK, METADATA_TRANSFER_KEY: TRANSFER},
         inputs={fetcher[STATUS_STREAM]: Grouping.fields("url"),
                 sitemaps[STATUS_STREAM]: Grouping.fields("url"),
                 parser[STATUS_STREAM]: Grouping.fields("url"),

@@ -1,7 +1,7 @@
 """WARC2WARC: WARC files from S3 (or a folder) → parsed → outlinks to the frontier; every record
 archived unchanged; nothing is fetched.
 
-The WarcSpout emits each record with its exact bytes: HTTP responses on the default stream to the
+The WARCSpout emits each record with its exact bytes: HTTP responses on the default stream to the
 parser and the WARC copy bolt, every other record on the ``archive`` stream to the copy bolt only.
 The parser gives each response's status (the record's URL goes to the frontier as FETCHED with its
 WARC-Date, or REDIRECTION / FETCH_ERROR / ERROR) and ONE tuple with its outlinks, which go through
@@ -19,13 +19,13 @@ from bolts.blacklist import BlacklistBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
 from bolts.warc_copy import WARCCopyBolt
-from bolts.warc_parser import WarcParserBolt
+from bolts.warc_parser import WARCParserBolt
 from owler.conf import absolute_paths, load_conf
-from owler.constants import OUTLINKS_STREAM, STATUS_STREAM
+from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
 from owler.warc.feed import ARCHIVE_STREAM
-from spouts.warc import WarcSpout
+from spouts.warc import WARCSpout
 
-TICK = {"topology.tick.tuple.freq.secs": 1}
+TICK = {TICK_FREQ_KEY: 1}
 
 
 class Warc2Warc(Topology):
@@ -33,8 +33,8 @@ class Warc2Warc(Topology):
 
     # the spout bounds what is in flight itself (warc2warc.max.in.flight, default 2000: the
     # frontier spouts' topology.max.spout.pending of 2000 would throttle this pipeline)
-    spout = WarcSpout.spec(name="spout", par=1, config={"topology.max.spout.pending": 1000000})
-    parser = WarcParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=1)
+    spout = WARCSpout.spec(name="spout", par=1, config={"topology.max.spout.pending": 1000000})
+    parser = WARCParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=1)
     warc = WARCCopyBolt.spec(name="warc", par=1, config=TICK,
                              inputs={spout: Grouping.LOCAL_OR_SHUFFLE,
                                      spout[ARCHIVE_STREAM]: Grouping.LOCAL_OR_SHUFFLE})

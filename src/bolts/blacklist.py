@@ -1,4 +1,5 @@
-"""BlacklistBolt: drops outlinks on spam lists or webmaster opt-out lists (reloaded on change)."""
+"""BlacklistBolt: drops outlinks on spam lists or webmaster opt-out lists (reloaded on change;
+:class:`owler.blacklist.Blacklist`)."""
 
 from __future__ import annotations
 
@@ -6,24 +7,20 @@ import time
 
 from streamparse import Bolt, Stream
 
-from bolts.base import OwlerComponent
-from owler.blacklist import Blacklist
 from owler import outlinks as outlink
-from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM
+from owler.blacklist import Blacklist
+from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM
+from owler.task.component import OwlerComponent
 
 
 class BlacklistBolt(OwlerComponent, Bolt):
-    outputs = [Stream(STATUS_FIELDS, name=STATUS_STREAM),
-               Stream(OUTLINKS_FIELDS, name=OUTLINKS_STREAM)]
+    outputs = [Stream(OUTLINKS_FIELDS, name=OUTLINKS_STREAM)]
 
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
         self.blacklist = Blacklist.from_conf(storm_conf)
 
     def process(self, tup):
-        if tup.stream == STATUS_STREAM:
-            self.emit(list(tup.values), stream=STATUS_STREAM)
-            return
         self.blacklist.maybe_reload(time.time())
         source, md = tup.values[0], tup.values[1] or {}
         kept = []

@@ -1,19 +1,17 @@
-"""ParserBolt: a fetched page → its FETCHED (or ERROR) status and ONE tuple with all its outlinks."""
+"""ParserBolt: a fetched page → its FETCHED (or ERROR) status and ONE tuple with all its outlinks
+(:class:`owler.parse.page.PageHandler`)."""
 
 from __future__ import annotations
 
 from streamparse import Bolt, Stream
 
-from bolts.base import OwlerComponent
-from owler import outlinks as outlink
 from owler import wire
-from owler.constants import (ERROR_MESSAGE, ERROR_SOURCE, OUTLINKS_FIELDS, OUTLINKS_STREAM,
-                             STATUS_FIELDS, STATUS_STREAM, Status)
-from owler.metadata import set_value
-from owler.parsing import PageHandler
+from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM
+from owler.parse.page import PageHandler
+from owler.task.component import StatusEmitter
 
 
-class ParserBolt(OwlerComponent, Bolt):
+class ParserBolt(StatusEmitter, Bolt):
     outputs = [Stream(STATUS_FIELDS, name=STATUS_STREAM),
                Stream(OUTLINKS_FIELDS, name=OUTLINKS_STREAM)]
 
@@ -26,16 +24,9 @@ class ParserBolt(OwlerComponent, Bolt):
         try:
             out = self.handler.handle_page(url, wire.decode_content(content), md)
         except Exception as exc:  # noqa: BLE001 - never let a page kill the bolt
-            clean = wire.strip_transient(md)
-            set_value(clean, ERROR_SOURCE, "parser")
-            set_value(clean, ERROR_MESSAGE, f"{type(exc).__name__}: {exc}")
-            self.count("error")
-            self.report_error(f"parser failed on {url}: {type(exc).__name__}: {exc}")
-            self.emit([url, clean, Status.ERROR.value], stream=STATUS_STREAM)
+            self.emit_error(url, md, exc)
             return
         self.count(out.status.value)
         self.count("outlinks", len(out.outlinks))
-        if out.outlinks:
-            self.emit([url, out.metadata, outlink.encode(out.outlinks)], stream=OUTLINKS_STREAM)
-        self.emit([url, out.metadata, out.status.value], stream=STATUS_STREAM)
+        self.emit_status(url, out.metadata, out.status, out.outlinks)
         self.write_stats()

@@ -1,13 +1,13 @@
-"""URLPartitionerBolt: adds the partition key (host, pay-level domain or IP) the fetcher is grouped by."""
+"""URLPartitionerBolt: adds the partition key (host, pay-level domain or IP,
+``partition.url.mode``) the fetcher is grouped by."""
 
 from __future__ import annotations
 
 from streamparse import Bolt
 
-from bolts.base import OwlerComponent
-from owler import conf as C
 from owler.constants import PARTITIONER_FIELDS
-from owler.urls import partition_key
+from owler.task.component import OwlerComponent
+from owler.urls import partition_key, partition_mode
 
 
 class PartitionerBolt(OwlerComponent, Bolt):
@@ -15,7 +15,7 @@ class PartitionerBolt(OwlerComponent, Bolt):
 
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
-        self.mode = C.get_str(storm_conf, "partition.url.mode", "byDomain")
+        self.mode = partition_mode(storm_conf)
 
     def process(self, tup):
         url, md = tup.values[0], tup.values[1]

@@ -3,13 +3,13 @@ page passes on unchanged to the HTML parser (StormCrawler's ``SiteMapParserBolt`
 
 Input: the fetcher's ``url, content, metadata``. A document is a sitemap when its metadata says
 ``isSitemap=true`` (or, with ``sitemap.sniffContent``, by the sitemaps.org namespace): it is
-parsed by :class:`owler.sitemaps.SitemapProcessor`, every kept entry is emitted on ``status`` as
-``(url, metadata, DISCOVERED)`` and then the sitemap itself as FETCHED (FETCH_ERROR with
-``error.cause`` when it is not a usable sitemap), all anchored to the input tuple, which is acked
-when this returns: the status updater acks each child only after its write is durable, so the
-sitemap's tuple tree completes only when every entry is stored (a failed write replays the whole
-sitemap; its entries are then known URLs and cost no second write). Other documents go on the
-default stream with ``isSitemap=false``.
+parsed by :class:`owler.sitemap.processor.SitemapProcessor`, every kept entry is emitted on
+``status`` as ``(url, metadata, DISCOVERED)`` and then the sitemap itself as FETCHED (FETCH_ERROR
+with ``error.cause`` when it is not a usable sitemap), all anchored to the input tuple, which is
+acked when this returns: the status updater acks each child only after its write is durable, so
+the sitemap's tuple tree completes only when every entry is stored (a failed write replays the
+whole sitemap; its entries are then known URLs and cost no second write). Other documents go on
+the default stream with ``isSitemap=false``.
 
 Counters: ``sitemaps``, ``pages`` (passed on), ``urls``/``sitemaps`` (entries emitted),
 ``kind/<urlset|sitemapindex|text|rss|atom>``, ``error/<cause>``, ``dropped/<why>``,
@@ -23,17 +23,15 @@ import logging
 
 from streamparse import Bolt, Stream
 
-from bolts.base import OwlerComponent
 from owler import wire
-from owler.constants import (ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, FETCHED_FIELDS,
-                             STATUS_FIELDS, STATUS_STREAM, Status)
-from owler.metadata import set_value
-from owler.sitemaps import ERROR_SOURCE_VALUE, IS_SITEMAP, SitemapProcessor
+from owler.constants import FETCHED_FIELDS, IS_SITEMAP, STATUS_FIELDS, STATUS_STREAM, Status
+from owler.sitemap.processor import ERROR_SOURCE_VALUE, SitemapProcessor
+from owler.task.component import StatusEmitter
 
 log = logging.getLogger("owler.sitemap")
 
 
-class SitemapParserBolt(OwlerComponent, Bolt):
+class SitemapParserBolt(StatusEmitter, Bolt):
     outputs = [Stream(FETCHED_FIELDS), Stream(STATUS_FIELDS, name=STATUS_STREAM)]
 
     def initialize(self, storm_conf, context):
@@ -55,16 +53,11 @@ class SitemapParserBolt(OwlerComponent, Bolt):
             for entry_url, entry_md in out.entries:
                 self.emit([entry_url, entry_md, Status.DISCOVERED.value], stream=STATUS_STREAM)
             self.count(out.status.value)
-            self.emit([url, out.metadata, out.status.value], stream=STATUS_STREAM)
+            self.emit_status(url, out.metadata, out.status)
         except Exception as exc:  # noqa: BLE001 - never let a document kill the bolt
             log.exception("sitemap parsing failed on %s", url)
-            clean = wire.strip_transient(md)
-            set_value(clean, ERROR_SOURCE, ERROR_SOURCE_VALUE)
-            set_value(clean, ERROR_CAUSE, "exception")
-            set_value(clean, ERROR_MESSAGE, f"{type(exc).__name__}: {exc}"[:1000])
-            self.count("error/exception")
-            self.report_error(f"sitemap parser failed on {url}: {type(exc).__name__}: {exc}")
-            self.emit([url, clean, Status.ERROR.value], stream=STATUS_STREAM)
+            self.emit_error(url, md, exc, source=ERROR_SOURCE_VALUE, cause="exception",
+                            counter="error/exception")
         finally:
             self.write_stats()
 

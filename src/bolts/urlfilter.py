@@ -1,31 +1,28 @@
-"""URLFilterBolt: normalizes and filters the outlinks of a page with the urlfilters.json chain.
+"""URLFilterBolt: normalizes and filters the outlinks of a page with the urlfilters.json chain
+(:class:`owler.filters.URLFilters`).
 
-Statuses pass through unchanged; an outlinks batch keeps only accepted (normalized) URLs and is
-dropped when none is left. Rejections are counted per filter name.
+An outlinks batch keeps only accepted (normalized) URLs, each once, and is dropped when none is
+left. Rejections are counted per filter name.
 """
 
 from __future__ import annotations
 
 from streamparse import Bolt, Stream
 
-from bolts.base import OwlerComponent
 from owler import outlinks as outlink
-from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM
+from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM
 from owler.filters import URLFilters
+from owler.task.component import OwlerComponent
 
 
 class URLFilterBolt(OwlerComponent, Bolt):
-    outputs = [Stream(STATUS_FIELDS, name=STATUS_STREAM),
-               Stream(OUTLINKS_FIELDS, name=OUTLINKS_STREAM)]
+    outputs = [Stream(OUTLINKS_FIELDS, name=OUTLINKS_STREAM)]
 
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
         self.filters = URLFilters.from_conf(storm_conf)
 
     def process(self, tup):
-        if tup.stream == STATUS_STREAM:
-            self.emit(list(tup.values), stream=STATUS_STREAM)
-            return
         source, md = tup.values[0], tup.values[1] or {}
         kept = []
         seen = set()

@@ -1,27 +1,28 @@
-"""WarcParserBolt: an archived HTTP response → what a fetch of it would have given: its status
+"""WARCParserBolt: an archived HTTP response → what a fetch of it would have given: its status
 (FETCHED, REDIRECTION, FETCH_ERROR, or ERROR for a damaged record) and, for a page, its outlinks as
-ONE tuple, exactly as the explorative crawl's parser emits them (owler.warc2warc.RecordParser, then
-owler.parsing.PageHandler). The record itself is archived by the WARC copy bolt.
+ONE tuple, exactly as the explorative crawl's parser emits them
+(:class:`owler.warc.record.RecordParser`, then :class:`owler.parse.page.PageHandler`). The record
+itself is archived by the WARC copy bolt.
 
 An outlink this task sent on recently is not sent again (``warc2warc.outlinks.cache.size``, default
-100000 URLs; 0 = off; see owler.outlinks.RecentlySent), except in a record the spout replays."""
+100000 URLs; 0 = off; see :class:`owler.outlinks.RecentlySent`), except in a record the spout
+replays."""
 
 from __future__ import annotations
 
 from streamparse import Bolt, Stream
 
-from bolts.base import OwlerComponent
 from owler import conf as C
 from owler import outlinks as outlink
 from owler import wire
-from owler.constants import (ERROR_MESSAGE, ERROR_SOURCE, OUTLINKS_FIELDS, OUTLINKS_STREAM,
-                             STATUS_FIELDS, STATUS_STREAM, Status)
-from owler.metadata import set_value
-from owler.parsing import PageHandler
-from owler.warc2warc import RecordParser
+from owler.constants import (FETCH_STATUS_CODE, OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS,
+                             STATUS_STREAM)
+from owler.parse.page import PageHandler
+from owler.task.component import StatusEmitter
+from owler.warc.record import RecordParser
 
 
-class WarcParserBolt(OwlerComponent, Bolt):
+class WARCParserBolt(StatusEmitter, Bolt):
     outputs = [Stream(STATUS_FIELDS, name=STATUS_STREAM),
                Stream(OUTLINKS_FIELDS, name=OUTLINKS_STREAM)]
 
@@ -40,9 +41,9 @@ class WarcParserBolt(OwlerComponent, Bolt):
                 self.count("not_parsed")
                 return
             if rec.kind == "status":
-                self.count(f"http/{(rec.metadata.get('fetch.statusCode') or ['-'])[0]}")
-                status, out_md, outlinks = rec.status, wire.strip_transient(rec.metadata), \
-                    rec.outlinks
+                self.count(f"http/{(rec.metadata.get(FETCH_STATUS_CODE) or ['-'])[0]}")
+                status, out_md = rec.status, wire.strip_transient(rec.metadata)
+                outlinks = rec.outlinks
             else:
                 page = self.pages.handle_page(url, rec.content, rec.metadata)
                 status, out_md = page.status, page.metadata
@@ -50,15 +51,8 @@ class WarcParserBolt(OwlerComponent, Bolt):
                 outlinks = self.sent.new(page.outlinks, wire.RAW_REPLAYED in md)
                 self.count("outlinks_repeated", len(page.outlinks) - len(outlinks))
         except Exception as exc:  # noqa: BLE001 - never let a record kill the bolt
-            out_md = wire.strip_transient(md)
-            set_value(out_md, ERROR_SOURCE, "parser")
-            set_value(out_md, ERROR_MESSAGE, f"{type(exc).__name__}: {exc}")
-            self.count("error")
-            self.report_error(f"parser failed on {url}: {type(exc).__name__}: {exc}")
-            self.emit([url, out_md, Status.ERROR.value], stream=STATUS_STREAM)
+            self.emit_error(url, md, exc)
             return
         self.count(status.value)
-        if outlinks:
-            self.emit([url, out_md, outlink.encode(outlinks)], stream=OUTLINKS_STREAM)
-        self.emit([url, out_md, status.value], stream=STATUS_STREAM)
+        self.emit_status(url, out_md, status, outlinks)
         self.write_stats()

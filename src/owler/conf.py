@@ -16,6 +16,9 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from owler.constants import (SQLITE_PATH_KEY, WARC2WARC_INPUT_KEY, WARC2WARC_PROGRESS_KEY,
+                             WARC_DIR_KEY)
+
 #: Where the default configuration lives, relative to the project root.
 DEFAULT_CONF_NAME = "crawler-conf.yaml"
 
@@ -183,10 +186,41 @@ def get_list(conf: Mapping[str, Any], key: str, default: list[str] | None = None
     raise ConfError(f"{key}: expected a list or a comma-separated string, got {value!r}")
 
 
+_DURATION_UNITS = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0))
+
+
+def parse_duration(value: Any, bare_unit: float = 1.0) -> float:
+    """A duration in seconds: a number with a unit (``"500ms"``, ``"2s"``, ``"1m"``, ``"1h"``,
+    ``"1d"``: StormCrawler's and OpenSearch's time values) or a bare number counted in
+    ``bare_unit`` seconds (1: seconds, 0.001: milliseconds). Raises ``ValueError`` otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value) * bare_unit
+    text = str(value).strip().lower()
+    for suffix, factor in _DURATION_UNITS:
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * factor
+    return float(text) * bare_unit
+
+
+def get_duration(conf: Mapping[str, Any], key: str, default: float) -> float:
+    """A duration key in seconds (:func:`parse_duration`; a bare number is seconds); ``default``
+    when the key is unset or empty."""
+    value = _get(conf, key, default)
+    if value == "":
+        return default
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise ConfError(f"{key}: expected a duration (seconds, or e.g. 500ms, 2s, 1m), "
+                        f"got {value!r}") from None
+
+
 #: Keys naming files or folders the crawler writes; relative values are taken from the project root
 #: (not from a Storm worker's working directory, which is the extracted topology jar).
-PATH_KEYS = ("frontier.sqlite.path", "warc.dir", "owler.work.dir", "warc2warc.input",
-             "warc2warc.progress.path")
+PATH_KEYS = (SQLITE_PATH_KEY, WARC_DIR_KEY, "owler.work.dir", WARC2WARC_INPUT_KEY,
+             WARC2WARC_PROGRESS_KEY)
 
 
 def absolute_paths(conf: dict[str, Any], root: Path | None = None) -> dict[str, Any]:

@@ -7,8 +7,8 @@ import enum
 # Streams
 DEFAULT_STREAM = "default"
 STATUS_STREAM = "status"
-#: All outlinks of one page as ONE tuple (DESIGN.md §3): a multilang hop costs tens of µs per tuple,
-#: so 200 outlinks sent one by one through three bolts would cost more than fetching the page.
+#: All outlinks of one page as ONE tuple: a multilang hop costs tens of µs per tuple, so 200
+#: outlinks sent one by one through three bolts would cost more than fetching the page.
 OUTLINKS_STREAM = "outlinks"
 
 # Tuple fields per stream
@@ -45,7 +45,8 @@ class Status(str, enum.Enum):
 
 STATUS_NAMES = [s.value for s in Status]
 
-# Metadata keys (StormCrawler names)
+# Metadata keys read or written by more than one package (StormCrawler's names where it has
+# them). A key used inside one module only is defined in that module.
 ERROR_CAUSE = "error.cause"
 ERROR_SOURCE = "error.source"
 ERROR_MESSAGE = "error.message"
@@ -59,12 +60,70 @@ FETCH_TIME = "fetch.time"
 DEPTH = "depth"
 URL_PATH = "url.path"
 SIGNATURE = "signature"
+#: the anchor texts of an outlink (multi-valued; :mod:`owler.outlinks`)
+ANCHORS = "anchors"
+#: minutes from now until the URL is due, whatever its status (read by :mod:`owler.scheduler`)
+DELAY_MINS = "scheduler.delay.mins"
+
+# What sitemaps say of a URL (:mod:`owler.sitemap`, :mod:`owler.fetch.discovery`, the scheduler
+# and the frontiers' sitemap refresh, :mod:`owler.frontier.refresh`)
 IS_SITEMAP = "isSitemap"
-# what sitemaps say of a URL (owler.sitemaps)
 ON_SITEMAP = "isDiscoveredOnSitemap"
-SITEMAP_SEEDED = "sitemap.seeded"
+#: ``true|false`` on the URL whose fetch first read its host's robots.txt (sitemap discovery)
+FOUND_SITEMAP = "foundSitemap"
 SITEMAP_LAST_MODIFIED = "sitemap.lastModified"
-PARTITION_KEY = "key"
+SITEMAP_CHANGEFREQ = "sitemap.changefreq"
+SITEMAP_PRIORITY = "sitemap.priority"
+#: transient: a seed of the sitemap pipeline (the fetcher looks up its host's sitemaps)
+SITEMAP_SEED = "sitemap.seed"
+#: when a seed host's sitemaps were last looked up
+SITEMAP_SEEDED = "sitemap.seeded"
+#: a configuration key, and the metadata key that overrides it for one URL
+SITEMAP_DISCOVERY = "sitemap.discovery"
+#: the sitemap extensions whose attributes are kept as ``<EXT>.<attr>`` metadata
+SITEMAP_EXTENSIONS = ("IMAGE", "LINKS", "MOBILE", "NEWS", "VIDEO")
+
+#: an outlink's own depth limit (MaxDepthFilter), handed down to its outlinks
+MAX_DEPTH = "max.depth"
+
+# Configuration keys read by more than one module (resources/crawler-conf.yaml has their meaning)
+PARTITION_MODE_KEY = "partition.url.mode"
+AGENT_NAME_KEY = "http.agent.name"
+ROBOTS_AGENTS_KEY = "http.robots.agents"
+CONTENT_LIMIT_KEY = "http.content.limit"
+STORE_HEADERS_KEY = "http.store.headers"
+MD_PREFIX_KEY = "protocol.md.prefix"
+REDIRECTIONS_KEY = "redirections.allowed"
+FETCHER_THREADS_KEY = "fetcher.threads.number"
+THREADS_PER_QUEUE_KEY = "fetcher.threads.per.queue"
+SERVER_DELAY_KEY = "fetcher.server.delay"
+QUEUE_TIMEOUT_KEY = "fetcher.timeout.queue"
+EMIT_OUTLINKS_KEY = "parser.emitOutlinks"
+MAX_OUTLINKS_KEY = "parser.emitOutlinks.max.per.page"
+URLFILTERS_FILE_KEY = "urlfilters.config.file"
+METADATA_TRANSFER_KEY = "metadata.transfer"
+FRONTIER_BACKEND_KEY = "frontier.backend"
+SQLITE_PATH_KEY = "frontier.sqlite.path"
+FRONTIER_TAGS_KEY = "frontier.tags"
+INTEREST_TAGS_KEY = "frontier.interest.tags"
+EXCLUDE_TAGS_KEY = "frontier.interest.exclude.tags"
+MIN_DELAY_QUERIES_KEY = "spout.min.delay.queries"
+WARC_DIR_KEY = "warc.dir"
+WARC_PREFIX_KEY = "warc.prefix"
+WARC_ROTATION_SIZE_KEY = "warc.rotation.size"
+WARC_ROTATION_TIME_KEY = "warc.rotation.time"
+WARC_S3_BUCKET_KEY = "warc.s3.bucket"
+WARC_S3_PREFIX_KEY = "warc.s3.prefix"
+S3_MAX_ATTEMPTS_KEY = "s3.max.attempts"
+WARC2WARC_INPUT_KEY = "warc2warc.input"
+WARC2WARC_PROGRESS_KEY = "warc2warc.progress.path"
+METRICS_ENABLED_KEY = "metrics.opensearch"
+OPENSEARCH_PORT_KEY = "services.opensearch.port"
+# Storm's own keys that the crawler reads or sets
+STORM_ID_KEY = "storm.id"
+STORM_HOSTNAME_KEY = "storm.local.hostname"
+MESSAGE_TIMEOUT_KEY = "topology.message.timeout.secs"
+TICK_FREQ_KEY = "topology.tick.tuple.freq.secs"
 
 # partition.url.mode values
 PARTITION_MODE_HOST = "byHost"

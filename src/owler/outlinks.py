@@ -14,9 +14,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-#: outlink metadata key holding the anchor text (StormCrawler's ``anchors``, multi-valued)
-ANCHORS = "anchors"
-
 _CLEAN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
 
 

@@ -46,20 +46,18 @@ from typing import Any, Mapping
 
 from owler import conf as C
 from owler.conf import ConfError
-from owler.constants import SIGNATURE, Status
+from owler.constants import (DELAY_MINS, FETCH_STATUS_CODE, SIGNATURE, SITEMAP_CHANGEFREQ,
+                             SITEMAP_PRIORITY, Status)
 from owler.metadata import first
 
 log = logging.getLogger(__name__)
 
 #: Key of the scheduler implementation (dotted path or a StormCrawler class name).
 SCHEDULER_CLASS_KEY = "scheduler.class"
-DELAY_METADATA = "scheduler.delay.mins"
 FETCH_INTERVAL_MD = "fetchInterval"
 SIGNATURE_OLD = "signatureOld"
 SIGNATURE_CHANGE_DATE = "signatureChangeDate"
 LAST_MODIFIED = "last-modified"
-SITEMAP_CHANGEFREQ = "sitemap.changefreq"
-SITEMAP_PRIORITY = "sitemap.priority"
 #: sitemap changefreq → minutes ("never" → scheduler.sitemap.max.interval)
 CHANGEFREQ_MINUTES = {"always": 60.0, "hourly": 60.0, "daily": 1440.0, "weekly": 10080.0,
                       "monthly": 43200.0, "yearly": 525600.0}
@@ -120,7 +118,7 @@ class DefaultScheduler:
 
     def interval(self, status: Status, metadata: Mapping[str, list[str]]) -> float:
         """Minutes until the next fetch (-1 = never; 0 = now)."""
-        minutes = _minutes(first(metadata, DELAY_METADATA), DELAY_METADATA)
+        minutes = _minutes(first(metadata, DELAY_MINS), DELAY_MINS)
         if minutes is None:
             minutes = self.custom_interval(status, metadata)
         if minutes is None and status in (Status.FETCHED, Status.REDIRECTION):
@@ -156,7 +154,7 @@ class DefaultScheduler:
             return None
         when = now + minutes * 60.0
         if (status == Status.DISCOVERED and self.priority_seconds > 0
-                and SITEMAP_PRIORITY in metadata and DELAY_METADATA not in metadata):
+                and SITEMAP_PRIORITY in metadata and DELAY_MINS not in metadata):
             try:
                 p = float(first(metadata, SITEMAP_PRIORITY))
             except (TypeError, ValueError):
@@ -210,7 +208,7 @@ class AdaptiveScheduler(DefaultScheduler):
             metadata[FETCH_INTERVAL_MD] = [_fmt(base)]
             return now + base * 60.0
         old = first(metadata, SIGNATURE_OLD)
-        not_modified = first(metadata, "fetch.statusCode") == "304"
+        not_modified = first(metadata, FETCH_STATUS_CODE) == "304"
         if not_modified or (old is not None and old == signature):
             interval = min(self.max_interval, base * (1.0 + self.incr))
         else:

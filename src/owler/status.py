@@ -23,36 +23,39 @@ What :meth:`StatusUpdater.to_update` does (StormCrawler's order):
    with ``metadata.track.path``); ``prefix*`` wildcards allowed; keys match case-sensitively.
 7. partition key by ``partition.url.mode`` (``_DEFAULT_`` when the URL has no host).
 
+The status updater bolt's tuples map to :meth:`StatusUpdater.for_status` (a status tuple, scheduled
+from its ``fetch.time`` when it has one) and :meth:`StatusUpdater.for_outlinks` (one page's
+outlinks batch); :class:`FrontierWriter` writes the batches (:mod:`owler.task.batch` decides when)
+and keeps the cache of committed URLs.
+
 Config keys read: ``max.fetch.errors`` (3), ``status.updater.use.cache`` (true),
 ``status.updater.cache.size`` (100000), ``status.updater.unit.round.date`` (SECOND),
-``metadata.transfer``, ``metadata.persist``, ``metadata.track.path``, ``metadata.track.depth``.
+``metadata.transfer``, ``metadata.persist``, ``metadata.track.path``, ``metadata.track.depth``,
+``partition.url.mode``; for the batches (:func:`commit_settings`) ``status.updater.batch.size``
+(5000) and ``status.updater.commit.interval`` (0.5 s), or with ``frontier.backend: opensearch``
+StormCrawler's ``opensearch.status.bulkActions`` and ``opensearch.status.flushInterval`` when set.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections import OrderedDict
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from owler import conf as C
+from owler import outlinks as outlink
+from owler import urls
 from owler.conf import ConfError
-from owler.constants import (
-    DEPTH,
-    ERROR_CAUSE,
-    ERROR_MESSAGE,
-    ERROR_SOURCE,
-    FETCH_ERROR_COUNT,
-    URL_PATH,
-    Status,
-)
-from owler.constants import IS_SITEMAP, ON_SITEMAP
-from owler.frontier import DEFAULT_KEY, StatusUpdate
-from owler.frontier.refresh import LAST_MODIFIED, SEEDED, listed
+from owler.constants import (ANCHORS, DEPTH, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE,
+                             FETCH_ERROR_COUNT, FETCH_TIME, FRONTIER_BACKEND_KEY, IS_SITEMAP,
+                             MAX_DEPTH, METADATA_TRANSFER_KEY, ON_SITEMAP, SITEMAP_LAST_MODIFIED,
+                             SITEMAP_SEEDED, STATUS_STREAM, URL_PATH, Status)
+from owler.frontier import DEFAULT_KEY, FrontierError, StatusUpdate, open_frontier
+from owler.frontier.refresh import listed
 from owler.metadata import Metadata, first
 from owler.metadata import normalize as normalize_md
 
-MAX_DEPTH = "max.depth"
-ANCHORS = "anchors"  # owler.outlinks.ANCHORS
 DISCOVERY_DATE = "discoveryDate"
 LAST_PROCESSED_DATE = "lastProcessedDate"
 MAX_FETCH_ERRORS_CAUSE = "maxFetchErrors"
@@ -92,7 +95,7 @@ class MetadataTransfer:
         conf = conf or {}
         self.track_path = C.get_bool(conf, "metadata.track.path", True)
         self.track_depth = C.get_bool(conf, "metadata.track.depth", True)
-        transfer = list(C.get_list(conf, "metadata.transfer", []))
+        transfer = list(C.get_list(conf, METADATA_TRANSFER_KEY, []))
         if self.track_path:
             transfer.append(URL_PATH)
         if self.track_depth:
@@ -130,7 +133,7 @@ def transfer_metadata(parent_url: str, parent_md: Mapping[str, list[str]],
     changing it per outlink."""
     conf = conf or {}
     sig = tuple(repr(conf.get(k)) for k in (
-        "metadata.track.path", "metadata.track.depth", "metadata.transfer", "metadata.persist"))
+        "metadata.track.path", "metadata.track.depth", METADATA_TRANSFER_KEY, "metadata.persist"))
     mt = _transfer_cache.get(sig)
     if mt is None:
         mt = _transfer_cache[sig] = MetadataTransfer(conf)
@@ -148,7 +151,7 @@ class StatusUpdater:
                  ) -> None:
         conf = conf or {}
         self.scheduler = scheduler
-        self.partition_mode = partition_mode or C.get_str(conf, "partition.url.mode", "byDomain")
+        self.partition_mode = partition_mode or urls.partition_mode(conf)
         self.max_fetch_errors = C.get_int(conf, "max.fetch.errors", 3)
         self.transfer = MetadataTransfer(conf)
         unit = (C.get_str(conf, "status.updater.unit.round.date", "SECOND") or "SECOND").upper()
@@ -178,11 +181,11 @@ class StatusUpdater:
         if not self.use_cache or url not in self._cache:
             return False
         self._cache.move_to_end(url)
-        if not listed(md) and SEEDED not in md:
+        if not listed(md) and SITEMAP_SEEDED not in md:
             return True
-        if SEEDED in md:
+        if SITEMAP_SEEDED in md:
             return False
-        return self._cache[url] == (True, first(md, LAST_MODIFIED))
+        return self._cache[url] == (True, first(md, SITEMAP_LAST_MODIFIED))
 
     def committed(self, updates: Iterable[StatusUpdate | None]) -> None:
         """Call after ``apply_updates`` returned (the batch is durable): remembers its URLs so later
@@ -195,7 +198,7 @@ class StatusUpdater:
                 continue
             md = u.metadata
             if md and (ON_SITEMAP in md or IS_SITEMAP in md):  # what a sitemap refresh compares
-                cache[u.url] = (listed(md), first(md, LAST_MODIFIED))
+                cache[u.url] = (listed(md), first(md, SITEMAP_LAST_MODIFIED))
             else:
                 cache[u.url] = None
             cache.move_to_end(u.url)
@@ -246,6 +249,39 @@ class StatusUpdater:
         md = self.transfer.filter(md)
         return StatusUpdate(url, status, md, next_fetch, self.key_of(url))
 
+    def for_tuple(self, stream: str, values: list, now: float
+                  ) -> tuple[list[StatusUpdate], dict[str, int]]:
+        """The writes of one status updater tuple — ``url, metadata, status`` on ``status``, a
+        page's outlinks batch otherwise — and what to count: the status name, ``discovered``
+        (outlinks), ``cached`` (known from the cache: nothing to write). Raises for a malformed
+        tuple (an unknown status, a batch that is not one)."""
+        if stream == STATUS_STREAM:
+            url, md, status = values
+            update = self.for_status(url, md, status, now)
+            if update is None:  # a DISCOVERED URL known from the cache
+                return [], {status: 1, "cached": 1}
+            return [update], {status: 1}
+        source, md, batch = values
+        updates, n = self.for_outlinks(source, md, batch, now)
+        return updates, ({"discovered": n, "cached": n - len(updates)} if len(updates) < n
+                         else {"discovered": n})
+
+    def for_status(self, url: str, metadata: Mapping[str, list[str]] | None, status: str,
+                   now: float) -> StatusUpdate | None:
+        """:meth:`to_update` for a status tuple: scheduled from its ``fetch.time`` when it has one
+        (an archived record is scheduled from when it was fetched, not from when it was read)."""
+        md = metadata or {}
+        return self.to_update(url, md, Status(status), fetch_time(md, now))
+
+    def for_outlinks(self, source: str, metadata: Mapping[str, list[str]] | None, batch: Any,
+                     now: float) -> tuple[list[StatusUpdate], int]:
+        """The writes for one outlinks tuple (:mod:`owler.outlinks` wire form) of the page
+        ``source``, and how many outlinks it carried. Anchors are stored only if
+        ``metadata.persist`` lists them, as in StormCrawler."""
+        items = outlink.decode(batch)
+        child_md = self.transfer.for_outlink(source, normalize_md(metadata or {}))
+        return self.discovered_batch(items, child_md, now), len(items)
+
     def discovered_batch(self, items: Iterable[tuple[str, str]], metadata: Mapping[str, list[str]],
                          now: float) -> list[StatusUpdate]:
         """The writes for the outlinks of one page: ``items`` are ``(url, anchor)``, ``metadata``
@@ -275,11 +311,85 @@ class StatusUpdater:
 
     def key_of(self, url: str) -> str:
         """Partition key of ``url`` by ``partition.url.mode``; ``_DEFAULT_`` if it has no host."""
-        from owler.urls import partition_key
-
         try:
-            return partition_key(url, self.partition_mode) or DEFAULT_KEY
+            return urls.partition_key(url, self.partition_mode) or DEFAULT_KEY
         except ValueError as exc:
             if "unknown partition mode" in str(exc):
                 raise ConfError(str(exc)) from exc
             return DEFAULT_KEY
+
+
+def fetch_time(md: Mapping[str, list[str]], now: float) -> float:
+    """The ``fetch.time`` of ``md`` (epoch seconds), else ``now``."""
+    value = md.get(FETCH_TIME)
+    if value:
+        try:
+            return float(value[0])
+        except (TypeError, ValueError, IndexError):
+            pass
+    return now
+
+
+def commit_settings(conf: Mapping[str, Any]) -> tuple[int, float]:
+    """(updates per commit at most, seconds a tuple waits at most) for the status updater."""
+    size = C.get_int(conf, "status.updater.batch.size", 5000)
+    interval = C.get_float(conf, "status.updater.commit.interval", 0.5)
+    if C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite") == "opensearch":
+        # StormCrawler's bulk keys of its OpenSearch status updater, when given
+        size = C.get_int(conf, "opensearch.status.bulkActions", size)
+        interval = C.get_duration(conf, "opensearch.status.flushInterval", interval)
+    return size, interval
+
+
+class FrontierUnavailable(FrontierError):
+    """The frontier could not be opened; :class:`FrontierWriter` tries again later."""
+
+
+class FrontierWriter:
+    """The status updater's side of the frontier: :meth:`write` a batch, then remember its URLs in
+    the updater's cache (only what was written).
+
+    The frontier is opened at once; when it cannot be (a database locked, OpenSearch away), it is
+    opened again at the next write at most every :attr:`retry_secs` seconds, and a write meanwhile
+    raises :class:`FrontierUnavailable` (the tuples are failed and replayed). ``on_unavailable``
+    hears of each failed opening (the bolt counts and reports it).
+    """
+
+    retry_secs = 5.0
+
+    def __init__(self, conf: Mapping[str, Any], updater: StatusUpdater, *,
+                 on_unavailable: Callable[[FrontierError], None] | None = None,
+                 opener: Callable[[Mapping[str, Any]], Any] = open_frontier) -> None:
+        self.conf = conf
+        self.updater = updater
+        self.on_unavailable = on_unavailable or (lambda exc: None)
+        self.opener = opener
+        self.frontier = None
+        self.retry_at = 0.0
+        self._open()
+
+    def _open(self) -> bool:
+        try:
+            self.frontier = self.opener(self.conf)
+            return True
+        except FrontierError as exc:
+            self.retry_at = time.time() + self.retry_secs
+            self.on_unavailable(exc)
+            return False
+
+    def write(self, updates: list[StatusUpdate]) -> list[int]:
+        """Write ``updates``, durably; the positions of those that failed (the others are
+        remembered as committed). Raises :class:`FrontierUnavailable` or the frontier's error
+        when nothing may be assumed written."""
+        if self.frontier is None and (time.time() < self.retry_at or not self._open()):
+            raise FrontierUnavailable("the frontier is unavailable")
+        failed = set(self.frontier.apply_updates(updates))
+        if failed:
+            self.updater.committed(u for i, u in enumerate(updates) if i not in failed)
+        else:
+            self.updater.committed(updates)
+        return sorted(failed)
+
+    def close(self) -> None:
+        if self.frontier is not None:
+            self.frontier.close()

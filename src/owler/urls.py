@@ -1,6 +1,6 @@
 """URLs: normalisation, resolution of links, URL ids, pay-level domains and partition keys.
 
-Hot path (DESIGN.md §7): a page has ~200 outlinks, each resolved and normalised here, so the
+Hot path: a page has ~200 outlinks, each resolved and normalised here, so the
 parsing is done by ``ada_url`` (a WHATWG URL parser in C++, ~3 µs per URL) and the rest is a few
 string operations on its serialisation; no per-call heavy objects.
 
@@ -20,7 +20,8 @@ parameters are never sorted or dropped here (that is a URL filter's job), ``+`` 
 trailing dot of a host is kept, duplicate slashes in the path are kept, IPv4 hosts written in
 hex/octal/short forms are canonicalised (``http://0x7f.1/`` → ``http://127.0.0.1/``).
 
-Config keys read: none (``partition.url.mode`` is read by the callers and passed as ``mode``).
+Config keys read: ``partition.url.mode`` (:func:`partition_mode`, the one reader of the key; the
+other functions take the mode as an argument).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ import threading
 
 import ada_url
 
-from owler.constants import PARTITION_MODE_DOMAIN, PARTITION_MODE_HOST, PARTITION_MODE_IP
+from owler import conf as C
+from owler.constants import (PARTITION_MODE_DOMAIN, PARTITION_MODE_HOST, PARTITION_MODE_IP,
+                             PARTITION_MODE_KEY)
 
 __all__ = [
     "normalize",
@@ -43,6 +46,7 @@ __all__ = [
     "url_id",
     "pay_level_domain",
     "partition_key",
+    "partition_mode",
     "PARTITION_MODES",
 ]
 
@@ -226,6 +230,12 @@ def _ip_of(host: str) -> str:
         return socket.gethostbyname(host)
     except (OSError, UnicodeError):
         return host
+
+
+def partition_mode(conf, key: str = PARTITION_MODE_KEY) -> str:
+    """The partition mode that ``key`` (``partition.url.mode`` by default) names in ``conf``;
+    ``byDomain`` when it is unset or empty. Checked by :func:`partition_key`, not here."""
+    return C.get_str(conf, key, PARTITION_MODE_DOMAIN) or PARTITION_MODE_DOMAIN
 
 
 def partition_key(url: str, mode: str) -> str:

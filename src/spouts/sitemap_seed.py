@@ -7,12 +7,11 @@ seeds are already in the frontier, where ``owler inject`` put them for every pip
 spout is a :class:`~spouts.frontier.FrontierSpout` serving what the sitemap spout never serves:
 URLs without any ``frontier.tags`` tag (``frontier.interest.exclude.tags`` = every tag of the
 rules, no interest tags). Each tuple carries ``sitemap.seed=true``: the fetcher then fetches no
-page, reads the host's robots.txt (or its cache), emits the host's sitemaps (``Sitemap:`` lines,
-else ``/sitemap.xml`` and ``/sitemap_index.xml``; :func:`owler.sitemaps.discovery_candidates`) as
-DISCOVERED ``isSitemap=true`` and writes the seed back as DISCOVERED with ``sitemap.seeded``: the
-frontier's sitemap refresh moves it to the next look-up (``sitemap.seed.interval`` minutes) while
-no sitemap lists it, and makes it due (tagged ``OnSitemap``) once one does. The home page itself
-is therefore fetched only if a sitemap lists it.
+page, reads the host's robots.txt (or its cache), emits the host's sitemaps
+(:mod:`owler.fetch.discovery`) as DISCOVERED ``isSitemap=true`` and writes the seed back as
+DISCOVERED with ``sitemap.seeded``: the frontier's sitemap refresh moves it to the next look-up
+(``sitemap.seed.interval`` minutes) while no sitemap lists it, and makes it due (tagged
+``OnSitemap``) once one does. The home page itself is therefore fetched only if a sitemap lists it.
 
 Component name: start it with ``spout`` (``spout_seeds``) so that ``owler run`` counts its tuples
 in flight.
@@ -20,21 +19,17 @@ in flight.
 
 from __future__ import annotations
 
-from owler.frontier.sqlite import tag_rules
-from owler.sitemaps import SEED
+from owler.constants import EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY, INTEREST_TAGS_KEY, SITEMAP_SEED
+from owler.frontier import tag_rules
 from spouts.frontier import FrontierSpout
 
 
 class SitemapSeedSpout(FrontierSpout):
+    mark = {SITEMAP_SEED: ["true"]}
 
-    def initialize(self, storm_conf, context):
+    def feed_conf(self, storm_conf):
         conf = dict(storm_conf)
-        conf["frontier.interest.tags"] = []
-        conf["frontier.interest.exclude.tags"] = sorted(
-            {tag for _, _, tag in tag_rules(storm_conf.get("frontier.tags"))} or {"Sitemap"})
-        super().initialize(conf, context)
-
-    def _refill(self, now):
-        super()._refill(now)
-        for _, md, _ in self.buffer:
-            md[SEED] = ["true"]
+        conf[INTEREST_TAGS_KEY] = []
+        conf[EXCLUDE_TAGS_KEY] = sorted(
+            {tag for _, _, tag in tag_rules(storm_conf.get(FRONTIER_TAGS_KEY))} or {"Sitemap"})
+        return conf

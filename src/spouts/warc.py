@@ -1,11 +1,9 @@
-"""WarcSpout: the records of the input WARC files (``warc2warc.input``), each until it is acked.
+"""WARCSpout: the records of the input WARC files (``warc2warc.input``), each until it is acked.
 
-The logic is :class:`owler.warc.feed.WarcFeed`: HTTP responses on the default stream (to the parser
-and the WARC copy bolt), every other record on the ``archive`` stream (to the copy bolt only);
-progress in ``warc2warc.progress.path``. Gauges for ``owler run``: ``in_flight`` and ``idle`` (1
-when nothing is left to read or in flight).
-Up to ``warc2warc.emit.per.call`` (10) records are emitted per call of ``next_tuple``: each call is
-a round trip with Storm's ShellSpout.
+The logic is :class:`owler.warc.feed.WARCFeed`: HTTP responses on the default stream, every other
+record on ``archive``. Gauges for ``owler run``: ``in_flight`` and ``idle`` (1 when nothing is left
+to read or in flight). Up to ``warc2warc.emit.per.call`` (10) records go per ``next_tuple`` call:
+each call is a round trip with Storm's ShellSpout.
 """
 
 from __future__ import annotations
@@ -15,26 +13,25 @@ import time
 
 from streamparse import Spout, Stream
 
-from bolts.base import OwlerComponent
 from owler import conf as C
 from owler.constants import FETCHED_FIELDS
-from owler.warc.feed import ARCHIVE_STREAM, WarcFeed
+from owler.task.component import OwlerComponent
+from owler.task.shard import Shard
+from owler.warc.feed import ARCHIVE_STREAM, WARCFeed
 from owler.warc.progress import Progress, progress_path
 from owler.warc.source import InputSource
 
 log = logging.getLogger("owler.warc.spout")
 
 
-class WarcSpout(OwlerComponent, Spout):
+class WARCSpout(OwlerComponent, Spout):
     outputs = [Stream(FETCHED_FIELDS), Stream(FETCHED_FIELDS, name=ARCHIVE_STREAM)]
 
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
-        tasks = sorted(int(t) for t, c in context.get("task->component", {}).items()
-                       if c == self.component_name)
-        shard = (tasks.index(self.task_id), len(tasks)) if self.task_id in tasks else (0, 1)
-        self.feed = WarcFeed(storm_conf, Progress(progress_path(storm_conf)),
-                             InputSource.from_conf(storm_conf), shard)
+        self.feed = WARCFeed(storm_conf, Progress(progress_path(storm_conf)),
+                             InputSource.from_conf(storm_conf),
+                             Shard.of_task(context, self.component_name, self.task_id))
         self._gauged = 0.0
         self.per_call = max(1, C.get_int(storm_conf, "warc2warc.emit.per.call", 10))
 
@@ -67,10 +64,10 @@ class WarcSpout(OwlerComponent, Spout):
         self.gauges["idle"] = 1 if feed.idle() else 0
         if feed.list_error:
             self.report_error(f"cannot list the input WARC files: {feed.list_error}")
-        with self._stats_lock:
-            self.counters.clear()
-            self.counters.update(feed.counters)
         self.write_stats()
+
+    def collect(self, counters, gauges):
+        counters.update(self.feed.counters)
 
     def ack(self, tup_id):
         self.feed.ack(tup_id)

@@ -38,10 +38,6 @@ def test_urlfilter_bolt_filters_and_normalizes_one_batch(conf, tmp_path):
         assert outlink.decode(out[0]["tuple"][2]) == [("http://example.com/b", "first B")]
         assert out[0]["anchors"] == ["o1"]
         assert msgs[-1] == {"command": "ack", "id": "o1"}
-        # statuses pass through unchanged
-        bolt.process(["http://example.com/x", {}, "FETCHED"], tid="s1", stream="status")
-        msgs = bolt.until_acked("s1")
-        assert emits(msgs, "status")[0]["tuple"] == ["http://example.com/x", {}, "FETCHED"]
         # nothing accepted: nothing emitted, still acked
         bolt.process(["http://example.com/", {}, ["javascript:void(0)"]], tid="o2", stream="outlinks")
         msgs = bolt.until_acked("o2")

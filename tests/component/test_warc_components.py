@@ -1,4 +1,4 @@
-"""The warc2warc components as real multilang subprocesses: WarcSpout, WarcParserBolt,
+"""The warc2warc components as real multilang subprocesses: WARCSpout, WARCParserBolt,
 WARCCopyBolt."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def emits(msgs, stream=None):
 
 
 def test_spout_emits_records_by_type_until_acked(conf, tmp_path):
-    spout = ShellComponent("spouts.warc.WarcSpout", conf, tmp_path, "spout")
+    spout = ShellComponent("spouts.warc.WARCSpout", conf, tmp_path, "spout")
     try:
         got = []
         for _ in range(20):
@@ -68,7 +68,7 @@ def test_parser_and_copy_bolts(conf, tmp_path):
         G.page("p", ["/q", "http://c.example/"])))
     md = {"warc.file.id": ["1"], "warc.record.offset": ["0"], "warc.file.name": ["x"],
           "fetch.time": ["1714564800.0"]}
-    parser = ShellComponent("bolts.warc_parser.WarcParserBolt", conf, tmp_path, "parser")
+    parser = ShellComponent("bolts.warc_parser.WARCParserBolt", conf, tmp_path, "parser")
     try:
         parser.process(["http://b.example/p", wire.encode_content(gzip.compress(raw)), md],
                        tid="p1")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OWLER = [sys.executable, "-m", "owler.cli"]
+OWLER = [sys.executable, "-m", "owler"]
 
 
 def owler(*args, check=True, timeout=600):

@@ -42,7 +42,7 @@ class Node:
 
     def owler(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "owler.cli", *args, "-o", f"owler.work.dir={self.work}",
+            [sys.executable, "-m", "owler", *args, "-o", f"owler.work.dir={self.work}",
              "-o", f"services.opensearch.port={self.port}"],
             cwd=ROOT, capture_output=True, text=True, timeout=timeout,
             env={**os.environ, "OWLER_HOME": str(ROOT)})

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from owler.procs import port_open
+from owler.run.procs import port_open
 from tests.farm.harness import FarmProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def run(cmd, timeout=600, **kw):
 
 
 def owler(*args, timeout=600):
-    return run([sys.executable, "-m", "owler.cli", *args], timeout=timeout)
+    return run([sys.executable, "-m", "owler", *args], timeout=timeout)
 
 
 def sparse(*args, timeout=600):

@@ -10,10 +10,10 @@ import logging
 import time
 import uuid
 
-from owler import metrics as M
 from owler.conf import load_conf
 from owler.frontier import open_frontier
-from owler.frontier.osclient import epoch_of
+from owler.osclient import epoch_of
+from owler.task import metrics as M
 from tests.component.multilang import ShellComponent
 from tests.netproxy import Proxy
 
@@ -89,7 +89,7 @@ def test_documents_and_template(opensearch):
 
 
 def test_conflicting_template_or_mapping_is_a_clear_error_and_writing_goes_on(opensearch, caplog):
-    caplog.set_level(logging.WARNING, "owler.metrics")
+    caplog.set_level(logging.WARNING, "owler.task.metrics")
     # another template claims the same index names with the same priority
     index = _index("tconf")
     status, data = opensearch.request("PUT", f"/_index_template/other-{index}", {
@@ -122,7 +122,7 @@ def test_conflicting_template_or_mapping_is_a_clear_error_and_writing_goes_on(op
 
 
 def test_a_node_going_away_never_blocks_and_dropped_documents_are_reported(opensearch, caplog):
-    caplog.set_level(logging.WARNING, "owler.metrics")
+    caplog.set_level(logging.WARNING, "owler.task.metrics")
     index = _index("away")
     proxy = Proxy(opensearch.port)
     sink = M.MetricsSink(_conf(proxy.port, index), max_queue=20, min_backoff=0.1, max_backoff=0.5)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pystorm.serializers.json_serializer import JSONSerializer
 
-from owler.runner import storm_home
+from owler.run.runner import storm_home
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -125,7 +125,7 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
         runs = []
         for c in confs:
             runs.append(subprocess.Popen(
-                [sys.executable, "-m", "owler.cli", "run", "explorative", "--conf", str(c),
+                [sys.executable, "-m", "owler", "run", "explorative", "--conf", str(c),
                  "--idle-exit", "10", "--time", "400"], cwd=ROOT, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, env={**os.environ, "OWLER_HOME": str(ROOT)}))
             if len(runs) == 1:

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 
 def owler(*args, timeout=300, **kw):
-    return subprocess.run([sys.executable, "-m", "owler.cli", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "owler", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, **kw)
 
 
@@ -41,7 +41,7 @@ def test_unknown_topology_and_bad_yaml(tmp_path):
 def test_missing_java_is_a_clear_error(tmp_path):
     env = {**os.environ, "PATH": "/usr/bin:/bin", "JAVA_HOME": ""}
     r = subprocess.run(["/usr/bin/env", "-u", "JAVA_HOME", "PATH=/nonexistent", sys.executable,
-                        "-m", "owler.cli", "run", "explorative", "--conf", str(conf_file(tmp_path))],
+                        "-m", "owler", "run", "explorative", "--conf", str(conf_file(tmp_path))],
                        cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 3 and "Java was not found" in r.stderr
 
@@ -58,7 +58,7 @@ def test_a_component_that_dies_ends_the_run_naming_it(tmp_path):
 
 def test_ctrl_c_stops_cleanly(tmp_path):
     conf = conf_file(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "owler.cli", "run", "explorative", "--conf",
+    proc = subprocess.Popen([sys.executable, "-m", "owler", "run", "explorative", "--conf",
                              str(conf), "--idle-exit", "600"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120

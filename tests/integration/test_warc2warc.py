@@ -20,7 +20,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from owler.warc.progress import Progress
-from owler.warc.reader import InputRecord, WarcReadError, iter_records
+from owler.warc.reader import InputRecord, WARCReadError, iter_records
 from tests import warcgen as G
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 def owler(s3, *args, timeout=600, background=False):
     env = {**os.environ, **s3.env, "OWLER_HOME": str(ROOT)}
-    cmd = [sys.executable, "-m", "owler.cli", *args]
+    cmd = [sys.executable, "-m", "owler", *args]
     if background:
         return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
@@ -60,7 +60,7 @@ def plain_records(data: bytes) -> list[bytes]:
         for item in iter_records(io.BytesIO(data)):
             if isinstance(item, InputRecord):
                 out.append(gzip.decompress(item.raw) if item.compressed else item.raw)
-    except WarcReadError:  # a truncated input: its complete records are what can be archived
+    except WARCReadError:  # a truncated input: its complete records are what can be archived
         pass
     return out
 
@@ -231,8 +231,8 @@ def test_the_pipeline_runs_on_the_opensearch_frontier(s3_server, opensearch, tmp
     conf = write_conf(tmp_path, s3, src, dst, opensearch.conf_lines("w2w_status"))
     run = owler(s3, "run", "warc2warc", "--conf", str(conf), "--idle-exit", "5", "--time", "300")
     assert run.returncode == 0, run.stdout + run.stderr
-    from owler.frontier import open_frontier
     from owler.conf import load_conf
+    from owler.frontier import open_frontier
 
     with open_frontier(load_conf(conf)) as f:
         f.refresh()

@@ -1,4 +1,4 @@
-"""owler.cluster without daemons: the generated storm.yaml, key validation, waiting for a leader."""
+"""owler.run.cluster without daemons: the generated storm.yaml, key validation, waiting for a leader."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from owler import cluster as CL
-from owler.cluster import ClusterError, StormCluster, format_status
 from owler.conf import ConfError, load_conf
+from owler.run import cluster as CL
+from owler.run.cluster import ClusterError, StormCluster, format_status
 
 
 def make(tmp_path, **over):

@@ -1,4 +1,4 @@
-"""owler.http against local servers on 127.0.0.1, port 0 (aiohttp.web and raw asyncio sockets)."""
+"""owler.fetch.http against local servers on 127.0.0.1, port 0 (aiohttp.web and raw asyncio sockets)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 from aiohttp import web
 
 from owler.conf import ConfError
-from owler.http import (FetchResult, GuardedResolver, HttpFetcher, PrivateAddressError,
-                        decode_body, is_public_address, redirect_target, user_agent)
+from owler.fetch.http import (FetchResult, GuardedResolver, HttpFetcher, PrivateAddressError,
+                              decode_body, is_public_address, redirect_target, user_agent)
 
 BIG = b"<html>" + b"x" * 100_000 + b"</html>"
 

@@ -1,4 +1,4 @@
-"""owler.metrics: the metrics-index documents, the Storm UI error throttle, the bounded background
+"""owler.task.metrics: the metrics-index documents, the Storm UI error throttle, the bounded background
 sink (against a stub OpenSearch on a loopback port), the latest-values summary of `owler status`,
 and the component mixin's snapshot and report_error."""
 
@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from owler import metrics as M
-
+from owler.run import report as R
+from owler.task import metrics as M
 
 # ---- documents ------------------------------------------------------------------------------------
 
@@ -195,7 +195,7 @@ def test_sink_logs_a_conflicting_template_or_mapping_and_goes_on(caplog):
         return 200, {}
 
     node = StubNode(answer)
-    caplog.set_level(logging.WARNING, "owler.metrics")
+    caplog.set_level(logging.WARNING, "owler.task.metrics")
     sink = M.MetricsSink(_conf(node.port), min_backoff=0.05, start=False)
     try:
         docs = M.documents(SRC, {"a": 1, "b": 2, "c": 3}, 1700000000.0)
@@ -214,7 +214,7 @@ def test_sink_never_blocks_and_drops_the_oldest_while_opensearch_is_away(caplog)
     with socket.socket() as s:  # a port nobody listens on (yet)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    caplog.set_level(logging.WARNING, "owler.metrics")
+    caplog.set_level(logging.WARNING, "owler.task.metrics")
     sink = M.MetricsSink(_conf(port), max_queue=10, min_backoff=0.05, max_backoff=0.2)
     node = None
     try:
@@ -300,7 +300,7 @@ def test_latest_metrics_sums_the_latest_value_of_each_task():
             _bucket("crawl-1", "spout", 1, "emitted", 40.0, "2023-11-14T22:14:55.000Z")]}}},
         {"aggregations": {"k": {"buckets": []}}}]
     client = FakeClient(pages)
-    out = M.latest_metrics({"opensearch.metrics.index.name": "m", "metrics.interval": 10}, client)
+    out = R.latest_metrics({"opensearch.metrics.index.name": "m", "metrics.interval": 10}, client)
     assert out["newest"] == "2023-11-14T22:15:00.000Z" and out["storm_ids"] == ["crawl-1"]
     assert out["components"]["fetcher"] == {"tasks": 2, "newest": "2023-11-14T22:15:00.000Z",
                                             "counters": {"fetched": 15, "queued": 2.5}}
@@ -308,7 +308,7 @@ def test_latest_metrics_sums_the_latest_value_of_each_task():
     # only documents of the last 60 s before the newest one (3 intervals, at least 60 s)
     query = [b for _, _, b in client.bodies if b and "composite" in json.dumps(b)][0]["query"]
     assert query["range"]["timestamp"]["gte"] == 1700000100000 - 60000
-    lines = M.format_latest(out)
+    lines = R.format_latest(out)
     assert lines[1] == "  fetcher (2 tasks, newest 2023-11-14T22:15:00.000Z):"
     assert lines[2] == "    fetched=15 queued=2.5"
 
@@ -317,21 +317,21 @@ def test_latest_metrics_without_index_or_node():
     class NoIndex(FakeClient):
         def request(self, method, path, body=None, params=None, ok=(200,), retries=None):
             return 404, None
-    out = M.latest_metrics({}, NoIndex([]))
+    out = R.latest_metrics({}, NoIndex([]))
     assert out["components"] == {} and out["index"] == "metrics"
-    assert M.format_latest(out)[0].startswith("metrics: none yet")
+    assert R.format_latest(out)[0].startswith("metrics: none yet")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    out = M.latest_metrics({"opensearch.addresses": f"127.0.0.1:{port}", "opensearch.max.retries": 0})
+    out = R.latest_metrics({"opensearch.addresses": f"127.0.0.1:{port}", "opensearch.max.retries": 0})
     assert "cannot reach OpenSearch" in out["error"]
-    assert M.format_latest(out)[0].startswith("metrics: unavailable")
+    assert R.format_latest(out)[0].startswith("metrics: unavailable")
 
 
 # ---- the component mixin ------------------------------------------------------------------------
 
 def test_component_snapshot_and_throttled_report_error():
-    from bolts.base import OwlerComponent
+    from owler.task.component import OwlerComponent
 
     class Comp(OwlerComponent):
         def __init__(self):

@@ -10,7 +10,7 @@ import pytest
 
 from owler.conf import ConfError
 from owler.frontier.opensearch import _duration, _read_md
-from owler.frontier.osclient import OpenSearchError, OSClient, conn_key, parse_addresses
+from owler.osclient import OpenSearchError, OSClient, conn_key, parse_addresses
 
 
 def test_parse_addresses():

@@ -2,7 +2,7 @@ import pytest
 
 from owler import outlinks
 from owler.conf import load_conf
-from owler.parsing import PageHandler
+from owler.parse.page import PageHandler
 
 
 def test_split_and_join_both_forms():

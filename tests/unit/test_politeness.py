@@ -1,4 +1,4 @@
-"""owler.politeness.FetchQueues with a fake clock."""
+"""owler.fetch.politeness.FetchQueues with a fake clock."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from owler.politeness import FetchQueues
+from owler.fetch.politeness import FetchQueues
 
 
 class Clock:

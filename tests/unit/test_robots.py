@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from owler.robots import (RobotRules, RobotsCache, agents_from_conf, check_robots, canonical_path,
-                          parse_robots, robots_url, rules_from_fetch)
+from owler.fetch.robots import (RobotRules, RobotsCache, agents_from_conf, canonical_path,
+                                check_robots, parse_robots, robots_url, rules_from_fetch)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "robots"
 CASES = [json.loads(line) for line in (DATA / "protego_can_fetch_cases.jsonl").read_text().splitlines()]

@@ -1,4 +1,4 @@
-"""owler.parse.sitemap: formats, leniency, limits and hostile inputs."""
+"""owler.sitemap.parser: formats, leniency, limits and hostile inputs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from owler.parse.sitemap import (INDEX, Limits, SitemapError, normalize_lastmod, parse_sitemap)
+from owler.sitemap.parser import INDEX, Limits, SitemapError, normalize_lastmod, parse_sitemap
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sitemaps" / "feedparser"
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'

@@ -1,4 +1,4 @@
-"""owler.sitemaps: discovery candidates, scope and cross-submission, filters, metadata, bounds."""
+"""owler.fetch.discovery and owler.sitemap.processor: discovery candidates, scope and cross-submission, filters, metadata, bounds."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 
 from owler.conf import ConfError, load_conf
 from owler.constants import Status
-from owler.robots import RobotRules, parse_robots
-from owler.sitemaps import (SitemapProcessor, discovery_candidates, discovery_on,
-                            sitemap_metadata)
+from owler.fetch.discovery import discovery_candidates, discovery_on
+from owler.fetch.robots import RobotRules, parse_robots
+from owler.sitemap.processor import EntryGate, SitemapProcessor, sitemap_metadata
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 NOW = 1_750_000_000.0
@@ -175,3 +175,19 @@ def test_is_sitemap_detection(conf):
     assert not proc.is_sitemap({}, body)  # sniffing is opt-in (StormCrawler)
     sniff = SitemapProcessor({**conf, "sitemap.sniffContent": True})
     assert sniff.is_sitemap({}, body) and not sniff.is_sitemap({}, b"<html></html>")
+
+
+def test_the_sitemaps_a_fetcher_found_are_checked_and_described(conf, tmp_path):
+    (tmp_path / "bl").mkdir()
+    (tmp_path / "bl" / "spam.txt").write_text("bad.example.org\n")
+    gate = EntryGate(conf)
+    kept, counts = gate.found("http://a.example.org/", {"depth": ["2"]}, [
+        "http://a.example.org/sitemap.xml", "http://bad.example.org/sitemap.xml",
+        "mailto:x@a.example.org", "http://other.example.net/sm.xml"])
+    assert [u for u, _ in kept] == ["http://a.example.org/sitemap.xml",
+                                    "http://other.example.net/sm.xml"]
+    own, other = kept[0][1], kept[1][1]
+    assert own["isSitemap"] == ["true"] and own["sitemap.depth"] == ["0"]
+    assert other["sitemap.hosts"] == ["a.example.org"]  # cross-submission: who named it
+    assert counts["sitemaps/found"] == 2 and counts["sitemaps/blacklisted/spam"] == 1
+    assert sum(n for k, n in counts.items() if k.startswith("sitemaps/rejected/")) == 1

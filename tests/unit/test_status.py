@@ -169,3 +169,22 @@ def test_updater_with_frontier_end_to_end(tmp_path):
     assert rec.status == Status.FETCHED and rec.metadata == {"parse.title": ["T"]}
     assert rec.next_fetch_date == NOW + 86400
     fr.close()
+
+
+def test_one_tuple_of_either_stream_becomes_writes_and_counts():
+    u = updater()
+    ups, counts = u.for_tuple("status", ["http://a.com/", {"fetch.time": [str(NOW - 3600)]},
+                                         "FETCHED"], NOW)
+    assert counts == {"FETCHED": 1} and ups[0].next_fetch_date == NOW - 3600 + 1440 * 60
+    u.committed(ups)
+    ups, counts = u.for_tuple("status", ["http://a.com/", {}, "DISCOVERED"], NOW)
+    assert ups == [] and counts == {"DISCOVERED": 1, "cached": 1}
+    ups, counts = u.for_tuple("outlinks", ["http://a.com/", {"depth": ["0"]},
+                                           "http://a.com/\nhttp://b.com/x\tB"], NOW)
+    assert [x.url for x in ups] == ["http://b.com/x"] and ups[0].metadata["depth"] == ["1"]
+    assert counts == {"discovered": 2, "cached": 1}
+    for bad in (["http://a.com/", {}, "GONE"], ["http://a.com/", {}]):
+        with pytest.raises((ValueError, TypeError)):
+            u.for_tuple("status", bad, NOW)
+    with pytest.raises(TypeError):
+        u.for_tuple("outlinks", ["http://a.com/", {}, 42], NOW)

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import gzip
 import io
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from owler import wire
+from owler.task.shard import Shard
 from owler.warc.copy import ArchiveCopier
-from owler.warc.feed import ARCHIVE_STREAM, FILE_ID, WarcFeed
+from owler.warc.feed import ARCHIVE_STREAM, WARCFeed
 from owler.warc.progress import Progress
 from owler.warc.reader import InputRecord, iter_records
+from owler.warc.record import FILE_ID, WARC_KEY, WARC_OFFSET, record_metadata
 from owler.warc.source import InputSource
-from owler.warc2warc import WARC_KEY, WARC_OFFSET, record_metadata
 from tests import warcgen as G
 
 
@@ -33,7 +35,7 @@ def inputs(tmp_path):
 def make_feed(tmp_path, inputs, **conf):
     conf = {"warc2warc.input": str(inputs), "warc2warc.ack.flush": 0, **conf}
     progress = Progress(tmp_path / "progress.sqlite")
-    return WarcFeed(conf, progress, InputSource.from_conf(conf)), progress
+    return WARCFeed(conf, progress, InputSource.from_conf(conf)), progress
 
 
 def drain(feed, now=0.0, ack=True):
@@ -113,7 +115,7 @@ def test_two_feeds_split_the_files(tmp_path, inputs):
     names = []
     for index in (0, 1):
         progress = Progress(tmp_path / "progress.sqlite")
-        feed = WarcFeed(conf, progress, InputSource.from_conf(conf), shard=(index, 2))
+        feed = WARCFeed(conf, progress, InputSource.from_conf(conf), shard=Shard(index, 2))
         names.append({e.values[2]["warc.file.name"][0] for e in drain(feed)})
     assert names[0] and names[1] and not names[0] & names[1]
     assert len(names[0] | names[1]) == 8
@@ -219,3 +221,29 @@ def test_key_metadata_names_a_record_inside_a_multi_record_member():
     assert [r.key for r in recs] == ["0", "0+1", "0+2"]
     md = record_metadata(recs[1], "f")
     assert md[WARC_KEY] == ["0+1"] and md[WARC_OFFSET] == ["0"]
+
+
+def test_a_copy_task_opens_its_archive_and_finds_each_record_by_its_metadata(tmp_path, inputs):
+    recs = records_of(inputs)
+    conf = {"warc.dir": str(tmp_path / "out"), "warc.prefix": "COPY",
+            "warc2warc.progress.path": str(tmp_path / "p.sqlite")}
+    c = ArchiveCopier.open(conf, "00")
+    for fid, key, raw in recs[:3]:
+        assert c.add(fid, key, raw)
+    c.commit()
+    c.add(*recs[3])  # written, never recorded: the task dies
+    c.writer._fh.flush()
+    c.progress.close()
+
+    c2 = ArchiveCopier.open(conf, "00")  # the file left open is cut back and finalized
+    assert c2.owns_progress and len(list((tmp_path / "out").glob("*.warc.gz"))) == 1
+    fid, key, raw = recs[0]
+    assert c2.add_record({FILE_ID: [str(fid)], WARC_OFFSET: [key]}, raw) == (fid, key, False)
+    fid, key, raw = recs[3]
+    md = {FILE_ID: [str(fid)], WARC_OFFSET: ["0"], WARC_KEY: [key]}  # the key wins the offset
+    assert c2.add_record(md, raw) == (fid, key, True)
+    c2.close()
+    with pytest.raises(sqlite3.ProgrammingError):  # the copier's own connection: closed with it
+        c2.progress.conn.execute("SELECT 1")
+    body = [g for g in archived_records(tmp_path / "out") if b"isPartOf: COPY" not in g]
+    assert Counter(body) == Counter(plain(r) for _, _, r in recs[:4])

@@ -1,5 +1,5 @@
 """owler.warc.reader: records with their exact input bytes, from every layout and through damage;
-and owler.warc2warc: what the pipeline makes of an archived response."""
+and owler.warc.record: what the pipeline makes of an archived response."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from owler.constants import Status
-from owler.warc.reader import InputProblem, InputRecord, WarcReadError, iter_records
-from owler.warc2warc import RecordParser, parse_raw, warc_date_epoch
+from owler.warc.reader import InputProblem, InputRecord, WARCReadError, iter_records
+from owler.warc.record import RecordParser, parse_raw, warc_date_epoch
 from tests import warcgen as G
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "warc"
@@ -68,12 +68,12 @@ def test_truncated_file_gives_the_complete_records_then_an_error():
     data = G.per_record_gzip(G.site_records("d.example", 3))
     cut = data[: len(data) - 40]
     seen = []
-    with pytest.raises(WarcReadError, match="truncated gzip member"):
+    with pytest.raises(WARCReadError, match="truncated gzip member"):
         for item in iter_records(io.BytesIO(cut)):
             seen.append(item)
     assert len(seen) == 6  # the 7th (last) member is cut
     plain = b"".join(G.site_records("d.example", 2))
-    with pytest.raises(WarcReadError, match="truncated"):
+    with pytest.raises(WARCReadError, match="truncated"):
         list(iter_records(io.BytesIO(plain[:-10])))
 
 
@@ -119,7 +119,7 @@ def test_a_record_over_the_size_limit_is_skipped():
 
 
 def test_not_a_warc_file():
-    with pytest.raises(WarcReadError, match="neither a gzip member nor a WARC record"):
+    with pytest.raises(WARCReadError, match="neither a gzip member nor a WARC record"):
         list(iter_records(io.BytesIO(b"<html>not a warc</html>")))
 
 

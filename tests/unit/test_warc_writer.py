@@ -1,4 +1,4 @@
-"""WarcWriter / records: everything is read back with warcio (digests checked, ``raise`` mode)."""
+"""WARCWriter / records: everything is read back with warcio (digests checked, ``raise`` mode)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
-from owler.warc import WarcFormatError, WarcWriter, recover_open_files, scan_members
+from owler import wire
+from owler.warc import WARCFormatError, WARCWriter
 from owler.warc import records as R
+from owler.warc import recover_open_files, scan_members
+from owler.warc.upload import open_output
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "warc"
 T0 = 1_714_564_800.25  # 2024-05-01T12:00:00.25Z
@@ -31,7 +34,7 @@ class Clock:
         return self.t
 
 
-def exchange(w: WarcWriter, url: str = "http://example.com/page", payload: bytes = HTML,
+def exchange(w: WARCWriter, url: str = "http://example.com/page", payload: bytes = HTML,
              request: bytes | None = REQ, **kw) -> int:
     args = dict(fetch_time=T0, request_line_and_headers=request, status_line="HTTP/1.1 200 OK",
                 response_headers=[("Content-Type", "text/html; charset=utf-8")], payload=payload)
@@ -76,7 +79,7 @@ def test_target_uri(url, expected):
 
 
 def test_target_uri_empty_raises():
-    with pytest.raises(WarcFormatError):
+    with pytest.raises(WARCFormatError):
         R.target_uri("")
 
 
@@ -84,7 +87,7 @@ def test_warc_date_precisions():
     assert R.warc_date(T0) == "2024-05-01T12:00:00.250000Z"
     assert R.warc_date(T0, "s") == "2024-05-01T12:00:00Z"
     assert R.warc_date(1.9999999) == "1970-01-01T00:00:02.000000Z"
-    with pytest.raises(WarcFormatError):
+    with pytest.raises(WARCFormatError):
         R.warc_date(T0, "ms")
 
 
@@ -100,7 +103,7 @@ def test_status_line(line, expected, proto):
 
 
 def test_status_line_garbage_raises():
-    with pytest.raises(WarcFormatError):
+    with pytest.raises(WARCFormatError):
         R.http_status_line("<html>")
 
 
@@ -122,7 +125,7 @@ def test_request_head_termination():
     assert R.http_request_head(b"GET / HTTP/1.1\r\nHost: a") == b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"
     assert R.http_request_head(b"GET / HTTP/1.1\r\n") == b"GET / HTTP/1.1\r\n\r\n"
     assert R.http_request_head(REQ) == REQ
-    with pytest.raises(WarcFormatError):
+    with pytest.raises(WARCFormatError):
         R.http_request_head(b"  ")
 
 
@@ -130,7 +133,7 @@ def test_request_head_termination():
 
 def test_exchange_roundtrip_types_order_linking(tmp_path):
     clock = Clock()
-    with WarcWriter(tmp_path, partition="00", clock=clock, operator="OWS", extra_info={"robots": "obey"}) as w:
+    with WARCWriter(tmp_path, partition="00", clock=clock, operator="OWS", extra_info={"robots": "obey"}) as w:
         n = exchange(w, ip="192.0.2.7", extra_headers={"OWS.URL-ID": "abc", "OWS.ROBOTS": ["NOAI", "NOINDEX"]},
                      identified_payload_type="text/html")
         assert n > 0 and w.current_path.name.endswith(".warc.gz.open")
@@ -177,7 +180,7 @@ def test_exchange_roundtrip_types_order_linking(tmp_path):
 
 def test_digest_check_can_fail(tmp_path):
     """The read-back helper really catches a wrong payload (the tests above can fail)."""
-    with WarcWriter(tmp_path) as w:
+    with WARCWriter(tmp_path) as w:
         exchange(w, request=None)
     path = finals(tmp_path)[0]
     raw = gzip.decompress(path.read_bytes())
@@ -188,7 +191,7 @@ def test_digest_check_can_fail(tmp_path):
 
 
 def test_no_request_record_when_none(tmp_path):
-    with WarcWriter(tmp_path) as w:
+    with WARCWriter(tmp_path) as w:
         exchange(w, request=None)
     recs = read_all(finals(tmp_path)[0])
     assert [r["type"] for r in recs] == ["warcinfo", "response"]
@@ -197,7 +200,7 @@ def test_no_request_record_when_none(tmp_path):
 
 def test_chunked_and_encoded_headers_renamed_so_readers_do_not_decode(tmp_path):
     payload = b"0\r\n\r\nnot chunked, not gzip"
-    with WarcWriter(tmp_path) as w:
+    with WARCWriter(tmp_path) as w:
         exchange(w, payload=payload, status_line="HTTP/2 200",
                  response_headers=[("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip"),
                                    ("Content-Length", "12")])
@@ -215,7 +218,7 @@ def test_chunked_and_encoded_headers_renamed_so_readers_do_not_decode(tmp_path):
 def test_odd_urls_written_as_uris(tmp_path):
     urls = {"http://example.com/a b/c": "http://example.com/a%20b/c",
             "https://b\u00fccher.de/stra\u00dfe?x=\u00e9": "https://xn--bcher-kva.de/stra%C3%9Fe?x=%C3%A9"}
-    with WarcWriter(tmp_path) as w:
+    with WARCWriter(tmp_path) as w:
         for u in urls:
             exchange(w, url=u)
     got = [r["headers"]["WARC-Target-URI"] for r in read_all(finals(tmp_path)[0]) if r["type"] == "response"]
@@ -223,7 +226,7 @@ def test_odd_urls_written_as_uris(tmp_path):
 
 
 def test_empty_payload(tmp_path):
-    with WarcWriter(tmp_path) as w:
+    with WARCWriter(tmp_path) as w:
         exchange(w, payload=b"", status_line="HTTP/1.1 204 No Content", response_headers=[])
     resp = read_all(finals(tmp_path)[0])[2]
     assert resp["payload"] == b""
@@ -233,7 +236,7 @@ def test_empty_payload(tmp_path):
 
 def test_five_megabyte_payload(tmp_path):
     payload = random.Random(5).randbytes(5 * 1024 * 1024)
-    with WarcWriter(tmp_path) as w:
+    with WARCWriter(tmp_path) as w:
         exchange(w, payload=payload, response_headers=[("Content-Type", "application/octet-stream")])
     resp = read_all(finals(tmp_path)[0])[2]
     assert hashlib.sha1(resp["payload"]).digest() == hashlib.sha1(payload).digest()
@@ -241,7 +244,7 @@ def test_five_megabyte_payload(tmp_path):
 
 
 def test_non_ascii_header_bytes_round_trip(tmp_path):
-    with WarcWriter(tmp_path) as w:
+    with WARCWriter(tmp_path) as w:
         exchange(w, request=b"GET / HTTP/1.1\r\nX-Raw: \xe9\xff\r\n\r\n",
                  response_headers=[("X-Latin", "caf\u00e9 \u00ff"), ("X-Wide", "\u20ac"),
                                    ("X-Escaped", b"\xc3\x28".decode("utf-8", "surrogateescape"))])
@@ -254,7 +257,7 @@ def test_non_ascii_header_bytes_round_trip(tmp_path):
 
 
 def test_truncated_flag(tmp_path):
-    with WarcWriter(tmp_path) as w:
+    with WARCWriter(tmp_path) as w:
         exchange(w, truncated="length", response_headers=[("Content-Length", "9999999")])
     resp = read_all(finals(tmp_path)[0])[2]
     assert resp["headers"]["WARC-Truncated"] == "length"
@@ -262,16 +265,16 @@ def test_truncated_flag(tmp_path):
 
 
 def test_bad_arguments_write_nothing(tmp_path):
-    with WarcWriter(tmp_path) as w:
-        with pytest.raises(WarcFormatError):
+    with WARCWriter(tmp_path) as w:
+        with pytest.raises(WARCFormatError):
             exchange(w, truncated="content-limit")
-        with pytest.raises(WarcFormatError):
+        with pytest.raises(WARCFormatError):
             exchange(w, extra_headers={"WARC-Type": "resource"})
-        with pytest.raises(WarcFormatError):
+        with pytest.raises(WARCFormatError):
             exchange(w, extra_headers={"X-A": "a\nb"})
-        with pytest.raises(WarcFormatError):
+        with pytest.raises(WARCFormatError):
             exchange(w, extra_headers={"bad name": "x"})
-        with pytest.raises(WarcFormatError):
+        with pytest.raises(WARCFormatError):
             exchange(w, status_line="garbage")
         assert w.current_path is None and w.stats.records == 0
     assert list(tmp_path.iterdir()) == []
@@ -281,11 +284,11 @@ def test_constructor_validation(tmp_path):
     for kw in ({"partition": "a-b"}, {"prefix": "a/b"}, {"gzip_level": 10},
                {"extra_info": {"bad key": "x"}}, {"date_precision": "ns"}):
         with pytest.raises(ValueError):
-            WarcWriter(tmp_path, **kw)
+            WARCWriter(tmp_path, **kw)
 
 
 def test_fetch_time_none_uses_clock_and_second_precision(tmp_path):
-    with WarcWriter(tmp_path, clock=Clock(T0 + 60), date_precision="s") as w:
+    with WARCWriter(tmp_path, clock=Clock(T0 + 60), date_precision="s") as w:
         exchange(w, fetch_time=None)
     assert read_all(finals(tmp_path)[0])[2]["headers"]["WARC-Date"] == "2024-05-01T12:01:00Z"
 
@@ -294,7 +297,7 @@ def test_fetch_time_none_uses_clock_and_second_precision(tmp_path):
 
 def test_rotation_by_size(tmp_path):
     rnd = random.Random(1)
-    with WarcWriter(tmp_path, partition="3", rotation_size=30_000, clock=Clock()) as w:
+    with WARCWriter(tmp_path, partition="3", rotation_size=30_000, clock=Clock()) as w:
         for i in range(10):
             exchange(w, url=f"http://example.com/{i}", payload=rnd.randbytes(12_000))
             if w.current_path is not None:
@@ -314,7 +317,7 @@ def test_rotation_by_size(tmp_path):
 
 def test_rotation_by_time_and_open_suffix(tmp_path):
     clock = Clock()
-    w = WarcWriter(tmp_path, rotation_time=600, clock=clock)
+    w = WARCWriter(tmp_path, rotation_time=600, clock=clock)
     assert w.maybe_rotate() is None  # nothing open yet: no empty file
     exchange(w)
     first = w.current_path
@@ -341,9 +344,9 @@ def test_never_overwrites_existing_files(tmp_path):
     taken = tmp_path / "OWLER-20240501120000-0-00000.warc.gz"
     taken.write_bytes(b"precious")
     (tmp_path / "OWLER-20240501120000-0-00001.warc.gz.open").write_bytes(b"someone's")
-    with WarcWriter(tmp_path, clock=clock) as w:
+    with WARCWriter(tmp_path, clock=clock) as w:
         exchange(w)
-    with WarcWriter(tmp_path, clock=clock) as w2:  # a restart within the same second
+    with WARCWriter(tmp_path, clock=clock) as w2:  # a restart within the same second
         exchange(w2)
     assert taken.read_bytes() == b"precious"
     names = [f.name for f in finals(tmp_path)]
@@ -354,7 +357,7 @@ def test_flush_each_write_and_fsync_options(tmp_path, monkeypatch):
     calls = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd)))
-    w = WarcWriter(tmp_path, fsync=True)
+    w = WARCWriter(tmp_path, fsync=True)
     exchange(w)
     assert len(calls) == 1
     # flushed: another reader sees the complete records while the file is still open
@@ -383,7 +386,7 @@ class FailingFile:
 
 
 def test_failed_write_is_cut_back_and_raised(tmp_path):
-    w = WarcWriter(tmp_path)
+    w = WARCWriter(tmp_path)
     exchange(w, url="http://example.com/1")
     size = w.current_path.stat().st_size
     w._fh = FailingFile(w._fh)
@@ -400,7 +403,7 @@ def test_failed_write_is_cut_back_and_raised(tmp_path):
 def test_from_conf(tmp_path):
     conf = {"warc.dir": str(tmp_path), "warc.prefix": "CC", "warc.rotation.size": "1000",
             "warc.rotation.time": 60, "warc.gzip.level": 1, "warc.operator": "op"}
-    w = WarcWriter.from_conf(conf, partition="07")
+    w = WARCWriter.from_conf(conf, partition="07")
     assert (w.directory, w.prefix, w.partition, w.rotation_size, w.rotation_time, w.gzip_level) == (
         tmp_path, "CC", "07", 1000, 60.0, 1)
     assert w.info["operator"] == "op" and w.fsync is False
@@ -422,7 +425,7 @@ def test_write_record_bytes_gzip_members_unchanged(tmp_path):
     src = (DATA / "fb.warc.gz").read_bytes()
     members = split_members(src)
     assert len(members) == 10
-    with WarcWriter(tmp_path) as w:
+    with WARCWriter(tmp_path) as w:
         for m in members:
             assert w.write_record_bytes(m) == len(m)
     out = finals(tmp_path)[0].read_bytes()
@@ -439,12 +442,12 @@ def test_write_record_bytes_uncompressed_records_unchanged(tmp_path):
         offsets = [it.get_record_offset() for _ in it]
     assert len(offsets) == 9
     spans = [(a, b - a) for a, b in zip(offsets, offsets[1:] + [len(src)])]
-    with WarcWriter(tmp_path) as w:
+    with WARCWriter(tmp_path) as w:
         for off, length in spans:
             w.write_record_bytes(src[off:off + length])
     out = gzip.decompress(finals(tmp_path)[0].read_bytes())
     assert out.endswith(src)  # the source's (wrong) sha256 payload digests travel unchanged
-    with pytest.raises(WarcFormatError):
+    with pytest.raises(WARCFormatError):
         w.write_record_bytes(b"not a record")
 
 
@@ -452,7 +455,7 @@ def test_write_record_bytes_uncompressed_records_unchanged(tmp_path):
 
 def crashed_file(tmp_path: Path, n: int = 10, partition: str = "00") -> tuple[Path, list[int]]:
     """Write n exchanges and leave the file .open (as after a kill); return it and member starts."""
-    w = WarcWriter(tmp_path, partition=partition, clock=Clock())
+    w = WARCWriter(tmp_path, partition=partition, clock=Clock())
     starts = []
     for i in range(n):
         exchange(w, url=f"http://example.com/{i}", request=None,
@@ -517,7 +520,7 @@ def test_recover_only_own_prefix_and_partition(tmp_path):
 
 
 def test_recover_warcinfo_only_empty_and_foreign_content(tmp_path):
-    w = WarcWriter(tmp_path, partition="00", clock=Clock())
+    w = WARCWriter(tmp_path, partition="00", clock=Clock())
     exchange(w, request=None)
     info_end = w.last_record.offset
     path = w.current_path
@@ -555,7 +558,7 @@ def test_recover_keeps_going_when_final_name_is_taken(tmp_path, caplog):
 def test_recovered_file_name_is_not_reused(tmp_path):
     path, _ = crashed_file(tmp_path, n=1)
     recover_open_files(tmp_path)
-    with WarcWriter(tmp_path, partition="00", clock=Clock()) as w:
+    with WARCWriter(tmp_path, partition="00", clock=Clock()) as w:
         exchange(w)
     assert [f.name for f in finals(tmp_path)] == [
         "OWLER-20240501120000-00-00000.warc.gz", "OWLER-20240501120000-00-00001.warc.gz"]
@@ -565,3 +568,30 @@ def test_scan_members_reads_in_small_chunks(tmp_path):
     path, starts = crashed_file(tmp_path, n=4)
     res = scan_members(path, chunk_size=777)
     assert res.error is None and res.valid_end == res.size and res.records == 5
+
+
+def test_a_fetched_page_is_archived_from_its_transient_metadata(tmp_path):
+    w = WARCWriter(tmp_path, clock=Clock())
+    md = {wire.RAW_REQUEST: [REQ.decode("latin-1")], wire.RAW_STATUS_LINE: ["HTTP/1.1 200 OK"],
+          wire.RAW_HEADERS: ["Content-Type: text/html", "X-A: 1"], wire.RAW_IP: ["192.0.2.7"],
+          wire.RAW_FETCH_TIME: [repr(T0)], wire.RAW_TRUNCATED: ["length"]}
+    assert w.write_page("http://example.com/page", HTML, md) > 0
+    w.close()
+    recs = read_all(finals(tmp_path)[0])
+    assert [r["type"] for r in recs] == ["warcinfo", "request", "response"]
+    resp = recs[2]
+    assert resp["payload"] == HTML and resp["http"].get_header("X-A") == "1"
+    assert resp["headers"]["WARC-IP-Address"] == "192.0.2.7"
+    assert resp["headers"]["WARC-Truncated"] == "length"
+    assert resp["headers"]["WARC-Date"].startswith("2024-05-01T12:00:00")
+
+
+def test_a_writer_task_opens_its_output_after_finishing_what_it_left_open(tmp_path):
+    mine, _ = crashed_file(tmp_path, n=2, partition="00")
+    other, _ = crashed_file(tmp_path, n=2, partition="01")
+    writer, uploader = open_output({"warc.dir": str(tmp_path)}, "00", {"note": "x"})
+    assert uploader is None  # no warc.s3.bucket
+    assert (tmp_path / mine.name[:-5]).exists() and not mine.exists()
+    assert other.exists()  # another task's file: not touched while that task may run
+    assert writer.partition == "00" and writer.info["note"] == "x"
+    writer.close()

@@ -28,13 +28,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from owler.conf import ConfError, get_int, get_str, resource_path
+from owler.constants import DEPTH, URLFILTERS_FILE_KEY
 
 __all__ = ["URLFilter", "URLFilters", "URLFilterSetupError", "SC_CLASSES", "load_filter_class", "check_url"]
 
 log = logging.getLogger(__name__)
 
-CONF_FILE_KEY = "urlfilters.config.file"
-PARTITION_MODE_KEY = "partition.url.mode"
 
 #: Root keys accepted in the JSON file (StormCrawler 3.x and 2.x).
 MEMO_KEY = "urlfilters.memo.size"
@@ -128,7 +127,7 @@ class URLFilters:
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> "URLFilters":
         """The chain named by ``urlfilters.config.file``; an empty chain when the key is unset."""
-        name = get_str(conf, CONF_FILE_KEY, None)
+        name = get_str(conf, URLFILTERS_FILE_KEY, None)
         if not name or not name.strip():
             return cls()
         return cls.from_file(resource_path(name.strip()), conf)
@@ -247,14 +246,14 @@ def check_url(
 
     if filters is None:
         filters = URLFilters.from_conf(conf)
-    md = source_md if source_md is not None else {"depth": ["-1"]}
+    md = source_md if source_md is not None else {DEPTH: ["-1"]}
     result, rejected_by, normalized = filters._run(source_url, md, url)
     if rejected_by is None:
         verdict = "ACCEPT"
         normalized = result or ""
     else:
         verdict = f"REJECT:{rejected_by}"
-    mode = get_str(conf, PARTITION_MODE_KEY, "byDomain") or "byDomain"
+    mode = urls.partition_mode(conf)
     key = ""
     target = normalized or urls.normalize(url)
     if target:

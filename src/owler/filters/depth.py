@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from owler.constants import DEPTH
+from owler.constants import DEPTH, MAX_DEPTH
 from owler.filters import URLFilter
 from owler.filters.basic import _int
 
 #: Per-page override of maxDepth in the source metadata.
-MAX_DEPTH_KEY = "max.depth"
 
 
 def _md_int(md: Mapping[str, list[str]], key: str) -> int | None:
@@ -43,7 +42,7 @@ class MaxDepthFilter(URLFilter):
     def filter(self, source_url, source_md, url):
         md = source_md or {}
         limit = self.max_depth
-        custom = _md_int(md, MAX_DEPTH_KEY) if MAX_DEPTH_KEY in md else None
+        custom = _md_int(md, MAX_DEPTH) if MAX_DEPTH in md else None
         if custom is not None:
             limit = custom
         if limit < 0:

@@ -2,10 +2,10 @@
 
 A backend implements :class:`Frontier`: an embedded SQLite file (:mod:`owler.frontier.sqlite`) or an
 OpenSearch status index compatible with StormCrawler's (:mod:`owler.frontier.opensearch`). The
-record model follows StormCrawler's status index (DESIGN.md §3): id = sha256(url), ``url``,
+record model follows StormCrawler's status index: id = sha256(url), ``url``,
 ``status``, ``next_fetch_date``, ``key`` (partition key), ``metadata``.
 
-Rules every backend keeps (DESIGN.md §4):
+Rules every backend keeps:
 
 - DISCOVERED is create-only: it never overwrites a known URL; any other status replaces the record.
 - ``apply_updates`` returns only once the batch is durable, so the status updater may ack then;
@@ -13,7 +13,11 @@ Rules every backend keeps (DESIGN.md §4):
 - "Never fetch again" (a ``None`` next fetch date) is stored as :data:`NEVER` and read back as
   ``None``.
 
-Config keys read here: ``frontier.backend`` (``sqlite`` | ``opensearch``).
+Tags (``frontier.tags``, read by both backends with :func:`tag_rules`): a map
+``"<metadata key>=<value>": <tag>``; a URL whose metadata has that value is stored with that tag, and
+a spout can serve only some tags (``frontier.interest.tags`` / ``frontier.interest.exclude.tags``).
+
+Config keys read here: ``frontier.backend`` (``sqlite`` | ``opensearch``), ``frontier.tags``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any, Container, Iterable, Mapping, Protocol
 
 from owler import conf as C
 from owler.conf import ConfError
-from owler.constants import Status
+from owler.constants import FRONTIER_BACKEND_KEY, SQLITE_PATH_KEY, Status
 
 __all__ = [
     "NEVER",
@@ -33,6 +37,8 @@ __all__ = [
     "Frontier",
     "FrontierError",
     "open_frontier",
+    "round_robin",
+    "tag_rules",
 ]
 
 #: Stored next fetch date of a URL that is never to be fetched again: 9999-12-31T23:59:59Z.
@@ -117,6 +123,22 @@ class Frontier(Protocol):
     def location(self) -> str: ...
 
 
+def tag_rules(rules: Any) -> list[tuple[str, str, str]]:
+    """``frontier.tags`` (a map ``"<metadata key>=<value>": tag``, ordered) as ``(key, value,
+    tag)`` triples; :class:`ConfError` for anything else (the OpenSearch frontier's syntax)."""
+    if rules is None or rules == "":
+        return []
+    if not isinstance(rules, Mapping):
+        raise ConfError(f"frontier.tags: expected a map 'key=value: tag', got {rules!r}")
+    out = []
+    for cond, tag in rules.items():
+        if "=" not in str(cond):
+            raise ConfError(f"frontier.tags: {cond!r} is not 'metadata key=value'")
+        k, v = str(cond).split("=", 1)
+        out.append((k.strip(), v.strip(), str(tag)))
+    return out
+
+
 def round_robin(buckets: list[list], per_bucket: int) -> list:
     """The first of every bucket, then the second of every bucket, … (``per_bucket`` rounds): how
     both frontiers interleave their queues' URLs for the spout."""
@@ -132,11 +154,11 @@ def open_frontier(conf: Mapping[str, Any] | None, owner: str | None = None) -> F
     """The frontier backend chosen by ``frontier.backend`` (default ``sqlite``). ``owner`` names
     the spout task for the queue leases of a shared frontier (OpenSearch)."""
     conf = conf or {}
-    backend = (C.get_str(conf, "frontier.backend", "sqlite") or "sqlite").strip().lower()
+    backend = (C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite") or "sqlite").strip().lower()
     if backend == "sqlite":
         from owler.frontier.sqlite import SQLiteFrontier
 
-        path = C.get_str(conf, "frontier.sqlite.path", ".work/frontier.sqlite")
+        path = C.get_str(conf, SQLITE_PATH_KEY, ".work/frontier.sqlite")
         return SQLiteFrontier(path, conf)
     if backend == "opensearch":
         from owler.frontier.opensearch import OpenSearchFrontier

@@ -44,7 +44,7 @@ true the partition key is the routing value), ``opensearch.status.shards`` / ``.
 ``.refresh.interval`` (used when the index is created), ``frontier.tags`` (a map
 ``"<metadata key>=<value>": <tag>``), ``frontier.interest.tags`` / ``frontier.interest.exclude.tags``,
 ``frontier.lease.ttl``, ``frontier.queue.round.delay``, ``fetcher.server.delay``,
-``partition.url.mode``, and the connection keys of :mod:`owler.frontier.osclient`.
+``partition.url.mode``, and the connection keys of :mod:`owler.osclient`.
 """
 
 from __future__ import annotations
@@ -62,13 +62,15 @@ from urllib.parse import quote
 import orjson
 
 from owler import conf as C
-from owler.constants import STATUS_NAMES, Status
-from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate,
-                            round_robin)
-from owler.constants import IS_SITEMAP, ON_SITEMAP
-from owler.frontier.osclient import OpenSearchError, OSClient, conn_key, epoch_of
-from owler.frontier.refresh import (EXT_PREFIXES, LAST_MODIFIED, REFRESH_KEYS, SEEDED, TRUE,
-                                    is_refresh, is_sitemap_key)
+from owler.constants import (EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY, INTEREST_TAGS_KEY, IS_SITEMAP,
+                             MESSAGE_TIMEOUT_KEY, MIN_DELAY_QUERIES_KEY, ON_SITEMAP,
+                             SERVER_DELAY_KEY, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES,
+                             Status)
+from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate, round_robin,
+                            tag_rules)
+from owler.frontier.refresh import EXT_PREFIXES, REFRESH_KEYS, TRUE, is_refresh, is_sitemap_key
+from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key, epoch_of
+from owler.urls import normalize, partition_key, partition_mode
 
 log = logging.getLogger("owler.frontier.opensearch")
 
@@ -96,21 +98,21 @@ class OpenSearchFrontier:
         conf = conf or {}
         self.conf = conf
         self.client = OSClient(conf, "status")
-        self.index = str(conn_key(conf, "status", "index.name", "status"))
+        self.index = str(conn_key(conf, "status", INDEX_NAME, "status"))
         self.leases_index = f"{self.index}_leases"
         self.routing = C.get_bool(conf, "opensearch.status.routing", False)
-        self.partition_mode = C.get_str(conf, "partition.url.mode", "byDomain") or "byDomain"
-        self.tag_rules = self._tag_rules(conf.get("frontier.tags") or {})
-        self.interest = [str(t) for t in C.get_list(conf, "frontier.interest.tags", [])]
-        self.not_interest = [str(t) for t in C.get_list(conf, "frontier.interest.exclude.tags", [])]
+        self.partition_mode = partition_mode(conf)
+        self.tag_rules = tag_rules(conf.get(FRONTIER_TAGS_KEY) or {})
+        self.interest = [str(t) for t in C.get_list(conf, INTEREST_TAGS_KEY, [])]
+        self.not_interest = [str(t) for t in C.get_list(conf, EXCLUDE_TAGS_KEY, [])]
         self.lease_ttl = C.get_float(conf, "frontier.lease.ttl", 0.0) or (
-            C.get_float(conf, "topology.message.timeout.secs", 120) + 60)
+            C.get_float(conf, MESSAGE_TIMEOUT_KEY, 120) + 60)
         self.round_delay = C.get_float(conf, "frontier.queue.round.delay", 0.0)
-        self.server_delay = C.get_float(conf, "fetcher.server.delay", 1.0)
+        self.server_delay = C.get_float(conf, SERVER_DELAY_KEY, 1.0)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.leases: dict[str, dict] = {}  # key -> {"seq", "term", "until", "start"} held by me
         # sharing with other tasks (module docstring)
-        self.handover = 1.5 * C.get_float(conf, "spout.min.delay.queries", 2000) / 1000.0
+        self.handover = 1.5 * C.get_float(conf, MIN_DELAY_QUERIES_KEY, 2000) / 1000.0
         self.beat_every = min(10.0, self.lease_ttl / 3)
         self.next_beat = 0.0
         self.peers = False  # other tasks were present at the last heartbeat
@@ -131,18 +133,6 @@ class OpenSearchFrontier:
         return f"OpenSearch index {self.index!r} at {self.client.address}"
 
     # -- set-up ------------------------------------------------------------------------------------
-    @staticmethod
-    def _tag_rules(rules: Any) -> list[tuple[str, str, str]]:
-        if not isinstance(rules, Mapping):
-            raise C.ConfError(f"frontier.tags: expected a map 'key=value: tag', got {rules!r}")
-        out = []
-        for cond, tag in rules.items():
-            if "=" not in str(cond):
-                raise C.ConfError(f"frontier.tags: {cond!r} is not 'metadata key=value'")
-            k, v = str(cond).split("=", 1)
-            out.append((k.strip(), v.strip(), str(tag)))
-        return out
-
     def _ensure_indices(self, conf: Mapping[str, Any]) -> None:
         status, _ = self.client.request("HEAD", f"/{self.index}", ok=(200, 404))
         if status == 404:
@@ -232,7 +222,7 @@ class OpenSearchFrontier:
         """A sitemap refresh (owler.frontier.refresh): an ``update`` whose script merges the
         sitemap facts into a known URL and may make it due, with the plain discovery as upsert."""
         md = u.metadata or {}
-        lm = (md.get(LAST_MODIFIED) or [None])[0]
+        lm = (md.get(SITEMAP_LAST_MODIFIED) or [None])[0]
         lm_epoch = epoch_of(lm) if lm else None
         params = {
             "md": {self._md_name(k): v for k, v in md.items()
@@ -240,7 +230,7 @@ class OpenSearchFrontier:
             "replaceExt": md.get(ON_SITEMAP) == TRUE and any(k.startswith(EXT_PREFIXES)
                                                              for k in md),
             "ext": [self._md_name(p) for p in EXT_PREFIXES],
-            "seeded": SEEDED in md,
+            "seeded": SITEMAP_SEEDED in md,
             "nfd": _iso(u.next_fetch_date) if u.next_fetch_date is not None else None,
             "lm": lm, "lmMillis": int(lm_epoch * 1000) if lm_epoch is not None else None,
             "rules": [[self._md_name(k), v, t] for k, v, t in self.tag_rules],
@@ -302,7 +292,6 @@ class OpenSearchFrontier:
 
     def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
         """Seeds as DISCOVERED, due ``now``, never overwriting; returns how many were new."""
-        from owler.urls import normalize, partition_key
 
         lines: list[bytes] = []
         n = 0
@@ -544,7 +533,6 @@ class OpenSearchFrontier:
     def get(self, url: str) -> FrontierRecord | None:
         params = None
         if self.routing:
-            from owler.urls import partition_key
             try:
                 params = {"routing": partition_key(url, self.partition_mode)}
             except ValueError:
@@ -642,20 +630,14 @@ if (!changed && sameNfd && sameTags) {
 
 
 def _duration(value: Any, default: float) -> float:
-    """An OpenSearch time value ("1s", "500ms", "2m", "-1") in seconds."""
+    """An OpenSearch time value (an index's ``refresh_interval``: "1s", "500ms", a bare number of
+    milliseconds, "-1" = disabled) in seconds; ``default`` when there is none or it is garbage."""
     if value is None:
         return default
-    text = str(value).strip().lower()
-    if text == "-1":
+    if str(value).strip() == "-1":
         return -1.0
-    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if text.endswith(suffix):
-            try:
-                return float(text[: -len(suffix)]) * factor
-            except ValueError:
-                return default
     try:
-        return float(text) / 1000.0  # a bare number is milliseconds
+        return C.parse_duration(value, bare_unit=0.001)
     except ValueError:
         return default
 

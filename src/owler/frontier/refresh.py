@@ -9,20 +9,18 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from owler.constants import IS_SITEMAP, ON_SITEMAP, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED
+from owler.constants import IS_SITEMAP, ON_SITEMAP, SITEMAP_EXTENSIONS, SITEMAP_SEEDED
 
 #: metadata key prefixes of the sitemap extensions (a new listing replaces them all)
-EXT_PREFIXES = ("IMAGE.", "VIDEO.", "NEWS.", "LINKS.", "MOBILE.")
+EXT_PREFIXES = tuple(f"{ext}." for ext in SITEMAP_EXTENSIONS)
 TRUE = ["true"]
 REFRESH_KEYS = frozenset((IS_SITEMAP, ON_SITEMAP, SITEMAP_SEEDED))
-LAST_MODIFIED = SITEMAP_LAST_MODIFIED
-SEEDED = SITEMAP_SEEDED
 
 
 def is_refresh(status: str, md: Mapping[str, list[str]]) -> bool:
     """A DISCOVERED whose metadata says it comes from a sitemap or the seed spout."""
     return status == "DISCOVERED" and (md.get(ON_SITEMAP) == TRUE or md.get(IS_SITEMAP) == TRUE
-                                       or SEEDED in md)
+                                       or SITEMAP_SEEDED in md)
 
 
 def listed(md: Mapping[str, list[str]]) -> bool:

@@ -91,11 +91,12 @@ import orjson
 
 from owler import conf as C
 from owler.conf import ConfError
-from owler.constants import STATUS_NAMES, Status
+from owler.constants import (EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY, INTEREST_TAGS_KEY,
+                             SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES, Status)
 from owler.frontier import (DEFAULT_KEY, NEVER, FrontierError, FrontierRecord, StatusUpdate,
-                            round_robin)
-from owler.frontier.refresh import (LAST_MODIFIED, REFRESH_KEYS, SEEDED, is_refresh, listed,
-                                    merge_sitemap_facts)
+                            round_robin, tag_rules)
+from owler.frontier.refresh import REFRESH_KEYS, is_refresh, listed, merge_sitemap_facts
+from owler.urls import normalize, partition_key, partition_mode
 
 SCHEMA_VERSION = "3"
 
@@ -198,22 +199,6 @@ def _stored_date(next_fetch_date: float | None) -> float:
     return min(float(next_fetch_date), NEVER)
 
 
-def tag_rules(rules: Any) -> list[tuple[str, str, str]]:
-    """``frontier.tags`` (a map ``"<metadata key>=<value>": tag``, ordered) as ``(key, value,
-    tag)`` triples; :class:`ConfError` for anything else (the OpenSearch frontier's syntax)."""
-    if rules is None or rules == "":
-        return []
-    if not isinstance(rules, Mapping):
-        raise ConfError(f"frontier.tags: expected a map 'key=value: tag', got {rules!r}")
-    out = []
-    for cond, tag in rules.items():
-        if "=" not in str(cond):
-            raise ConfError(f"frontier.tags: {cond!r} is not 'metadata key=value'")
-        k, v = str(cond).split("=", 1)
-        out.append((k.strip(), v.strip(), str(tag)))
-    return out
-
-
 def _epoch(iso: str) -> float | None:
     """``YYYY-MM-DDTHH:MM:SSZ`` (the sitemap parser's lastmod form) in epoch seconds."""
     try:
@@ -232,7 +217,7 @@ class SQLiteFrontier:
     def __init__(self, path: str | Path, conf: Mapping[str, Any] | None = None) -> None:
         conf = conf or {}
         self.path = Path(path)
-        self.partition_mode = C.get_str(conf, "partition.url.mode", "byDomain") or "byDomain"
+        self.partition_mode = partition_mode(conf)
         sync = (C.get_str(conf, "frontier.sqlite.synchronous", "NORMAL") or "NORMAL").upper()
         if sync not in _SYNC_MODES:
             raise ConfError(
@@ -241,13 +226,13 @@ class SQLiteFrontier:
         busy = C.get_float(conf, "frontier.sqlite.busy.timeout", 30.0)
         cache_mb = C.get_int(conf, "frontier.sqlite.cache.mb", 64)
         ckpt = C.get_int(conf, "frontier.sqlite.wal.autocheckpoint", 50000)
-        self.tag_rules = sorted(tag_rules(conf.get("frontier.tags")), key=lambda r: (r[2], r))
+        self.tag_rules = sorted(tag_rules(conf.get(FRONTIER_TAGS_KEY)), key=lambda r: (r[2], r))
         self._rule_keys = frozenset(k for k, _, _ in self.tag_rules)
-        exclude = [str(t) for t in C.get_list(conf, "frontier.interest.exclude.tags", [])]
-        self.interest = [str(t) for t in C.get_list(conf, "frontier.interest.tags", [])
+        exclude = [str(t) for t in C.get_list(conf, EXCLUDE_TAGS_KEY, [])]
+        self.interest = [str(t) for t in C.get_list(conf, INTEREST_TAGS_KEY, [])
                          if str(t) not in exclude]
         self.exclude = [] if self.interest else exclude
-        if exclude and not self.interest and C.get_list(conf, "frontier.interest.tags", []):
+        if exclude and not self.interest and C.get_list(conf, INTEREST_TAGS_KEY, []):
             self.interest = ["\x00none"]  # every interest tag is excluded: nothing is served
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -417,14 +402,14 @@ class SQLiteFrontier:
         stored = orjson.loads(old_json)
         merged = merge_sitemap_facts(stored, md)
         new_nfd = old_nfd
-        if SEEDED in md:
+        if SITEMAP_SEEDED in md:
             if not listed(stored):
                 new_nfd = nfd
         elif status == Status.DISCOVERED.value and not listed(stored):
             new_nfd = min(old_nfd, nfd)  # a known, never fetched URL that a sitemap lists now
         else:
-            new_lm = (md.get(LAST_MODIFIED) or [None])[0]
-            old_lm = (stored.get(LAST_MODIFIED) or [None])[0]
+            new_lm = (md.get(SITEMAP_LAST_MODIFIED) or [None])[0]
+            old_lm = (stored.get(SITEMAP_LAST_MODIFIED) or [None])[0]
             if new_lm and (old_lm is None or new_lm > old_lm):
                 when = _epoch(new_lm)
                 if when is not None and when > updated:
@@ -446,7 +431,6 @@ class SQLiteFrontier:
         Returns how many were new. A URL that does not normalise raises ``ValueError`` before
         anything is written (validate with :func:`owler.seeds.parse_seeds` first).
         """
-        from owler.urls import normalize, partition_key
 
         rows = []
         keys: set[str] = set()

@@ -56,6 +56,7 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser
 
 from owler import conf as C
+from owler.constants import AGENT_NAME_KEY, EMIT_OUTLINKS_KEY, MAX_OUTLINKS_KEY, ROBOTS_AGENTS_KEY
 from owler.parse import charset as _charset
 from owler.urls import normalize as _normalize
 from owler.urls import resolve as _resolve
@@ -67,14 +68,10 @@ __all__ = ["Outlink", "ParseError", "ParseResult", "is_html", "parse_html", "ANC
 #: anchor texts are cut to this many characters
 ANCHOR_MAX_CHARS = 200
 
-EMIT_OUTLINKS_KEY = "parser.emitOutlinks"
-MAX_OUTLINKS_KEY = "parser.emitOutlinks.max.per.page"
 OUTLINK_TAGS_KEY = "parser.outlinks.tags"
 NOFOLLOW_STRICT_KEY = "robots.noFollow.strict"
 SKIP_META_KEY = "http.robots.meta.skip"
 SKIP_HEADERS_KEY = "http.robots.headers.skip"
-ROBOTS_AGENTS_KEY = "http.robots.agents"
-AGENT_NAME_KEY = "http.agent.name"
 TRACK_ANCHORS_KEY = "track.anchors"
 TEXT_INCLUDE_KEY = "textextractor.include.pattern"
 TEXT_EXCLUDE_KEY = "textextractor.exclude.tags"

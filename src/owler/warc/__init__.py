@@ -1,7 +1,7 @@
-"""WARC output: :class:`WarcWriter` (rotated per-record-gzip WARC/1.1 files) and crash recovery."""
+"""WARC output: :class:`WARCWriter` (rotated per-record-gzip WARC/1.1 files) and crash recovery."""
 
-from owler.warc.records import WarcFormatError
-from owler.warc.writer import WarcStats, WarcWriter, WrittenRecord, recover_open_files, scan_members
+from owler.warc.records import WARCFormatError
+from owler.warc.writer import WARCStats, WARCWriter, WrittenRecord, recover_open_files, scan_members
 
-__all__ = ["WarcWriter", "WarcStats", "WrittenRecord", "WarcFormatError", "recover_open_files",
+__all__ = ["WARCWriter", "WARCStats", "WrittenRecord", "WARCFormatError", "recover_open_files",
            "scan_members"]

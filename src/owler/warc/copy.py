@@ -2,7 +2,7 @@
 record exactly once, even across crashes and Storm's replays.
 
 :meth:`ArchiveCopier.add` appends a record's input bytes (a gzip member as it was, or an
-uncompressed record compressed as one member of its own; :meth:`WarcWriter.write_record_bytes`)
+uncompressed record compressed as one member of its own; :meth:`WARCWriter.write_record_bytes`)
 unless the progress file says it is archived already; :meth:`ArchiveCopier.commit` then records
 the batch's records and the output's new committed length in one transaction (the bolt acks the
 tuples after that). Files are rotated by ``warc.rotation.size`` / ``warc.rotation.time`` only
@@ -14,7 +14,7 @@ replays them and they are written again, once) and finalized; one with nothing c
 deleted. Each output file starts with a warcinfo record of its own; the input's own warcinfo
 records are copied like any other record.
 
-Config keys: those of :class:`owler.warc.writer.WarcWriter` and :mod:`owler.warc.upload`.
+Config keys: those of :class:`owler.warc.writer.WARCWriter` and :mod:`owler.warc.upload`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from owler import conf as C
-from owler.warc.progress import Progress
+from owler.constants import WARC_ROTATION_SIZE_KEY, WARC_ROTATION_TIME_KEY
+from owler.warc.progress import Progress, progress_path
+from owler.warc.record import record_position
 from owler.warc.upload import Uploader
-from owler.warc.writer import OPEN_SUFFIX, WARC_SUFFIX, WarcWriter, _finalize, parse_file_name
+from owler.warc.writer import OPEN_SUFFIX, WARC_SUFFIX, WARCWriter, _finalize, parse_file_name
 
 log = logging.getLogger("owler.warc.copy")
 
@@ -39,13 +41,26 @@ class ArchiveCopier:
         self.progress = progress
         self.partition = str(partition)
         self.uploader = uploader
-        self.rotation_size = C.get_int(conf, "warc.rotation.size", 1 << 30)
-        self.rotation_time = C.get_float(conf, "warc.rotation.time", 3600.0)
-        self.writer = WarcWriter.from_conf(conf, self.partition, rotation_size=0, rotation_time=0,
+        self.rotation_size = C.get_int(conf, WARC_ROTATION_SIZE_KEY, 1 << 30)
+        self.rotation_time = C.get_float(conf, WARC_ROTATION_TIME_KEY, 3600.0)
+        self.writer = WARCWriter.from_conf(conf, self.partition, rotation_size=0, rotation_time=0,
                                            on_close=self._closed)
         self.pending: list[tuple[int, str, str]] = []
         self._pending_keys: set[tuple[int, str]] = set()
         self.duplicates = 0
+        self.owns_progress = False
+
+    @classmethod
+    def open(cls, conf: Mapping[str, Any], partition: str) -> "ArchiveCopier":
+        """A copy task's archive: its own connection to the progress file
+        (``warc2warc.progress.path``, closed with the copier), the S3 uploader when
+        ``warc.s3.bucket`` is set, and the outputs an earlier run left open recovered."""
+        copier = cls(conf, partition, Progress(progress_path(conf)), Uploader.from_conf(conf))
+        copier.owns_progress = True
+        fixed = copier.recover()
+        if fixed:
+            log.warning("finalized %d output WARC file(s) left open by an earlier run", len(fixed))
+        return copier
 
     # -- start ------------------------------------------------------------------------------------
     def recover(self) -> list[Path]:
@@ -69,6 +84,12 @@ class ArchiveCopier:
         self.pending.append((file_id, key, self.writer.current_name))
         self._pending_keys.add((file_id, key))
         return True
+
+    def add_record(self, md: Mapping[str, list[str]], raw: bytes) -> tuple[int, str, bool]:
+        """:meth:`add` for a record the WARC spout emitted (its position is in its metadata):
+        ``(file id, record key, written)``."""
+        file_id, key = record_position(md)
+        return file_id, key, self.add(file_id, key, raw)
 
     def commit(self, now: float | None = None) -> None:
         """Record the records written since the last commit (durable when it returns), then rotate
@@ -113,6 +134,8 @@ class ArchiveCopier:
             self.writer.close()
             if self.uploader is not None:
                 self.uploader.close()
+            if self.owns_progress:
+                self.progress.close()
 
 
 def recover_outputs(directory: Path, prefix: str, partition: str | None,

@@ -1,14 +1,15 @@
-"""What the WarcSpout emits: the records of the input WARC files, each until it is acked.
+"""What the WARCSpout emits: the records of the input WARC files, each until it is acked.
 
-:class:`WarcFeed` lists the input files (:mod:`owler.warc.source`) every
+:class:`WARCFeed` lists the input files (:mod:`owler.warc.source`) every
 ``warc2warc.list.interval`` seconds and registers them in the progress file
-(:mod:`owler.warc.progress`); a spout task takes the files whose name hashes to it (blake2b, as the
-frontier spout splits queues), one at a time, and streams each once from its resume point.
+(:mod:`owler.warc.progress`); a spout task takes the files of its share
+(:class:`~owler.task.shard.Shard` of the file name, as the frontier spout splits queues), one at
+a time, and streams each once from its resume point.
 
 Emissions: an HTTP response record goes on the default stream ``(url, content, metadata)`` (to
 the parser and the WARC copy bolt), every other record on the ``archive`` stream (to the copy
 bolt only); ``content`` is the record's exact input bytes (:mod:`owler.wire`), ``metadata`` its
-position (:mod:`owler.warc2warc` keys plus ``warc.file.id``). The message id is
+position (:mod:`owler.warc.record` keys plus ``warc.file.id``). The message id is
 ``<file id>:<record key>``.
 
 Acks: an acked record is recorded (batched: every ``warc2warc.ack.flush`` seconds) with the file's
@@ -30,7 +31,6 @@ Config keys: ``warc2warc.input``, ``warc2warc.list.interval`` (60), ``warc2warc.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections import deque
@@ -39,16 +39,16 @@ from typing import Any, Iterator, Mapping
 
 from owler import conf as C
 from owler import wire
+from owler.task.shard import Shard
 from owler.warc import s3 as S3
 from owler.warc.progress import Progress
-from owler.warc.reader import InputProblem, InputRecord, WarcReadError, iter_records
+from owler.warc.reader import InputProblem, InputRecord, WARCReadError, iter_records
+from owler.warc.record import FILE_ID, record_metadata
 from owler.warc.source import InputSource
-from owler.warc2warc import record_metadata
 
 log = logging.getLogger("owler.warc.feed")
 
 ARCHIVE_STREAM = "archive"
-FILE_ID = "warc.file.id"
 
 
 @dataclass(slots=True)
@@ -72,9 +72,9 @@ class _OpenFile:
         self.next_resume = row["resume_offset"]
 
 
-class WarcFeed:
+class WARCFeed:
     def __init__(self, conf: Mapping[str, Any], progress: Progress, source: InputSource,
-                 shard: tuple[int, int] = (0, 1)) -> None:
+                 shard: Shard = Shard()) -> None:
         self.conf = conf
         self.progress = progress
         self.source = source
@@ -97,13 +97,6 @@ class WarcFeed:
         self.counters: dict[str, int] = {}
 
     # -- files ------------------------------------------------------------------------------------
-    def _mine(self, name: str) -> bool:
-        index, total = self.shard
-        if total <= 1:
-            return True
-        digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
-        return int.from_bytes(digest, "big") % total == index
-
     def refresh(self, now: float) -> None:
         """List the input again (every ``warc2warc.list.interval`` s) and register new files."""
         if now - self._last_list < self.list_interval:
@@ -123,7 +116,7 @@ class WarcFeed:
 
     def _open_next(self) -> bool:
         for row in self.progress.open_files():
-            if not self._mine(row["name"]) or row["id"] in self.reading_done:
+            if not self.shard.owns(row["name"]) or row["id"] in self.reading_done:
                 continue
             try:
                 stream = self.source.open(row["name"], row["resume_offset"])
@@ -190,7 +183,7 @@ class WarcFeed:
             except StopIteration:
                 self._finish_reading(f)
                 continue
-            except WarcReadError as exc:
+            except WARCReadError as exc:
                 self.progress.add_problem(f.id, exc.offset, str(exc))
                 self._count("read_errors")
                 self._finish_reading(f)
@@ -276,7 +269,7 @@ class WarcFeed:
         """Nothing to read now and nothing in flight."""
         if self.in_flight or self.retry or self.current is not None:
             return False
-        return not any(self._mine(r["name"]) for r in self.progress.open_files())
+        return not any(self.shard.owns(r["name"]) for r in self.progress.open_files())
 
     def _count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n

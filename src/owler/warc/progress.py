@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from owler import conf as C
+from owler.constants import WARC2WARC_PROGRESS_KEY
 from owler.frontier.sqlite import _Transaction
 
-PROGRESS_PATH = "warc2warc.progress.path"
+PROGRESS_PATH = WARC2WARC_PROGRESS_KEY
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS files (

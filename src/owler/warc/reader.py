@@ -19,7 +19,7 @@ multi-record member. ``resume_offset`` is a position :func:`iter_records` can re
 member boundary), so a reader can resume a file at the first record not yet done.
 
 Damage. A stream that ends inside a member or a record (a truncated file) ends with
-:class:`WarcReadError`; a corrupt gzip member or a block that is not a WARC record is reported as
+:class:`WARCReadError`; a corrupt gzip member or a block that is not a WARC record is reported as
 an :class:`InputProblem` and reading goes on at the next gzip member (found by its magic bytes).
 Digests: a ``WARC-Block-Digest`` (over the block) and, for ``application/http`` records, a
 ``WARC-Payload-Digest`` (over what follows the HTTP head, as warcio checks it) are verified
@@ -49,7 +49,7 @@ _DIGESTS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sh
             "md5": hashlib.md5}
 
 
-class WarcReadError(Exception):
+class WARCReadError(Exception):
     """The stream cannot be read further (truncated, not WARC at all). ``offset`` is where."""
 
     def __init__(self, message: str, offset: int) -> None:
@@ -280,7 +280,7 @@ def iter_records(stream: BinaryIO, start: int = 0, *, max_record: int = DEFAULT_
     elif first == b"WARC/" or first[:1] in (b"\r", b"\n"):
         yield from _plain_records(buf, max_record, verify)
     else:
-        raise WarcReadError("neither a gzip member nor a WARC record", start)
+        raise WARCReadError("neither a gzip member nor a WARC record", start)
 
 
 def _make(key: str, offset: int, resume: int, raw: bytes, compressed: bool, version: str,
@@ -303,18 +303,18 @@ def _plain_records(buf: _Buffer, max_record: int, verify: bool
         try:
             head = parse_head(buf.bytes(offset, min(buf.end, offset + MAX_HEAD)))
         except ValueError as exc:
-            raise WarcReadError(str(exc), offset) from None
+            raise WARCReadError(str(exc), offset) from None
         if head is None:
             if not buf.fill():
-                raise WarcReadError("truncated WARC head", offset)
+                raise WARCReadError("truncated WARC head", offset)
             continue
         version, headers, bstart, length = head
         if length > max_record:
-            raise WarcReadError(f"record of {length} bytes over the limit of {max_record}", offset)
+            raise WARCReadError(f"record of {length} bytes over the limit of {max_record}", offset)
         end = offset + bstart + length + 4
         while buf.end < end:
             if not buf.fill():
-                raise WarcReadError("truncated WARC record", offset)
+                raise WARCReadError("truncated WARC record", offset)
         raw = buf.bytes(offset, end)
         if raw[-4:] != HEAD_END:  # a wrong Content-Length or a cut record: find the next one
             nxt = _next_plain_head(buf, offset + 1)
@@ -423,7 +423,7 @@ def _one_member(buf: _Buffer, member_start: int, max_record: int, verify: bool
     dropped = 0
     while not d.eof:
         if fed >= buf.end and not buf.fill():
-            raise WarcReadError("truncated gzip member", member_start)
+            raise WARCReadError("truncated gzip member", member_start)
         piece = buf.view(fed, min(buf.end, fed + FEED))
         try:
             got = d.decompress(piece)

@@ -70,7 +70,7 @@ _BARE_STATUS = re.compile(r"^(\d{3})(?:[ \t]+(.*))?$", re.S)
 _CTL = str.maketrans({"\r": " ", "\n": " "})
 
 
-class WarcFormatError(ValueError):
+class WARCFormatError(ValueError):
     """An argument cannot be turned into a valid WARC record. The message names it."""
 
 
@@ -92,7 +92,7 @@ def warc_date(ts: float, precision: str = "us") -> str:
         if micros >= 1_000_000:  # rounding carried into the next second
             return warc_date(secs + 1, precision)
         return f"{base}.{micros:06d}Z"
-    raise WarcFormatError(f"date precision must be 's' or 'us', not {precision!r}")
+    raise WARCFormatError(f"date precision must be 's' or 'us', not {precision!r}")
 
 
 def sha1_b32(*parts: bytes) -> str:
@@ -122,7 +122,7 @@ def _idna_host(authority: str) -> str:
 def target_uri(url: str) -> str:
     """``url`` as a valid RFC 3986 URI for ``WARC-Target-URI`` (see the module rules)."""
     if not url:
-        raise WarcFormatError("empty target URL")
+        raise WARCFormatError("empty target URL")
     if _URI_CHARS.match(url) and not _BAD_PCT.search(url):
         return url
     url = _BAD_PCT.sub("%25", url)
@@ -146,7 +146,7 @@ def warc_value(name: str, value: object) -> str:
         value = ", ".join(str(v) for v in value)
     value = str(value)
     if "\r" in value or "\n" in value:
-        raise WarcFormatError(f"WARC header {name!r}: value contains CR or LF")
+        raise WARCFormatError(f"WARC header {name!r}: value contains CR or LF")
     return value
 
 
@@ -155,9 +155,9 @@ def check_extra_headers(extra: Mapping[str, object] | None) -> list[tuple[str, s
     out: list[tuple[str, str]] = []
     for name, value in (extra or {}).items():
         if not _TOKEN.match(name):
-            raise WarcFormatError(f"invalid WARC header name {name!r}")
+            raise WARCFormatError(f"invalid WARC header name {name!r}")
         if name.lower() in RESERVED_HEADERS:
-            raise WarcFormatError(f"WARC header {name!r} is set by the writer and cannot be overridden")
+            raise WARCFormatError(f"WARC header {name!r} is set by the writer and cannot be overridden")
         out.append((name, warc_value(name, value)))
     return out
 
@@ -181,7 +181,7 @@ def http_status_line(status_line: str) -> tuple[str, str | None]:
     m = _BARE_STATUS.match(line)
     if m:
         return f"HTTP/1.1 {m.group(1)} {m.group(2) or ''}".rstrip(), None
-    raise WarcFormatError(f"not an HTTP status line: {status_line!r}")
+    raise WARCFormatError(f"not an HTTP status line: {status_line!r}")
 
 
 def http_response_head(status_line: str, headers: Iterable[tuple[str, str]], payload_length: int,
@@ -216,7 +216,7 @@ def http_response_head(status_line: str, headers: Iterable[tuple[str, str]], pay
 def http_request_head(raw: bytes) -> bytes:
     """The request line and headers as sent, terminated by exactly one blank line."""
     if not raw.strip():
-        raise WarcFormatError("empty request line and headers")
+        raise WARCFormatError("empty request line and headers")
     if raw.endswith(RECORD_END):
         return raw
     if raw.endswith(CRLF):
@@ -251,7 +251,7 @@ def warc_fields(fields: Mapping[str, object]) -> bytes:
         if v is None or v == "":
             continue
         if not _TOKEN.match(k):
-            raise WarcFormatError(f"invalid warc-fields name {k!r}")
+            raise WARCFormatError(f"invalid warc-fields name {k!r}")
         lines.append(f"{k}: {warc_value(k, v)}\r\n")
     return "".join(lines).encode("utf-8")
 
@@ -259,19 +259,19 @@ def warc_fields(fields: Mapping[str, object]) -> bytes:
 def parse_record_head(data: bytes | memoryview, start: int = 0) -> tuple[dict[str, str], int, int]:
     """Parse the WARC head at ``start``: (headers lower-cased, block start, block length).
 
-    Raises :class:`WarcFormatError` when the head is incomplete or malformed."""
+    Raises :class:`WARCFormatError` when the head is incomplete or malformed."""
     mv = bytes(data[start:start + 65536]) if isinstance(data, memoryview) else data[start:start + 65536]
     end = mv.find(b"\r\n\r\n")
     if not mv.startswith(b"WARC/") or end < 0:
-        raise WarcFormatError("no WARC record head")
+        raise WARCFormatError("no WARC record head")
     headers: dict[str, str] = {}
     for line in mv[:end].split(b"\r\n")[1:]:
         k, sep, v = line.partition(b":")
         if not sep:
-            raise WarcFormatError(f"malformed WARC header line {line[:60]!r}")
+            raise WARCFormatError(f"malformed WARC header line {line[:60]!r}")
         headers[k.strip().decode("utf-8", "replace").lower()] = v.strip().decode("utf-8", "replace")
     try:
         length = int(headers["content-length"])
     except (KeyError, ValueError):
-        raise WarcFormatError("WARC record without a valid Content-Length") from None
+        raise WARCFormatError("WARC record without a valid Content-Length") from None
     return headers, start + end + 4, length

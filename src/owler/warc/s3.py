@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from owler import conf as C
+from owler.constants import S3_MAX_ATTEMPTS_KEY
 
 log = logging.getLogger("owler.s3")
 
@@ -48,7 +49,7 @@ def client(conf: Mapping[str, Any]):
     import boto3
     from botocore.config import Config
 
-    cfg = Config(retries={"max_attempts": C.get_int(conf, "s3.max.attempts", 5), "mode": "standard"},
+    cfg = Config(retries={"max_attempts": C.get_int(conf, S3_MAX_ATTEMPTS_KEY, 5), "mode": "standard"},
                  connect_timeout=C.get_float(conf, "s3.connect.timeout", 10.0),
                  read_timeout=C.get_float(conf, "s3.read.timeout", 60.0),
                  s3={"addressing_style": "path"})

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, Mapping
 
 from owler import conf as C
+from owler.constants import S3_MAX_ATTEMPTS_KEY, WARC2WARC_INPUT_KEY
 from owler.warc import s3 as S3
 
-INPUT_KEY = "warc2warc.input"
+INPUT_KEY = WARC2WARC_INPUT_KEY
 
 
 class InputSource:
@@ -62,7 +63,7 @@ class InputSource:
         if name.startswith("s3://"):
             bucket, key = S3.parse_uri(name)
             return S3.S3Stream(self.s3, bucket, key, start,
-                               attempts=C.get_int(self.conf, "s3.max.attempts", 5))
+                               attempts=C.get_int(self.conf, S3_MAX_ATTEMPTS_KEY, 5))
         f = open(name, "rb")
         if start:
             f.seek(start)

@@ -25,19 +25,36 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from owler import conf as C
+from owler.constants import WARC_S3_BUCKET_KEY, WARC_S3_PREFIX_KEY
 from owler.warc import s3 as S3
-from owler.warc.writer import WARC_SUFFIX, parse_file_name
+from owler.warc.writer import WARC_SUFFIX, WARCWriter, parse_file_name, recover_open_files
 
 log = logging.getLogger("owler.warc.upload")
 
 UPLOADED_SUFFIX = ".uploaded"
 
 
+def open_output(conf: Mapping[str, Any], partition: str, extra_info: Mapping[str, Any] | None = None
+                ) -> tuple[WARCWriter, "Uploader | None"]:
+    """A writer task's WARC output: files of ``partition`` left ``.open`` by an earlier run are
+    finalized, its finished files still in ``warc.dir`` are queued for upload (with
+    ``warc.s3.bucket``), and the writer hands every file it closes to the uploader."""
+    writer = WARCWriter.from_conf(conf, partition, extra_info=extra_info)  # opens no file yet
+    recovered = recover_open_files(writer.directory, prefix=writer.prefix, partition=partition)
+    if recovered:
+        log.warning("finalized %d WARC files left open by an earlier run", len(recovered))
+    uploader = Uploader.from_conf(conf)
+    if uploader is not None:
+        uploader.submit_leftovers(writer.directory, writer.prefix, partition)
+        writer.on_close = uploader.submit
+    return writer, uploader
+
+
 class Uploader:
     def __init__(self, conf: Mapping[str, Any], on_done: Callable[[Path, str], None] | None = None,
                  client=None) -> None:
-        self.bucket = C.get_str(conf, "warc.s3.bucket", "") or ""
-        self.prefix = C.get_str(conf, "warc.s3.prefix", "") or ""
+        self.bucket = C.get_str(conf, WARC_S3_BUCKET_KEY, "") or ""
+        self.prefix = C.get_str(conf, WARC_S3_PREFIX_KEY, "") or ""
         self.part_size = C.get_int(conf, "warc.s3.part.size", 64 << 20)
         if self.part_size < 5 << 20:
             raise C.ConfError("warc.s3.part.size: S3 parts are at least 5 MiB (5242880)")
@@ -57,7 +74,7 @@ class Uploader:
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any], **kw: Any) -> "Uploader | None":
         """An uploader when ``warc.s3.bucket`` is set, else ``None``."""
-        if not (C.get_str(conf, "warc.s3.bucket", "") or ""):
+        if not (C.get_str(conf, WARC_S3_BUCKET_KEY, "") or ""):
             return None
         return cls(conf, **kw)
 

@@ -1,4 +1,4 @@
-"""WarcWriter: rotated, per-record-gzipped WARC/1.1 files for the WARC writer bolt.
+"""WARCWriter: rotated, per-record-gzipped WARC/1.1 files for the WARC writer bolt.
 
 Port of StormCrawler's ``WARCHdfsBolt`` + ``WARCFileNameFormat`` + ``FileTimeSizeRotationPolicy``
 (external/warc), writing records with :mod:`owler.warc.records` (level 6 per record member, by
@@ -8,7 +8,7 @@ Files
   ``{prefix}-{yyyyMMddHHmmss}-{partition}-{serial:05d}.warc.gz`` (open time, UTC). StormCrawler
   writes ``{prefix}-{time}-{task %02d-}{rotation %05d}.warc.gz``; the partition here plays the role
   of the task index and is always present, so recovery can tell writers apart. While written the
-  file is ``<name>.open``; :meth:`WarcWriter.close` (and every rotation) flushes, fsyncs and renames
+  file is ``<name>.open``; :meth:`WARCWriter.close` (and every rotation) flushes, fsyncs and renames
   it to ``<name>`` without ever replacing an existing file (``link`` + ``unlink``; a name already
   taken, by an earlier run in the same second, moves the serial on). Each file starts with a
   ``warcinfo`` record; every request/response record names it in ``WARC-Warcinfo-ID``. Files are
@@ -16,12 +16,12 @@ Files
 
 Rotation
   by size: the file is closed as soon as it reaches ``rotation_size`` bytes (compressed);
-  by time: :meth:`WarcWriter.maybe_rotate` (the bolt calls it on tick tuples) closes a file older
+  by time: :meth:`WARCWriter.maybe_rotate` (the bolt calls it on tick tuples) closes a file older
   than ``rotation_time`` seconds, even without new writes. ``<= 0`` turns either off.
 
 Durability
   every ``write_*`` call ends with ``flush()`` (the bytes are in the OS when it returns);
-  ``fsync=True`` also fsyncs every call, or call :meth:`WarcWriter.sync` before acking a batch.
+  ``fsync=True`` also fsyncs every call, or call :meth:`WARCWriter.sync` before acking a batch.
   A write that fails (e.g. disk full) is cut back to the last complete record and the error is
   raised, so the caller fails the tuple and Storm replays it.
 
@@ -34,7 +34,7 @@ Recovery (:func:`recover_open_files`)
   prefix and partition are touched, so writers of other partitions that are still running are
   safe; ``partition=None`` recovers every partition and must only be used when no writer runs.
 
-Config keys (:meth:`WarcWriter.from_conf`): ``warc.dir``, ``warc.prefix``, ``warc.rotation.size``,
+Config keys (:meth:`WARCWriter.from_conf`): ``warc.dir``, ``warc.prefix``, ``warc.rotation.size``,
 ``warc.rotation.time``, ``warc.gzip.level``, ``warc.operator``, ``warc.fsync`` (default false).
 """
 
@@ -51,6 +51,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from owler import conf as C
+from owler import wire
+from owler.constants import (WARC_DIR_KEY, WARC_PREFIX_KEY, WARC_ROTATION_SIZE_KEY,
+                             WARC_ROTATION_TIME_KEY)
 from owler.warc import records as R
 
 log = logging.getLogger("owler.warc")
@@ -63,17 +66,13 @@ _PREFIX = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _FILE_NAME = re.compile(
     r"^(?P<prefix>.+)-(?P<ts>\d{14})-(?P<partition>[A-Za-z0-9_.]+)-(?P<serial>\d{5,})\.warc\.gz$")
 
-WARC_DIR = "warc.dir"
-WARC_PREFIX = "warc.prefix"
-WARC_ROTATION_SIZE = "warc.rotation.size"
-WARC_ROTATION_TIME = "warc.rotation.time"
 WARC_GZIP_LEVEL = "warc.gzip.level"
 WARC_OPERATOR = "warc.operator"
 WARC_FSYNC = "warc.fsync"
 
 
 @dataclass
-class WarcStats:
+class WARCStats:
     """Counters since the writer was created (``bytes`` = compressed bytes written)."""
 
     records: int = 0
@@ -95,6 +94,11 @@ class WrittenRecord:
     record_id: str | None
 
 
+def partition_name(task_id: Any) -> str:
+    """The partition of a writer task's files: its Storm task id, two digits at least."""
+    return f"{task_id:02d}" if isinstance(task_id, int) else str(task_id)
+
+
 def parse_file_name(name: str) -> dict[str, str] | None:
     """Split a final file name into prefix, ts, partition, serial; None if not ours."""
     if name.endswith(OPEN_SUFFIX):
@@ -103,7 +107,7 @@ def parse_file_name(name: str) -> dict[str, str] | None:
     return m.groupdict() if m else None
 
 
-class WarcWriter:
+class WARCWriter:
     """Writes request/response exchanges to rotated WARC files (see the module docstring)."""
 
     def __init__(self, directory: str | os.PathLike, prefix: str = "OWLER", partition: str = "0",
@@ -143,7 +147,7 @@ class WarcWriter:
         info.update(extra_info or {})
         R.warc_fields(info)  # fail now, not at the first write
         self.info = info
-        self.stats = WarcStats()
+        self.stats = WARCStats()
         self.last_record: WrittenRecord | None = None
         self._serial = 0
         self._fh = None
@@ -156,14 +160,14 @@ class WarcWriter:
         self._closed = False
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, Any], partition: str = "0", **kw: Any) -> "WarcWriter":
+    def from_conf(cls, conf: Mapping[str, Any], partition: str = "0", **kw: Any) -> "WARCWriter":
         """Build from crawler conf keys (module docstring); ``kw`` overrides any argument."""
         args: dict[str, Any] = dict(
-            directory=C.get_str(conf, WARC_DIR, ".work/warc"),
-            prefix=C.get_str(conf, WARC_PREFIX, "OWLER"),
+            directory=C.get_str(conf, WARC_DIR_KEY, ".work/warc"),
+            prefix=C.get_str(conf, WARC_PREFIX_KEY, "OWLER"),
             partition=partition,
-            rotation_size=C.get_int(conf, WARC_ROTATION_SIZE, 1 << 30),
-            rotation_time=C.get_float(conf, WARC_ROTATION_TIME, 3600.0),
+            rotation_size=C.get_int(conf, WARC_ROTATION_SIZE_KEY, 1 << 30),
+            rotation_time=C.get_float(conf, WARC_ROTATION_TIME_KEY, 3600.0),
             gzip_level=C.get_int(conf, WARC_GZIP_LEVEL, 6),
             operator=C.get_str(conf, WARC_OPERATOR, None),
             fsync=C.get_bool(conf, WARC_FSYNC, False),
@@ -206,13 +210,29 @@ class WarcWriter:
         self._fh.flush()
         self._size = length
 
-    def __enter__(self) -> "WarcWriter":
+    def __enter__(self) -> "WARCWriter":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- writing ------------------------------------------------------------------------------
+    def write_page(self, url: str, payload: bytes, md: Mapping[str, list[str]]) -> int:
+        """:meth:`write_exchange` for a page the fetcher emitted: the HTTP exchange comes from
+        its transient metadata (``_raw.*``, :mod:`owler.wire`)."""
+        fetch_time = float((md.get(wire.RAW_FETCH_TIME) or ["0"])[0]) or None
+        request = (md.get(wire.RAW_REQUEST) or [None])[0]
+        return self.write_exchange(
+            url,
+            fetch_time=fetch_time,
+            request_line_and_headers=request.encode("latin-1") if request else None,
+            status_line=(md.get(wire.RAW_STATUS_LINE) or ["HTTP/1.1 200 OK"])[0],
+            response_headers=wire.decode_headers(md.get(wire.RAW_HEADERS)),
+            payload=payload,
+            ip=(md.get(wire.RAW_IP) or [None])[0],
+            truncated=(md.get(wire.RAW_TRUNCATED) or [None])[0],
+        )
+
     def write_exchange(self, url: str, *, fetch_time: float | None,
                        request_line_and_headers: bytes | None, status_line: str,
                        response_headers: list[tuple[str, str]], payload: bytes,
@@ -226,10 +246,10 @@ class WarcWriter:
         ``payload_decoded``); headers are fixed up accordingly (:mod:`owler.warc.records`).
         ``fetch_time`` None means now. ``truncated`` is a WARC-Truncated reason (``length``,
         ``time``, ``disconnect``, ``unspecified``). Raises :class:`~owler.warc.records.
-        WarcFormatError` on bad arguments (nothing written) and ``OSError`` on I/O failure (the
+        WARCFormatError` on bad arguments (nothing written) and ``OSError`` on I/O failure (the
         file is cut back to its last complete record)."""
         if truncated is not None and truncated not in R.TRUNCATED_REASONS:
-            raise R.WarcFormatError(f"WARC-Truncated must be one of {sorted(R.TRUNCATED_REASONS)}, "
+            raise R.WARCFormatError(f"WARC-Truncated must be one of {sorted(R.TRUNCATED_REASONS)}, "
                                     f"not {truncated!r}")
         uri = R.target_uri(url)
         extra = R.check_extra_headers(extra_headers)
@@ -285,7 +305,7 @@ class WarcWriter:
 
         ``raw`` is either one or more complete gzip members (starting ``1f 8b``), written as is,
         or an uncompressed record (starting ``WARC/``, ending CRLF CRLF), which is compressed as
-        one member without changing a byte of it. Anything else raises ``WarcFormatError``.
+        one member without changing a byte of it. Anything else raises ``WARCFormatError``.
         The record keeps its own ``WARC-Warcinfo-ID`` (if any) and digests."""
         raw = bytes(raw)
         if raw[:2] == b"\x1f\x8b":
@@ -294,7 +314,7 @@ class WarcWriter:
             R.parse_record_head(raw)
             member = R.gzip_member((raw,), self.gzip_level)
         else:
-            raise R.WarcFormatError("raw record is neither a gzip member nor a WARC/ record "
+            raise R.WARCFormatError("raw record is neither a gzip member nor a WARC/ record "
                                     "ending in CRLF CRLF")
         self._ensure_open()
         offset = self._append([member])
@@ -335,7 +355,7 @@ class WarcWriter:
     # -- internals ----------------------------------------------------------------------------
     def _ensure_open(self) -> None:
         if self._closed:
-            raise ValueError("WarcWriter is closed")
+            raise ValueError("WARCWriter is closed")
         if self._fh is not None:
             return
         now = self.clock()
@@ -507,7 +527,7 @@ def scan_members(path: str | os.PathLike, chunk_size: int = 1 << 20) -> ScanResu
             member_end = member_start + consumed + used
             try:
                 found = _count_records(b"".join(out))
-            except R.WarcFormatError as e:
+            except R.WARCFormatError as e:
                 error = f"invalid record in gzip member at offset {member_start}: {e}"
                 break
             for t in found:
@@ -524,11 +544,11 @@ def _count_records(data: bytes) -> list[str]:
         headers, start, length = R.parse_record_head(data, pos)
         end = start + length
         if data[end:end + 4] != R.RECORD_END:
-            raise R.WarcFormatError("record block shorter than its Content-Length")
+            raise R.WARCFormatError("record block shorter than its Content-Length")
         types.append(headers.get("warc-type", "?"))
         pos = end + 4
     if not types:
-        raise R.WarcFormatError("empty gzip member")
+        raise R.WARCFormatError("empty gzip member")
     return types
 
 

@@ -50,30 +50,36 @@ after the fetcher's redirects and other 4xx → allow all; 403 → allow all unl
 ``http.robots.403.allow`` is false; 429, 5xx, no response, or any other code → disallow all for
 ``robots.error.cache.ttl`` seconds (``http.robots.5xx.allow`` turns 5xx into allow all).
 
+For the fetcher (:class:`RobotsSource`): one call per URL gives its host's rules, from the cache
+or fetched (redirects followed up to five times; concurrent asks for one host share one fetch);
+``http.robots.file.skip: true`` fetches no robots.txt and allows everything.
+
 Config keys read: ``http.robots.agents``, ``http.agent.name``, ``http.robots.content.limit``,
-``http.robots.403.allow``, ``http.robots.5xx.allow``, ``robots.cache.ttl``,
-``robots.error.cache.ttl``.
+``http.robots.403.allow``, ``http.robots.5xx.allow``, ``http.robots.file.skip``,
+``robots.cache.ttl``, ``robots.error.cache.ttl``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
 import time
 from collections import OrderedDict
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import urljoin, urlsplit
 
 from owler.conf import ConfError, get_bool, get_float, get_int, get_list, get_str
+from owler.constants import AGENT_NAME_KEY, ROBOTS_AGENTS_KEY
+from owler.fetch.http import redirect_target
 
 LOG = logging.getLogger(__name__)
 
-AGENTS_KEY = "http.robots.agents"
-AGENT_NAME_KEY = "http.agent.name"
 CONTENT_LIMIT_KEY = "http.robots.content.limit"
 ALLOW_403_KEY = "http.robots.403.allow"
 ALLOW_5XX_KEY = "http.robots.5xx.allow"
+SKIP_KEY = "http.robots.file.skip"
 CACHE_TTL_KEY = "robots.cache.ttl"
 ERROR_CACHE_TTL_KEY = "robots.error.cache.ttl"
 
@@ -81,6 +87,7 @@ DEFAULT_CONTENT_LIMIT = 524288  # RFC 9309 §2.5: parse at least 500 KiB
 DEFAULT_CACHE_TTL = 21600.0
 DEFAULT_ERROR_CACHE_TTL = 3600.0
 MAX_LINE_BYTES = 2083 * 8 - 1  # google/robotstxt keeps this many bytes of a line
+MAX_REDIRECTS = 5  # redirects of a robots.txt fetch followed (RFC 9309 §2.3.1.2: at least five)
 
 PARSED, ALLOW_ALL, DISALLOW_ALL = "parsed", "allow_all", "disallow_all"
 
@@ -476,7 +483,7 @@ def agents_from_conf(conf: Mapping[str, Any]) -> list[str]:
     reduced to its product token (``Owler@ows.eu/1`` → ``owler``; a warning is logged when a name
     is reduced). Raises :class:`ConfError` when a name has no product token or none is set."""
     out: list[str] = []
-    names = [(AGENTS_KEY, a) for a in get_list(conf, AGENTS_KEY, [])]
+    names = [(ROBOTS_AGENTS_KEY, a) for a in get_list(conf, ROBOTS_AGENTS_KEY, [])]
     name = get_str(conf, AGENT_NAME_KEY, None)
     if name and name.strip():
         names.append((AGENT_NAME_KEY, name))
@@ -570,6 +577,79 @@ class RobotsCache:
 
     def __len__(self) -> int:
         return len(self._d)
+
+
+class RobotsSource:
+    """The robots.txt rules of the hosts a fetcher meets, for its event loop (not thread-safe).
+
+    :meth:`rules_for` answers from the cache, else fetches the host's robots.txt with ``http`` (an
+    :class:`owler.fetch.http.HttpFetcher`, started by its owner), following up to
+    :data:`MAX_REDIRECTS` redirects, and applies the fetch policy (:func:`rules_from_fetch`). Tasks
+    asking for a host whose robots.txt is being fetched wait for that one fetch.
+    ``on_new_rules(robots_url)`` is called whenever a host's rules were obtained anew (fetched, or
+    allow-all with ``http.robots.file.skip``): sitemap discovery announces the host's sitemaps
+    then. ``count(name)`` counts ``robots_fetched`` and ``robots_error`` (no usable answer: the
+    host is held back for ``robots.error.cache.ttl``).
+    """
+
+    def __init__(self, conf: Mapping[str, Any], http, *, count: Callable[[str], None] = None,
+                 on_new_rules: Callable[[str], None] | None = None) -> None:
+        self.conf = conf
+        self.http = http
+        self.agents = agents_from_conf(conf)
+        self.limit = get_int(conf, CONTENT_LIMIT_KEY, DEFAULT_CONTENT_LIMIT)
+        self.skip = get_bool(conf, SKIP_KEY, False)
+        self.ttl = get_float(conf, CACHE_TTL_KEY, DEFAULT_CACHE_TTL)
+        self.cache = RobotsCache()
+        self.count = count or (lambda name: None)
+        self.on_new_rules = on_new_rules or (lambda rurl: None)
+        self._inflight: dict[str, asyncio.Future] = {}
+
+    async def rules_for(self, url: str) -> RobotRules:
+        """The rules for ``url``'s host. Raises ValueError for a URL without http(s) host."""
+        rurl = robots_url(url)
+        rules = self.cache.get(rurl, time.time())
+        if rules is not None:
+            return rules
+        if self.skip:
+            rules = RobotRules.allow_all(self.ttl)
+            self.cache.put(rurl, rules)
+            self.on_new_rules(rurl)
+            return rules
+        pending = self._inflight.get(rurl)
+        if pending is not None:  # another task of this host is fetching it already
+            return await asyncio.shield(pending)
+        fut = asyncio.get_running_loop().create_future()
+        self._inflight[rurl] = fut
+        try:
+            rules = await self._fetch(rurl)
+            self.cache.put(rurl, rules)
+            self.on_new_rules(rurl)
+            fut.set_result(rules)
+            return rules
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # mark retrieved
+            raise
+        finally:
+            self._inflight.pop(rurl, None)
+
+    async def _fetch(self, rurl: str) -> RobotRules:
+        target, status, content = rurl, None, None
+        for _ in range(MAX_REDIRECTS + 1):
+            res = await self.http.fetch(target, content_limit=self.limit)
+            status, content = res.status, res.content
+            if status is not None and 300 <= status < 400:
+                nxt = redirect_target(res)
+                if nxt:
+                    target = nxt
+                    continue
+            break
+        self.count("robots_fetched")
+        if status is None or status == 429 or status >= 500:
+            self.count("robots_error")
+        return rules_from_fetch(status, content, self.agents, self.conf, now=time.time(),
+                                robots_url=target)
 
 
 def check_robots(agent: str, robots_content: bytes,

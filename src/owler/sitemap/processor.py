@@ -1,5 +1,7 @@
-"""The sitemap pipeline without Storm: what the sitemap parser bolt and the fetcher's sitemap
-discovery do (StormCrawler's ``SiteMapParserBolt`` and the sitemap part of its ``FetcherBolt``).
+"""The sitemap pipeline without Storm: what the sitemap parser bolt does with a fetched sitemap
+(StormCrawler's ``SiteMapParserBolt``), and how the sitemaps the fetcher finds for a host are
+checked and described before they reach the frontier (:class:`EntryGate`, :func:`sitemap_metadata`;
+the finding itself is :mod:`owler.fetch.discovery`).
 
 Metadata keys (StormCrawler's where it has them):
 
@@ -8,19 +10,13 @@ Metadata keys (StormCrawler's where it has them):
   ``sitemap.discovery`` on), ``sitemap.lastModified`` (the entry's ``lastmod``, as
   ``YYYY-MM-DDTHH:MM:SSZ``), ``scheduler.delay.mins`` (``sitemap.schedule.delay`` staggering of
   the children of an index), extension attributes ``IMAGE.* VIDEO.* NEWS.* LINKS.* MOBILE.*``
-  (``<EXT>.<attr>``, :mod:`owler.parse.sitemap`);
+  (``<EXT>.<attr>``, :mod:`owler.sitemap.parser`);
 - OWLer's ``isDiscoveredOnSitemap=true`` on everything a sitemap lists (pages and sitemaps);
 - the project's own: ``sitemap.changefreq``, ``sitemap.priority`` (read by the scheduler),
   ``sitemap.depth`` (0 for a sitemap named by robots.txt or guessed, +1 per index level),
   ``sitemap.hosts`` (the hosts whose robots.txt named this sitemap: cross-submission),
   ``sitemap.seed`` (transient: a seed tuple of the seed spout) and ``sitemap.seeded`` (when a
   seed host's sitemaps were looked up; see :mod:`owler.frontier.sqlite`, "Sitemap refresh").
-
-Where sitemaps come from (``discovery_candidates``): the ``Sitemap:`` lines of the host's
-robots.txt that robots.txt allows (lines naming another host are kept: that host's rules are
-checked when it is fetched), or, when there are none, ``sitemap.discovery.guess.paths``
-(``/sitemap.xml``, ``/sitemap_index.xml``) if robots.txt allows them. A host whose robots.txt
-could not be read gets no candidates now (it is looked up again later).
 
 Scope (cross-submission, sitemaps.org "Sitemaps & Cross Submits"): an entry is kept only when
 its host — or its pay-level domain with ``sitemap.scope: domain``, the default — is the
@@ -56,82 +52,27 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
-from urllib.parse import urlsplit
 
 from owler import conf as C
 from owler import wire
-from owler.constants import ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, Status
+from owler.blacklist import Blacklist
+from owler.constants import (DELAY_MINS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, IS_SITEMAP,
+                             ON_SITEMAP, SITEMAP_CHANGEFREQ, SITEMAP_EXTENSIONS,
+                             SITEMAP_LAST_MODIFIED, SITEMAP_PRIORITY, SITEMAP_SEED, SITEMAP_SEEDED,
+                             URLFILTERS_FILE_KEY, Status)
+from owler.filters import URLFilters
 from owler.metadata import set_value
-from owler.parse.sitemap import Limits, SitemapError, SitemapResult, parse_sitemap
+from owler.sitemap.parser import Limits, SitemapError, SitemapResult, parse_sitemap
 from owler.status import transfer_metadata
-from owler.urls import host_of, normalize, pay_level_domain, resolve
+from owler.urls import host_of, pay_level_domain, resolve
 
-IS_SITEMAP = "isSitemap"
-ON_SITEMAP = "isDiscoveredOnSitemap"
-FOUND_SITEMAP = "foundSitemap"
-LAST_MODIFIED = "sitemap.lastModified"
-CHANGEFREQ = "sitemap.changefreq"
-PRIORITY = "sitemap.priority"
+# keys of this pipeline only (the shared ones are in owler.constants)
 DEPTH = "sitemap.depth"
 HOSTS = "sitemap.hosts"
-SEED = "sitemap.seed"
-SEEDED = "sitemap.seeded"
 TRUNCATED = "sitemap.truncated"
-DELAY_MINS = "scheduler.delay.mins"
-DISCOVERY_KEY = "sitemap.discovery"
 ERROR_SOURCE_VALUE = "sitemap parsing"
-EXTENSIONS = ("IMAGE", "LINKS", "MOBILE", "NEWS", "VIDEO")
-_RESET = (LAST_MODIFIED, CHANGEFREQ, PRIORITY, TRUNCATED, SEEDED, DELAY_MINS, "sitemap.kind")
-
-DEFAULT_GUESS_PATHS = ["/sitemap.xml", "/sitemap_index.xml"]
-
-
-def is_true(md: Mapping[str, list[str]], key: str) -> bool:
-    values = md.get(key)
-    return bool(values) and str(values[0]).strip().lower() == "true"
-
-
-def discovery_on(conf: Mapping[str, Any], md: Mapping[str, list[str]]) -> bool:
-    """``sitemap.discovery``, overridden per URL by metadata ``sitemap.discovery``."""
-    values = md.get(DISCOVERY_KEY)
-    if values:
-        return str(values[0]).strip().lower() == "true"
-    return C.get_bool(conf, DISCOVERY_KEY, False)
-
-
-def _origin(url: str) -> str | None:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        return None
-    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}"
-
-
-def discovery_candidates(url: str, rules, guess_paths: list[str]) -> list[str]:
-    """Sitemap URLs for the host of ``url`` from its robots.txt ``rules`` (module docstring)."""
-    from owler.robots import DISALLOW_ALL
-
-    if rules is None or rules.kind == DISALLOW_ALL:
-        return []
-    host = host_of(url)
-    out = []
-    for sm in rules.sitemaps:
-        if host_of(sm) != host or rules.allowed(sm):
-            norm = normalize(sm)
-            if norm and norm not in out:
-                out.append(norm)
-    if out:
-        return out
-    origin = _origin(url)
-    if origin is None:
-        return []
-    for path in guess_paths:
-        cand = normalize(origin + (path if path.startswith("/") else "/" + path))
-        if cand and rules.allowed(cand) and cand not in out:
-            out.append(cand)
-    return out
+_RESET = (SITEMAP_LAST_MODIFIED, SITEMAP_CHANGEFREQ, SITEMAP_PRIORITY, TRUNCATED, SITEMAP_SEEDED,
+          DELAY_MINS, "sitemap.kind")
 
 
 def sitemap_metadata(source_url: str, source_md: Mapping[str, list[str]], target: str,
@@ -140,7 +81,7 @@ def sitemap_metadata(source_url: str, source_md: Mapping[str, list[str]], target
     metadata (depth, url.path) plus ``isSitemap=true``, ``sitemap.depth`` and, when the sitemap
     is on another host, that host in ``sitemap.hosts`` (cross-submission)."""
     md = transfer_metadata(source_url, source_md, conf)
-    for k in [k for k in md if k.startswith(_RESET) or k in (SEED, HOSTS, ON_SITEMAP)]:
+    for k in [k for k in md if k.startswith(_RESET) or k in (SITEMAP_SEED, HOSTS, ON_SITEMAP)]:
         del md[k]
     md[IS_SITEMAP] = ["true"]
     md[DEPTH] = [str(depth)]
@@ -155,13 +96,11 @@ class EntryGate:
     ``check`` returns ``(url, None)`` or ``(None, reason)``; reasons are counter names."""
 
     def __init__(self, conf: Mapping[str, Any]):
-        from owler.blacklist import Blacklist
-        from owler.filters import URLFilters
-
+        self.conf = conf
         name = C.get_str(conf, "sitemap.urlfilters.config.file", "sitemap-urlfilters.json")
         fconf = dict(conf)
         if name:
-            fconf["urlfilters.config.file"] = name
+            fconf[URLFILTERS_FILE_KEY] = name
         self.filters = URLFilters.from_conf(fconf)
         self.blacklist = Blacklist.from_conf(conf)
 
@@ -174,6 +113,23 @@ class EntryGate:
         if listed:
             return None, f"blacklisted/{listed}"
         return out, None
+
+    def found(self, source_url: str, source_md: Mapping[str, list[str]], sitemaps: list[str]
+              ) -> tuple[list[tuple[str, dict]], Counter]:
+        """The sitemaps found for ``source_url``'s host (:mod:`owler.fetch.discovery`) that pass,
+        each with its metadata (:func:`sitemap_metadata`), and counts: ``sitemaps/found``,
+        ``sitemaps/<rejected|blacklisted>/<name>``. The blacklists are reloaded first when their
+        files changed."""
+        self.blacklist.maybe_reload()
+        kept, counts = [], Counter()
+        for target in sitemaps:
+            url, reason = self.check(source_url, source_md, target)
+            if url is None:
+                counts[f"sitemaps/{reason}"] += 1
+            else:
+                counts["sitemaps/found"] += 1
+                kept.append((url, sitemap_metadata(source_url, source_md, url, self.conf)))
+        return kept, counts
 
 
 @dataclass(slots=True)
@@ -206,10 +162,12 @@ class SitemapProcessor:
         self.max_depth = C.get_int(conf, "sitemap.max.depth", 5)
         self.filter_hours = C.get_int(conf, "sitemap.filter.hours.since.modified", -1)
         self.schedule_delay = C.get_int(conf, "sitemap.schedule.delay", -1)
-        exts = [e.strip().upper() for e in C.get_list(conf, "sitemap.extensions", list(EXTENSIONS))]
-        unknown = [e for e in exts if e not in EXTENSIONS]
+        exts = [e.strip().upper()
+                for e in C.get_list(conf, "sitemap.extensions", list(SITEMAP_EXTENSIONS))]
+        unknown = [e for e in exts if e not in SITEMAP_EXTENSIONS]
         if unknown:
-            raise C.ConfError(f"sitemap.extensions: unknown {unknown} (known: {list(EXTENSIONS)})")
+            raise C.ConfError(f"sitemap.extensions: unknown {unknown} "
+                              f"(known: {list(SITEMAP_EXTENSIONS)})")
         self.extensions = tuple(f"{e}." for e in exts)
         self.max_sitemaps_host = C.get_int(conf, "sitemap.max.sitemaps.per.host", 1000)
         self.max_urls_host = C.get_int(conf, "sitemap.max.urls.per.host", 1_000_000)
@@ -305,7 +263,7 @@ class SitemapProcessor:
             return
         base = transfer_metadata(url, md, self.conf)
         for k in [k for k in base if k.startswith(_RESET) or k.startswith(self.extensions)
-                  or k in (SEED, IS_SITEMAP, ON_SITEMAP, HOSTS, DEPTH)]:
+                  or k in (SITEMAP_SEED, IS_SITEMAP, ON_SITEMAP, HOSTS, DEPTH)]:
             del base[k]
         min_lastmod = None
         if self.filter_hours >= 0:
@@ -337,7 +295,7 @@ class SitemapProcessor:
             emd = {k: list(v) for k, v in base.items()}
             emd[ON_SITEMAP] = ["true"]
             if entry.lastmod:
-                emd[LAST_MODIFIED] = [entry.lastmod]
+                emd[SITEMAP_LAST_MODIFIED] = [entry.lastmod]
             if index:
                 emd[IS_SITEMAP] = ["true"]
                 emd[DEPTH] = [str(depth + 1)]
@@ -350,9 +308,9 @@ class SitemapProcessor:
             else:
                 emd[IS_SITEMAP] = ["false"]
                 if entry.changefreq:
-                    emd[CHANGEFREQ] = [entry.changefreq]
+                    emd[SITEMAP_CHANGEFREQ] = [entry.changefreq]
                 if entry.priority is not None:
-                    emd[PRIORITY] = [f"{entry.priority:g}"]
+                    emd[SITEMAP_PRIORITY] = [f"{entry.priority:g}"]
                 for k, v in entry.extensions.items():
                     if k.startswith(self.extensions):
                         emd[k] = list(v)

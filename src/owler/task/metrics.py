@@ -8,7 +8,7 @@ OpenSearch, as StormCrawler's ``MetricsConsumer`` does: one document per value w
 
 Names. A document's ``name`` is the counter or gauge name the component counts under (the same
 names as in ``owler run``'s stats files); ``srcComponent`` says which component. Families read
-``family/member`` (STYLE rule 10): ``http/<code>``, ``error.cause/<cause>``, ``robots/<decision>``,
+``family/member``: ``http/<code>``, ``error.cause/<cause>``, ``robots/<decision>``,
 ``rejected/<filter>``, ``blacklisted/<list>``, ``errors/reported``, ``metrics/dropped``. Counter
 values are cumulative since the component process started (a restarted worker starts from 0);
 gauges are the value at the time of the document. The list: README.md, "Metrics".
@@ -18,6 +18,9 @@ Writing never slows the component: :class:`MetricsReporter` takes a snapshot eve
 bounded queue drained by another thread with ``_bulk`` requests. While OpenSearch cannot be
 reached the sink retries with back-off (1 s doubling to 60 s) and drops the oldest documents
 beyond ``metrics.queue.size`` (counted as ``metrics/dropped``): metrics are not crawl data.
+
+The read side (the latest values per component, for ``owler status``) is
+:mod:`owler.run.report`.
 
 Config keys:
 
@@ -33,7 +36,7 @@ Config keys:
     the index; its template (``resources/opensearch/metrics.json``, patterns ``<index>*``) is
     installed as ``owler-<index>`` before the first write.
 ``opensearch.metrics.<k>`` then ``opensearch.<k>``
-    the connection keys of :mod:`owler.frontier.osclient` (``addresses``, ``user``, ...).
+    the connection keys of :mod:`owler.osclient` (``addresses``, ``user``, ...).
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ import json
 import logging
 import os
 import socket
-import textwrap
 import threading
 import time
 from collections import deque
@@ -54,11 +56,11 @@ from typing import Any, Callable, Iterable, Mapping
 import orjson
 
 from owler import conf as C
-from owler.frontier.osclient import OpenSearchError, OSClient, conn_key, epoch_of
+from owler.constants import METRICS_ENABLED_KEY, STORM_HOSTNAME_KEY, STORM_ID_KEY
+from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key
 
-log = logging.getLogger("owler.metrics")
+log = logging.getLogger("owler.task.metrics")
 
-ENABLED_KEY = "metrics.opensearch"
 INTERVAL_KEY = "metrics.interval"
 QUEUE_KEY = "metrics.queue.size"
 ERROR_INTERVAL_KEY = "metrics.errors.interval"
@@ -78,7 +80,7 @@ _FILTER_BULK = "errors,items.*.status,items.*.error.type,items.*.error.reason"
 
 
 def index_name(conf: Mapping[str, Any]) -> str:
-    return str(conn_key(conf, KIND, "index.name", "metrics"))
+    return str(conn_key(conf, KIND, INDEX_NAME, "metrics"))
 
 
 def iso_millis(ts: float) -> str:
@@ -128,8 +130,8 @@ def source_from(storm_conf: Mapping[str, Any], context: Mapping[str, Any]) -> So
         task = int(task)
     except (TypeError, ValueError):
         task = -1
-    host = storm_conf.get("storm.local.hostname") or socket.gethostname()
-    storm_id = storm_conf.get("storm.id") or storm_conf.get("topology.name") or ""
+    host = storm_conf.get(STORM_HOSTNAME_KEY) or socket.gethostname()
+    storm_id = storm_conf.get(STORM_ID_KEY) or storm_conf.get("topology.name") or ""
     return Source(str(context.get("componentid") or ""), task, str(host), worker_port(),
                   str(storm_id))
 
@@ -453,7 +455,7 @@ class MetricsReporter:
     def from_conf(cls, storm_conf: Mapping[str, Any], context: Mapping[str, Any],
                   snapshot: Callable[[], Mapping[str, float]]) -> MetricsReporter | None:
         """A running reporter when ``metrics.opensearch`` is true, else None."""
-        if not C.get_bool(storm_conf, ENABLED_KEY, False):
+        if not C.get_bool(storm_conf, METRICS_ENABLED_KEY, False):
             return None
         interval = C.get_float(storm_conf, INTERVAL_KEY, DEFAULT_INTERVAL)
         return cls(source_from(storm_conf, context), snapshot, MetricsSink(storm_conf), interval)
@@ -476,113 +478,3 @@ class MetricsReporter:
         self._thread.join(timeout)
         self.report()
         self.sink.close(timeout)
-
-
-# ---- the latest metrics, for `owler status` ------------------------------------------------------
-
-def latest_metrics(conf: Mapping[str, Any], client: OSClient | None = None) -> dict:
-    """Per component: the sum over its tasks of each name's latest value, and the newest document.
-
-    Only documents written within ``max(3 × metrics.interval, 60 s)`` of the newest one count (the
-    tasks of the latest run or runs; every live task writes all its values every interval). Returns
-    ``{"index", "address", "newest", "storm_ids", "components": {name: {"tasks", "newest",
-    "counters"}}}``, or ``{"index", "error"}`` when the index cannot be read.
-    """
-    index = index_name(conf)
-    own = client is None
-    client = client or OSClient(conf, KIND)
-    out: dict[str, Any] = {"index": index, "address": client.address}
-    try:
-        status, _ = client.request("POST", f"/{index}/_refresh", ok=(200, 404), retries=0)
-        if status == 404:
-            out.update(newest=None, storm_ids=[], components={})
-            return out
-        _, data = client.request("POST", f"/{index}/_search", {
-            "size": 0, "aggs": {"newest": {"max": {"field": "timestamp"}}}})
-        newest = ((data or {}).get("aggregations") or {}).get("newest", {}).get("value")
-        if newest is None:
-            out.update(newest=None, storm_ids=[], components={})
-            return out
-        window = max(3 * C.get_float(conf, INTERVAL_KEY, DEFAULT_INTERVAL), 60.0)
-        since = int(newest) - int(window * 1000)
-        rows = _latest_rows(client, index, since)
-    except OpenSearchError as exc:
-        return {"index": index, "address": client.address, "error": str(exc)}
-    finally:
-        if own:
-            client.close()
-    comps: dict[str, dict] = {}
-    storm_ids = set()
-    for (storm_id, comp, task, name), (value, ts) in rows.items():
-        storm_ids.add(storm_id)
-        c = comps.setdefault(comp, {"tasks": set(), "newest": 0.0, "counters": {}})
-        c["tasks"].add((storm_id, task))
-        c["newest"] = max(c["newest"], ts)
-        c["counters"][name] = c["counters"].get(name, 0.0) + value
-    out["newest"] = iso_millis(newest / 1000.0)
-    out["storm_ids"] = sorted(storm_ids)
-    out["components"] = {
-        comp: {"tasks": len(c["tasks"]), "newest": iso_millis(c["newest"]),
-               "counters": {k: _number(v) for k, v in sorted(c["counters"].items())}}
-        for comp, c in sorted(comps.items())}
-    return out
-
-
-def _latest_rows(client: OSClient, index: str, since_ms: int) -> dict[tuple, tuple[float, float]]:
-    """(storm id, component, task, name) → (latest value, its time in epoch seconds)."""
-    rows: dict[tuple, tuple[float, float]] = {}
-    after = None
-    while True:
-        composite: dict[str, Any] = {"size": 1000, "sources": [
-            # documents of other writers (StormCrawler's) may lack srcStormId or srcTaskId
-            {"s": {"terms": {"field": "srcStormId", "missing_bucket": True}}},
-            {"c": {"terms": {"field": "srcComponent"}}},
-            {"t": {"terms": {"field": "srcTaskId", "missing_bucket": True}}},
-            {"n": {"terms": {"field": "name"}}}]}
-        if after:
-            composite["after"] = after
-        body = {"size": 0, "query": {"range": {"timestamp": {"gte": since_ms,
-                                                             "format": "epoch_millis"}}},
-                "aggs": {"k": {"composite": composite, "aggs": {"last": {"top_hits": {
-                    "size": 1, "sort": [{"timestamp": {"order": "desc"}}],
-                    "_source": ["value", "timestamp"]}}}}}}
-        _, data = client.request("POST", f"/{index}/_search", body)
-        agg = ((data or {}).get("aggregations") or {}).get("k") or {}
-        buckets = agg.get("buckets") or []
-        for b in buckets:
-            hits = b["last"]["hits"]["hits"]
-            if not hits:
-                continue
-            src = hits[0].get("_source") or {}
-            ts = epoch_of(src.get("timestamp")) or 0.0
-            try:
-                value = float(src.get("value"))
-            except (TypeError, ValueError):
-                continue
-            key = b["key"]
-            rows[(key["s"] or "", key["c"], key["t"], key["n"])] = (value, ts)
-        after = agg.get("after_key")
-        if not buckets or not after:
-            return rows
-
-
-def _number(v: float) -> float | int:
-    return int(v) if float(v).is_integer() else round(v, 3)
-
-
-def format_latest(metrics: Mapping[str, Any], width: int = 100) -> list[str]:
-    """Text lines for ``owler status``."""
-    where = f"OpenSearch index {metrics.get('index')!r} at {metrics.get('address')}"
-    if metrics.get("error"):
-        return [f"metrics: unavailable ({where}): {metrics['error']}"]
-    if not metrics.get("components"):
-        return [f"metrics: none yet ({where})"]
-    lines = [f"metrics ({where}; newest {metrics['newest']}; "
-             f"topology {', '.join(metrics.get('storm_ids') or ['?'])}):"]
-    for comp, c in metrics["components"].items():
-        tasks = f"{c['tasks']} task{'s' if c['tasks'] != 1 else ''}"
-        lines.append(f"  {comp} ({tasks}, newest {c['newest']}):")
-        text = " ".join(f"{k}={v}" for k, v in c["counters"].items())
-        lines.extend(textwrap.wrap(text, width=width, initial_indent="    ",
-                                   subsequent_indent="    ", break_on_hyphens=False))
-    return lines

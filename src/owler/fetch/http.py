@@ -2,7 +2,7 @@
 
 One :class:`HttpFetcher` per fetcher task holds ONE ``aiohttp.ClientSession``: a keep-alive
 connection pool and ONE shared ``ssl.SSLContext`` (building a context per connection costs ~30 ms
-CPU, DESIGN.md §5). Redirects are never followed (the fetcher turns 3xx into REDIRECTION), cookies
+of CPU). Redirects are never followed (the fetcher turns 3xx into REDIRECTION), cookies
 are never kept, and the body is read raw and decoded here with bounded output.
 
 Every failure becomes a :class:`FetchResult` whose ``error_cause`` says why; :meth:`HttpFetcher.fetch`
@@ -15,7 +15,8 @@ given in ``error_message``.
 ``connection_refused``, ``connection_error``, ``connection_reset``, ``tls``, ``timeout``,
 ``malformed_response``, ``too_large_decompressed``, ``exception``.
 
-Private-address guard (DESIGN.md §5): unless ``http.allow.private.addresses`` is true, no request
+Private-address guard (an SSRF guard: a crawled page must not make the crawler fetch its own
+network): unless ``http.allow.private.addresses`` is true, no request
 goes to a loopback, private (RFC 1918, fc00::/7), link-local, multicast, unspecified, reserved,
 shared (CGNAT 100.64.0.0/10) or 0.0.0.0/8 address. Host names are resolved ONCE by
 :class:`GuardedResolver`, which drops non-public results before aiohttp connects to them, so the
@@ -63,6 +64,8 @@ from yarl import URL
 
 from owler import conf as C
 from owler.conf import ConfError
+from owler.constants import (AGENT_NAME_KEY, CONTENT_LIMIT_KEY, FETCHER_THREADS_KEY,
+                             THREADS_PER_QUEUE_KEY)
 
 DEFAULT_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 DEFAULT_ACCEPT_LANGUAGE = "en-us,en-gb,en;q=0.7,*;q=0.3"
@@ -92,7 +95,7 @@ def user_agent(conf: Mapping[str, Any]) -> str:
     verbatim = (C.get_str(conf, "http.agent", "") or "").strip()
     if verbatim:
         return verbatim
-    name = (C.get_str(conf, "http.agent.name", "") or "").strip()
+    name = (C.get_str(conf, AGENT_NAME_KEY, "") or "").strip()
     if not name:
         raise ConfError("http.agent.name must be set (the crawler must identify itself)")
     version = (C.get_str(conf, "http.agent.version", "") or "").strip()
@@ -372,13 +375,13 @@ class HttpFetcher:
         self.accept = C.get_str(conf, "http.accept", DEFAULT_ACCEPT) or ""
         self.accept_language = C.get_str(conf, "http.accept.language", DEFAULT_ACCEPT_LANGUAGE) or ""
         self.timeout = max(0.001, C.get_int(conf, "http.timeout", 10000) / 1000.0)
-        self.content_limit = C.get_int(conf, "http.content.limit", -1)
+        self.content_limit = C.get_int(conf, CONTENT_LIMIT_KEY, -1)
         self.max_decompressed = max_decompressed_size(conf)
         self.allow_private = C.get_bool(conf, "http.allow.private.addresses", False)
         self.trust_everything = C.get_bool(conf, "http.trust.everything", False)
         self.keepalive = C.get_float(conf, "http.keepalive.timeout", 15.0)
-        threads = max(1, C.get_int(conf, "fetcher.threads.number", 10))
-        per_queue = max(1, C.get_int(conf, "fetcher.threads.per.queue", 1))
+        threads = max(1, C.get_int(conf, FETCHER_THREADS_KEY, 10))
+        per_queue = max(1, C.get_int(conf, THREADS_PER_QUEUE_KEY, 1))
         self.pool_limit = threads * 2
         self.pool_limit_per_host = max(2, per_queue * 2)
         self._headers = {

@@ -1,6 +1,6 @@
 """warc2warc without Storm: what the pipeline makes of one archived record.
 
-The WarcSpout reads records (:mod:`owler.warc.reader`) and emits each one with its exact input
+The WARCSpout reads records (:mod:`owler.warc.reader`) and emits each one with its exact input
 bytes; the WARC copy bolt appends those bytes unchanged to the output (:mod:`owler.warc.copy`);
 the parser bolt turns an HTTP response into what a fetch would have given, with
 :func:`record_outcome`, following StormCrawler's WARCSpout:
@@ -37,9 +37,10 @@ from urllib.parse import urljoin
 
 from owler import conf as C
 from owler import wire
-from owler.constants import (ERROR_CAUSE, ERROR_MESSAGE, FETCH_STATUS_CODE, FETCH_TIME,
-                             REDIRECT_TO, Status)
-from owler.http import TooLarge, decode_body, max_decompressed_size
+from owler.constants import (CONTENT_LIMIT_KEY, ERROR_CAUSE, ERROR_MESSAGE, FETCH_STATUS_CODE,
+                             FETCH_TIME, MD_PREFIX_KEY, REDIRECT_TO, REDIRECTIONS_KEY,
+                             STORE_HEADERS_KEY, Status)
+from owler.fetch.http import TooLarge, decode_body, max_decompressed_size
 from owler.metadata import set_value
 from owler.warc.reader import HEAD_END, InputRecord, check_digests, parse_head
 
@@ -48,6 +49,7 @@ WARC_OFFSET = "warc.record.offset"
 WARC_LENGTH = "warc.record.length"
 WARC_DATE = "warc.record.date"
 WARC_KEY = "warc.record.key"  # position of a record inside a multi-record member ("off+n")
+FILE_ID = "warc.file.id"  # the input file's id in the progress file (owler.warc.progress)
 HTTP_TRIMMED = "http.trimmed"
 HTTP_TRIMMED_REASON = "http.trimmed.reason"
 
@@ -95,6 +97,11 @@ def record_metadata(rec: InputRecord, file_name: str) -> dict[str, list[str]]:
         if when is not None:
             md[FETCH_TIME] = [repr(when)]
     return md
+
+
+def record_position(md: Mapping[str, list[str]]) -> tuple[int, str]:
+    """``(input file id, record key)`` of an emitted record, from its metadata."""
+    return int(md[FILE_ID][0]), (md.get(WARC_KEY) or md[WARC_OFFSET])[0]
 
 
 def parse_raw(raw: bytes) -> tuple[str, dict[str, str], bytes]:
@@ -176,11 +183,11 @@ class RecordParser:
 
     def __init__(self, conf: Mapping[str, Any] | None = None) -> None:
         conf = conf or {}
-        self.content_limit = C.get_int(conf, "http.content.limit", -1)
+        self.content_limit = C.get_int(conf, CONTENT_LIMIT_KEY, -1)
         self.max_decompressed = max_decompressed_size(conf)
-        self.allow_redirs = C.get_bool(conf, "redirections.allowed", True)
-        self.store_headers = C.get_bool(conf, "http.store.headers", False)
-        self.md_prefix = C.get_str(conf, "protocol.md.prefix", "protocol.") or ""
+        self.allow_redirs = C.get_bool(conf, REDIRECTIONS_KEY, True)
+        self.store_headers = C.get_bool(conf, STORE_HEADERS_KEY, False)
+        self.md_prefix = C.get_str(conf, MD_PREFIX_KEY, "protocol.") or ""
 
     def outcome(self, url: str, raw: bytes, md: Mapping[str, list[str]], verify: bool = True
                 ) -> RecordOutcome:

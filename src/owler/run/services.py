@@ -24,7 +24,8 @@ from typing import Any, Mapping
 import orjson
 
 from owler import conf as C
-from owler.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
+from owler.constants import OPENSEARCH_PORT_KEY
+from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 
 RUNNER_MAIN = "org.codelibs.opensearch.runner.OpenSearchRunner"
 SERVICES = ("opensearch",)
@@ -52,7 +53,7 @@ class OpenSearchNode:
     def from_conf(cls, conf: Mapping[str, Any]) -> "OpenSearchNode":
         conf = C.absolute_paths(dict(conf))
         work = Path(C.get_str(conf, "owler.work.dir", ".work"))
-        port = C.get_int(conf, "services.opensearch.port", 9200)
+        port = C.get_int(conf, OPENSEARCH_PORT_KEY, 9200)
         if not 1024 < port <= MAX_PORT:
             # the runner picks its HTTP port below a fixed ceiling (its maxHttpPort, 9299)
             raise C.ConfError(f"services.opensearch.port: {port} is outside 1025..{MAX_PORT}, the "

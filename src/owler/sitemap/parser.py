@@ -4,7 +4,7 @@
 :class:`SitemapResult`: the page URLs of an XML ``<urlset>``, a plain-text sitemap, an RSS or an
 Atom feed, or the sitemaps of a ``<sitemapindex>``, each with its ``lastmod`` (normalised to
 ``YYYY-MM-DDTHH:MM:SSZ``, UTC), ``changefreq``, ``priority`` and extension attributes. It resolves
-nothing and filters nothing (that is :mod:`owler.sitemaps`' job).
+nothing and filters nothing (that is :mod:`owler.sitemap.processor`' job).
 
 Which XML parser, and why (measured in ``bench/bench_sitemap.py``, figures in its docstring): the
 standard library's expat, driven incrementally (``Parser.Parse(chunk)`` per 64 KiB) with our own

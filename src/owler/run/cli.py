@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from owler import conf as C
+from owler.constants import FRONTIER_BACKEND_KEY, METRICS_ENABLED_KEY, SQLITE_PATH_KEY
 
 
 def _conf(args) -> dict:
@@ -26,6 +27,10 @@ def _add_conf_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_inject(args) -> int:
+    """``owler inject SEEDS_FILE``: add seeds (StormCrawler's seed format, ``-`` for stdin) to the
+    frontier as DISCOVERED, due now, through the URL filters and the blacklists; known URLs are left
+    as they are. Bad lines and rejected URLs are reported; exit 2 when no seed was accepted, 3 when
+    the frontier cannot be reached."""
     from owler.blacklist import Blacklist
     from owler.filters import URLFilters
     from owler.frontier import FrontierError, open_frontier
@@ -70,7 +75,10 @@ def cmd_inject(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from owler.runner import LocalRun, RunError
+    """``owler run TOPOLOGY``: run a pipeline on Storm in local mode until ``--time``, idle for
+    ``--idle-exit`` seconds, or Ctrl-C (:class:`owler.run.runner.LocalRun`); exit 2 for bad input
+    (unknown topology, bad keys, an input that cannot be listed), 3 for a missing runtime."""
+    from owler.run.runner import LocalRun, RunError
 
     conf = _conf(args)
     try:
@@ -82,12 +90,15 @@ def cmd_run(args) -> int:
 
 
 def cmd_status(args) -> int:
+    """``owler status``: URLs per status, due now, queues and the busiest ones; with a warc2warc
+    progress file its files and problems; with ``metrics.opensearch`` the latest metrics per
+    component (:mod:`owler.run.report`). ``--json`` prints one object."""
     from owler.constants import STATUS_NAMES
     from owler.frontier import FrontierError, open_frontier
 
     conf = C.absolute_paths(_conf(args))
-    path = conf.get("frontier.sqlite.path")
-    if conf.get("frontier.backend", "sqlite") == "sqlite" and not Path(str(path)).exists():
+    path = conf.get(SQLITE_PATH_KEY)
+    if conf.get(FRONTIER_BACKEND_KEY, "sqlite") == "sqlite" and not Path(str(path)).exists():
         print(f"owler status: no frontier at {path} (run `owler inject SEEDS` first)",
               file=sys.stderr)
         return 1
@@ -121,8 +132,8 @@ def cmd_status(args) -> int:
             doc["warc2warc"] = progress.summary()
         finally:
             progress.close()
-    if C.get_bool(conf, "metrics.opensearch", False):  # the crawl's metrics index (owler.metrics)
-        from owler.metrics import format_latest, latest_metrics
+    if C.get_bool(conf, METRICS_ENABLED_KEY, False):  # the crawl's metrics index
+        from owler.run.report import format_latest, latest_metrics
 
         doc["metrics"] = latest_metrics(conf)
     if args.json:
@@ -151,6 +162,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_check_url(args) -> int:
+    """``owler check-url URL…``: what the crawler's URL filters make of each URL: input,
+    ACCEPT or REJECT:<filter>, the normalized URL and its partition key, tab-separated."""
     from owler.filters import URLFilters, check_url
 
     conf = _conf(args)
@@ -161,7 +174,10 @@ def cmd_check_url(args) -> int:
 
 
 def cmd_check_robots(args) -> int:
-    from owler.robots import check_robots
+    """``owler check-robots --agent NAME --robots-file FILE URL…``: ALLOW or DENY per URL, decided
+    by the fetcher's own robots.txt code; exit 2 for an unreadable file or an agent without a
+    product token."""
+    from owler.fetch.robots import check_robots
 
     try:
         content = Path(args.robots_file).read_bytes()
@@ -179,7 +195,9 @@ def cmd_check_robots(args) -> int:
 
 
 def cmd_services(args) -> int:
-    from owler.services import SERVICES, ServiceError, node_for
+    """``owler services up|down|status [opensearch]``: a single-node OpenSearch on 127.0.0.1 for
+    the frontier (:mod:`owler.run.services`); ``status`` exits 1 when a service is not running."""
+    from owler.run.services import SERVICES, ServiceError, node_for
 
     conf = _conf(args)
     names = args.services or list(SERVICES)
@@ -208,7 +226,10 @@ def cmd_services(args) -> int:
 
 
 def cmd_cluster(args) -> int:
-    from owler.cluster import ClusterError, StormCluster, dumps, format_status
+    """``owler cluster up|down|status|submit|kill|switch``: a single-node Storm cluster on
+    127.0.0.1 and the topologies on it (:mod:`owler.run.cluster`); exit 2 for an unknown topology
+    or a port already taken."""
+    from owler.run.cluster import ClusterError, StormCluster, dumps, format_status
 
     cluster = StormCluster.from_conf(_conf(args))
     action = args.action

@@ -46,8 +46,9 @@ import orjson
 import yaml
 
 from owler import conf as C
-from owler.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
-from owler.runner import storm_home
+from owler.constants import STORM_HOSTNAME_KEY
+from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
+from owler.run.runner import storm_home
 
 DAEMONS = ("zookeeper", "nimbus", "supervisor", "ui")
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -143,7 +144,7 @@ class StormCluster:
             "storm.zookeeper.port": self.zookeeper_port,
             "nimbus.seeds": ["127.0.0.1"],
             "nimbus.thrift.port": self.nimbus_port,
-            "storm.local.hostname": "127.0.0.1",
+            STORM_HOSTNAME_KEY: "127.0.0.1",
             "storm.local.dir": str(self.base / "storm-local"),
             "storm.log.dir": str(self.logs),
             "supervisor.slots.ports": list(self.slots),
@@ -385,7 +386,7 @@ class StormCluster:
         raise ClusterError(f"topology {name!r} did not go away within {wait + 60} s")
 
     def _check_topology(self, name: str) -> None:
-        from owler.runner import topology_names
+        from owler.run.runner import topology_names
 
         names = topology_names(self.root)
         if name not in names:
@@ -444,7 +445,7 @@ class StormCluster:
         found = self.running("supervisor")
         if found is None:
             return False
-        from owler.procs import group_members
+        from owler.run.procs import group_members
 
         for pid in group_members(found[0]):
             try:

@@ -1,4 +1,5 @@
-"""What every OWLer component shares on the Storm side.
+"""What every OWLer component shares on the Storm side (:class:`OwlerComponent`), and what the
+components that emit statuses share (:class:`StatusEmitter`).
 
 - ``owler_setup(storm_conf, context)``: the crawler configuration is the topology configuration
   (StormCrawler's way): every crawler key travels in the Storm conf.
@@ -9,9 +10,15 @@
   ``owler run``'s progress line and idle detection: a file, because ``report_metric`` kills a
   ShellBolt that has no Java metric registered under the same name.
 - With ``metrics.opensearch: true`` the same counters and gauges go every ``metrics.interval``
-  seconds to StormCrawler's metrics index from a background thread (:mod:`owler.metrics`).
+  seconds to StormCrawler's metrics index from a background thread (:mod:`owler.task.metrics`).
 - :meth:`OwlerComponent.report_error`: an operational error shown in the Storm UI (throttled by
   ``metrics.errors.interval``).
+- :meth:`StatusEmitter.emit_status` / :meth:`StatusEmitter.emit_error`: a URL's status (and its
+  outlinks as ONE tuple), or the ERROR of a document that could not be handled (StormCrawler's
+  ``StatusEmitterBolt`` and ``JSoupParserBolt.handleException``: errors are data).
+
+The classes call pystorm's ``emit``, ``send_message`` and ``_exit`` of the class they are mixed into
+(put them first in the bases) and import nothing of streamparse.
 """
 
 from __future__ import annotations
@@ -25,7 +32,12 @@ import time
 from collections import Counter
 
 from owler import conf as C
-from owler import metrics as M
+from owler import outlinks as outlink
+from owler import wire
+from owler.constants import (ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, OUTLINKS_STREAM,
+                             STATUS_STREAM, Status)
+from owler.metadata import set_value
+from owler.task import metrics as M
 
 log = logging.getLogger("owler")
 
@@ -62,6 +74,11 @@ class OwlerComponent:
     def count(self, name: str, n: int = 1) -> None:
         with self._stats_lock:
             self.counters[name] += n
+
+    def count_all(self, counts: dict[str, int]) -> None:
+        """Add a library call's counts (name → how many) to the component's counters."""
+        with self._stats_lock:
+            self.counters.update(counts)
 
     def collect(self, counters: dict, gauges: dict) -> None:
         """Add values kept outside ``self.counters``/``self.gauges`` (an engine's) to a snapshot.
@@ -154,3 +171,29 @@ class OwlerComponent:
     def _exit(self, status_code):  # pystorm calls this when Storm went away or after a crash
         self._shutdown_once()
         os._exit(status_code)
+
+
+class StatusEmitter(OwlerComponent):
+    """A component that emits statuses (``url, metadata, status`` on ``status``) and outlinks
+    (``url, metadata, outlinks`` on ``outlinks``, one tuple per page)."""
+
+    def emit_status(self, url: str, md: dict, status: Status, outlinks=(), anchors=None) -> None:
+        """``url``'s status, after its outlinks (list form items or ``(url, anchor)`` pairs) as
+        one tuple when it has any; anchored to ``anchors`` (pystorm's default: the input)."""
+        if outlinks:
+            self.emit([url, md, outlink.encode(outlinks)], stream=OUTLINKS_STREAM, anchors=anchors)
+        self.emit([url, md, status.value], stream=STATUS_STREAM, anchors=anchors)
+
+    def emit_error(self, url: str, md: dict, exc: BaseException, *, source: str = "parser",
+                   cause: str | None = None, counter: str = "error") -> None:
+        """The ERROR status of a document this component failed on: ``error.source``,
+        ``error.cause`` (when given) and ``error.message`` in its metadata (the transient keys
+        removed), counted as ``counter`` and shown in the Storm UI. The component lives on."""
+        clean = wire.strip_transient(md)
+        set_value(clean, ERROR_SOURCE, source)
+        if cause:
+            set_value(clean, ERROR_CAUSE, cause)
+        set_value(clean, ERROR_MESSAGE, f"{type(exc).__name__}: {exc}"[:1000])
+        self.count(counter)
+        self.report_error(f"{source} failed on {url}: {type(exc).__name__}: {exc}")
+        self.emit([url, clean, Status.ERROR.value], stream=STATUS_STREAM)

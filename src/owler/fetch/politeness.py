@@ -41,6 +41,7 @@ from collections import OrderedDict, deque
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 from owler import conf as C
+from owler.constants import QUEUE_TIMEOUT_KEY, SERVER_DELAY_KEY, THREADS_PER_QUEUE_KEY
 
 T = TypeVar("T")
 
@@ -73,15 +74,15 @@ class FetchQueues(Generic[T]):
                  clock: Callable[[], float] = time.time) -> None:
         conf = conf or {}
         self.clock = clock
-        self.server_delay = C.get_float(conf, "fetcher.server.delay", 1.0)
+        self.server_delay = C.get_float(conf, SERVER_DELAY_KEY, 1.0)
         self.min_delay = C.get_float(conf, "fetcher.server.min.delay", 0.0)
-        self.max_threads = max(1, C.get_int(conf, "fetcher.threads.per.queue", 1))
+        self.max_threads = max(1, C.get_int(conf, THREADS_PER_QUEUE_KEY, 1))
         self.max_urls = C.get_int(conf, "fetcher.max.urls.in.queues", -1)
         self.max_queue_size = C.get_int(conf, "fetcher.max.queue.size", -1)
         self.force_server_delay = C.get_bool(conf, "fetcher.server.delay.force", False)
         # Age order is kept only when queue timeouts are on: taken entries stay in it until the
         # oldest waiting one leaves, which the timeout bounds.
-        self._track_age = C.get_float(conf, "fetcher.timeout.queue", -1) > 0
+        self._track_age = C.get_float(conf, QUEUE_TIMEOUT_KEY, -1) > 0
         self._queues: OrderedDict[str, _Queue] = OrderedDict()
         self._heap: list[tuple[float, int, str]] = []  # (ready time, seq, key), lazily cleaned
         self._seq = itertools.count()

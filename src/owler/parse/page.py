@@ -21,9 +21,12 @@ from dataclasses import dataclass, field
 
 from owler import conf as C
 from owler import wire
-from owler.constants import ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, SIGNATURE, Status
+from owler.constants import (ANCHORS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, MAX_OUTLINKS_KEY,
+                             SIGNATURE, Status)
 from owler.metadata import set_value
-from owler.parse.html import SIGNATURE_TEXT_KEY, TEXT_NONE_KEY, is_html, parse_html
+from owler.parse.html import (SIGNATURE_TEXT_KEY, TEXT_NONE_KEY, TRACK_ANCHORS_KEY, is_html,
+                              parse_html)
+from owler.status import MetadataTransfer
 
 
 @dataclass(slots=True)
@@ -40,8 +43,8 @@ class PageHandler:
         # (metadata.transfer) as ``anchors``; when neither lists them, nobody downstream reads
         # them, and extracting and sending them costs ~10 % of a page's parse and ~20 % of its
         # outlinks' bytes (bench/bench_warc2warc.py): then they are not extracted.
-        if C.get_bool(conf, "track.anchors", True) and not _anchors_used(conf):
-            conf = {**conf, "track.anchors": False}
+        if C.get_bool(conf, TRACK_ANCHORS_KEY, True) and not _anchors_used(conf):
+            conf = {**conf, TRACK_ANCHORS_KEY: False}
         # The page's text is read by nothing in these topologies (no indexer) unless the signature
         # is computed over it: then it is not extracted (about a quarter of a page's parse).
         if not C.get_bool(conf, SIGNATURE_TEXT_KEY, False):
@@ -49,7 +52,7 @@ class PageHandler:
         self.conf = conf
         # parser.emitOutlinks, robots.noFollow.strict and http.robots.{meta,headers}.skip are
         # applied by parse_html itself
-        self.max_outlinks = C.get_int(conf, "parser.emitOutlinks.max.per.page", -1)
+        self.max_outlinks = C.get_int(conf, MAX_OUTLINKS_KEY, -1)
         self.non_html_error = C.get_bool(conf, "jsoup.treat.non.html.as.error", False)
 
     def handle_page(self, url: str, content: bytes, metadata: dict) -> PageOutcome:
@@ -108,7 +111,4 @@ class PageHandler:
 
 
 def _anchors_used(conf: dict) -> bool:
-    from owler.outlinks import ANCHORS
-    from owler.status import MetadataTransfer
-
     return ANCHORS in MetadataTransfer(conf).persisted

@@ -1,9 +1,12 @@
 """The fetch engine behind the fetcher bolt (StormCrawler's FetcherBolt), without Storm.
 
-URLs are queued per partition key (:class:`owler.politeness.FetchQueues`); an asyncio loop in a
-background thread takes the next URL whose queue is ready, checks robots.txt (fetched, parsed and
-cached per host; Crawl-delay applied to the queue), fetches it with :class:`owler.http.HttpFetcher`
-and hands an :class:`Outcome` to a callback (the bolt emits and acks from there).
+URLs are queued per partition key (:class:`owler.fetch.politeness.FetchQueues`), or by
+``fetcher.queue.mode`` (``byHost``, ``byDomain``, ``byIP``) when it is set and differs from
+``partition.url.mode``; an asyncio loop in a background thread takes the next URL whose queue is
+ready and, for each, asks :class:`owler.fetch.robots.RobotsSource` for its host's robots.txt rules
+(Crawl-delay applied to the queue), lets :class:`owler.fetch.discovery.SitemapDiscovery` note the
+host's sitemaps, fetches it with :class:`owler.fetch.http.HttpFetcher` and hands an
+:class:`Outcome` to a callback (the bolt emits and acks from there).
 
 Outcomes, with StormCrawler's semantics:
 
@@ -16,7 +19,7 @@ Outcomes, with StormCrawler's semantics:
   ``fetcher.max.crawl.delay.force``); a refused private address → ``ERROR`` with
   ``error.cause=private_address``; an unparsable URL → ``ERROR`` with ``error.cause=malformed URL``.
 
-Sitemaps (:mod:`owler.sitemaps`): with ``sitemap.discovery`` (or metadata
+Sitemaps (:mod:`owler.fetch.discovery`): with ``sitemap.discovery`` (or metadata
 ``sitemap.discovery=true``), the first URL processed after its host's robots.txt was fetched
 carries the host's sitemap URLs in ``FetchItem.sitemaps`` and ``foundSitemap=true|false`` (the
 bolt emits them, filtered, as DISCOVERED ``isSitemap=true``). A seed of the sitemap pipeline
@@ -26,10 +29,10 @@ bolt emits them, filtered, as DISCOVERED ``isSitemap=true``). A seed of the site
 TTL when robots.txt could not be read): when to look again.
 
 Config keys: ``fetcher.threads.number``, ``fetcher.max.crawl.delay``,
-``fetcher.max.crawl.delay.force``, ``fetcher.timeout.queue``, ``redirections.allowed``,
-``http.store.headers``, ``protocol.md.prefix``, ``sitemap.discovery``,
-``sitemap.discovery.guess.paths``, ``sitemap.seed.interval``, and those of :mod:`owler.http`,
-:mod:`owler.politeness` and :mod:`owler.robots`.
+``fetcher.max.crawl.delay.force``, ``fetcher.timeout.queue``, ``fetcher.queue.mode``,
+``redirections.allowed``, ``http.store.headers``, ``protocol.md.prefix``, and those of
+:mod:`owler.fetch.http`, :mod:`owler.fetch.politeness`, :mod:`owler.fetch.robots` and
+:mod:`owler.fetch.discovery`.
 """
 
 from __future__ import annotations
@@ -38,25 +41,23 @@ import asyncio
 import logging
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from owler import conf as C
 from owler import wire
-from owler.constants import (ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE, REDIRECT_TO,
-                             Status)
-from owler.http import HttpFetcher, redirect_target
-from owler.metadata import copy as md_copy, set_value
-from owler.politeness import FetchQueues
-from owler.robots import (DISALLOW_ALL, ERROR_CACHE_TTL_KEY, RobotsCache, agents_from_conf,
-                          robots_url, rules_from_fetch)
-from owler.sitemaps import (DEFAULT_GUESS_PATHS, DELAY_MINS, DISCOVERY_KEY, FOUND_SITEMAP, SEED,
-                            SEEDED, discovery_candidates, discovery_on)
+from owler.constants import (ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE, FETCHER_THREADS_KEY,
+                             MD_PREFIX_KEY, QUEUE_TIMEOUT_KEY, REDIRECT_TO, REDIRECTIONS_KEY,
+                             STORE_HEADERS_KEY, Status)
+from owler.fetch.discovery import SitemapDiscovery
+from owler.fetch.http import HttpFetcher, redirect_target
+from owler.fetch.politeness import FetchQueues
+from owler.fetch.robots import RobotsSource
+from owler.metadata import copy as md_copy
+from owler.metadata import set_value
+from owler.urls import PARTITION_MODES, partition_key, partition_mode
 
 log = logging.getLogger(__name__)
-
-ROBOTS_MAX_REDIRECTS = 5
 
 
 @dataclass(slots=True)
@@ -78,29 +79,59 @@ class Outcome:
     content: bytes = b""
     outlinks: list = field(default_factory=list)  # URL strings
 
+    def counters(self) -> dict[str, int]:
+        """What the fetcher counts for this outcome: ``http/<code>`` when the server answered,
+        ``error.cause/<cause>`` when the fetch got no answer (robots.txt denial, timeout, …);
+        for a page ``fetched`` and ``bytes``, else the status name (and ``seeds`` for a seed of
+        the sitemap pipeline, which comes back DISCOVERED); ``expired`` for an item that waited
+        past ``fetcher.timeout.queue``."""
+        if self.kind == "expired":
+            return {"expired": 1}
+        out = {}
+        code = self.metadata.get(FETCH_STATUS_CODE)
+        if code:  # set by this fetch (never persisted); a stale error.cause may be there
+            out[f"http/{code[0]}"] = 1
+        elif self.status is Status.DISCOVERED:
+            out["seeds"] = 1
+        elif self.kind == "status":
+            out[f"error.cause/{(self.metadata.get(ERROR_CAUSE) or ['unknown'])[0]}"] = 1
+        if self.kind == "page":
+            out.update(fetched=1, bytes=len(self.content))
+        else:
+            out[self.status.value] = 1
+        return out
+
+
+def queue_mode(conf: dict) -> str | None:
+    """``fetcher.queue.mode`` when it is set and differs from ``partition.url.mode`` (the queues
+    are then not the tuples' partition keys), else ``None``. :class:`ConfError` for an unknown
+    mode."""
+    mode = C.get_str(conf, "fetcher.queue.mode", "") or ""
+    if not mode or mode == partition_mode(conf):
+        return None
+    if mode not in PARTITION_MODES:
+        raise C.ConfError(f"fetcher.queue.mode: expected one of {', '.join(PARTITION_MODES)} "
+                          f"(or empty: the partition key), got {mode!r}")
+    return mode
+
 
 class FetchEngine:
     def __init__(self, conf: dict, on_outcome: Callable[[Outcome], None]):
         self.conf = conf
         self.on_outcome = on_outcome
-        self.threads = max(1, C.get_int(conf, "fetcher.threads.number", 50))
+        self.threads = max(1, C.get_int(conf, FETCHER_THREADS_KEY, 50))
         self.max_crawl_delay = C.get_float(conf, "fetcher.max.crawl.delay", 30)
         self.force_crawl_delay = C.get_bool(conf, "fetcher.max.crawl.delay.force", False)
-        self.queue_timeout = C.get_float(conf, "fetcher.timeout.queue", -1)
-        self.allow_redirs = C.get_bool(conf, "redirections.allowed", True)
-        self.store_headers = C.get_bool(conf, "http.store.headers", False)
-        self.md_prefix = C.get_str(conf, "protocol.md.prefix", "protocol.") or ""
-        self.agents = agents_from_conf(conf)
-        self.robots_limit = C.get_int(conf, "http.robots.content.limit", 524288)
-        self.sitemap_discovery = C.get_bool(conf, DISCOVERY_KEY, False)
-        self.guess_paths = C.get_list(conf, "sitemap.discovery.guess.paths", DEFAULT_GUESS_PATHS)
-        self.seed_interval = C.get_float(conf, "sitemap.seed.interval", 1440)
-        self.robots_error_ttl = C.get_float(conf, ERROR_CACHE_TTL_KEY, 3600)
-        # robots.txt fetched, its sitemaps not yet reported (oldest forgotten beyond 10,000)
-        self._robots_fresh: OrderedDict[str, None] = OrderedDict()
+        self.queue_timeout = C.get_float(conf, QUEUE_TIMEOUT_KEY, -1)
+        self.allow_redirs = C.get_bool(conf, REDIRECTIONS_KEY, True)
+        self.store_headers = C.get_bool(conf, STORE_HEADERS_KEY, False)
+        self.md_prefix = C.get_str(conf, MD_PREFIX_KEY, "protocol.") or ""
+        self.queue_mode = queue_mode(conf)
         self.queues = FetchQueues(conf)
-        self.robots = RobotsCache()
         self.http = HttpFetcher(conf)
+        self.discovery = SitemapDiscovery(conf)
+        self.robots = RobotsSource(conf, self.http, count=self._count,
+                                   on_new_rules=self.discovery.robots_read)
         self.stats: dict[str, int] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -108,7 +139,6 @@ class FetchEngine:
         self._started = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._robots_inflight: dict[str, asyncio.Future] = {}
 
     # -- called from the caller's thread -----------------------------------------------------
     def start(self) -> None:
@@ -120,6 +150,11 @@ class FetchEngine:
     def submit(self, item: FetchItem) -> bool:
         """Queue a URL; False when the queues are full (the caller fails the tuple)."""
         item.queued_at = time.time()
+        if self.queue_mode:
+            try:
+                item.key = partition_key(item.url, self.queue_mode)
+            except ValueError:  # no host: the fetch records the error, in the tuple's queue
+                pass
         with self._lock:
             accepted = self.queues.add(item.key, item)
         if accepted and self._loop is not None:
@@ -139,6 +174,16 @@ class FetchEngine:
 
     def _count(self, name: str) -> None:
         self.stats[name] = self.stats.get(name, 0) + 1
+
+    def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(counters, gauges) for the bolt's stats: ``robots/fetched|allowed|denied|errors``;
+        ``queued``, ``fetching`` (in progress), ``queues``. Safe from any thread."""
+        stats = dict(self.stats)
+        counters = {f"robots/{'errors' if name == 'error' else name}": stats[f"robots_{name}"]
+                    for name in ("fetched", "allowed", "denied", "error")
+                    if stats.get(f"robots_{name}")}
+        return counters, {"queued": self.queued(), "fetching": self.queues.in_flight,
+                          "queues": self.queues.num_queues}
 
     # -- the loop ----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -202,65 +247,15 @@ class FetchEngine:
         self._count(outcome.status.value if outcome.status else "page")
         self.on_outcome(outcome)
 
-    async def _robot_rules(self, url: str):
-        rurl = robots_url(url)
-        now = time.time()
-        rules = self.robots.get(rurl, now)
-        if rules is not None:
-            return rules
-        pending = self._robots_inflight.get(rurl)
-        if pending is not None:  # another task of this host is fetching it already
-            return await asyncio.shield(pending)
-        fut = self._loop.create_future()
-        self._robots_inflight[rurl] = fut
-        try:
-            target, status, content = rurl, None, None
-            for _ in range(ROBOTS_MAX_REDIRECTS + 1):
-                res = await self.http.fetch(target, content_limit=self.robots_limit)
-                status, content = res.status, res.content
-                if status is not None and 300 <= status < 400:
-                    nxt = redirect_target(res)
-                    if nxt:
-                        target = nxt
-                        continue
-                break
-            self._count("robots_fetched")
-            if status is None or status == 429 or status >= 500:
-                self._count("robots_error")  # no usable answer: the host is held back a while
-            rules = rules_from_fetch(status, content, self.agents, self.conf, now=time.time(),
-                                     robots_url=target)
-            self.robots.put(rurl, rules)
-            self._robots_fresh[rurl] = None
-            if len(self._robots_fresh) > 10_000:
-                self._robots_fresh.popitem(last=False)
-            fut.set_result(rules)
-            return rules
-        except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()  # mark retrieved
-            raise
-        finally:
-            self._robots_inflight.pop(rurl, None)
-
     async def _process(self, key: str, item: FetchItem) -> tuple[Outcome, float | None]:
         md = md_copy(item.metadata)
         url = item.url
-        rules = await self._robot_rules(url)
-        if md.get(SEED) or (self.sitemap_discovery or DISCOVERY_KEY in md):
-            rurl = robots_url(url)
-            fresh = rurl in self._robots_fresh
-            if md.pop(SEED, None) is not None:  # a seed of the sitemap pipeline: no fetch
-                self._robots_fresh.pop(rurl, None)
-                item.sitemaps = discovery_candidates(url, rules, self.guess_paths)
-                minutes = (self.robots_error_ttl / 60.0 if rules.kind == DISALLOW_ALL
-                           else self.seed_interval)
-                md[SEEDED] = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())]
-                md[DELAY_MINS] = [f"{minutes:g}"]
-                return Outcome(item, "status", md, Status.DISCOVERED), None if fresh else 0.0
-            if fresh and discovery_on(self.conf, md):
-                self._robots_fresh.pop(rurl, None)
-                item.sitemaps = discovery_candidates(url, rules, self.guess_paths)
-                md[FOUND_SITEMAP] = ["true" if item.sitemaps else "false"]
+        rules = await self.robots.rules_for(url)
+        found = self.discovery.look(url, md, rules)
+        if found is not None:
+            item.sitemaps = found.sitemaps
+            if found.seed:  # a seed of the sitemap pipeline: its sitemaps only, no fetch
+                return Outcome(item, "status", md, Status.DISCOVERED), found.delay
         if not rules.allowed(url):
             self._count("robots_denied")
             set_value(md, ERROR_CAUSE, "robots.txt")

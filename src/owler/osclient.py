@@ -31,6 +31,7 @@ import urllib3
 
 from owler import conf as C
 from owler.conf import ConfError
+from owler.constants import OPENSEARCH_PORT_KEY
 
 log = logging.getLogger("owler.opensearch")
 
@@ -44,6 +45,10 @@ class OpenSearchError(RuntimeError):
         super().__init__(message)
         self.status = status
         self.body = body
+
+
+#: ``opensearch.<kind>.index.name``: the index of a kind (``status``, ``metrics``)
+INDEX_NAME = "index.name"
 
 
 def conn_key(conf: Mapping[str, Any], kind: str, key: str, default: Any = None) -> Any:
@@ -85,7 +90,7 @@ class OSClient:
 
     def __init__(self, conf: Mapping[str, Any], kind: str = "status") -> None:
         conf = conf or {}
-        port = C.get_int(conf, "services.opensearch.port", 9200)
+        port = C.get_int(conf, OPENSEARCH_PORT_KEY, 9200)
         self.addresses = parse_addresses(conn_key(conf, kind, "addresses", f"127.0.0.1:{port}"))
         self.user = conn_key(conf, kind, "user")
         password = conn_key(conf, kind, "password", "")

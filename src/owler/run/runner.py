@@ -29,6 +29,8 @@ from pathlib import Path
 import yaml
 
 from owler import conf as C
+from owler.constants import (WARC2WARC_INPUT_KEY, WARC_DIR_KEY, WARC_PREFIX_KEY, WARC_S3_BUCKET_KEY,
+                             WARC_S3_PREFIX_KEY)
 
 
 class RunError(RuntimeError):
@@ -186,7 +188,7 @@ class LocalRun:
         except (S3Error, OSError) as exc:
             raise RunError(f"cannot list the input WARC files: {exc}", 2) from None
         print(f"owler: {len(found)} input WARC file(s) at "
-              f"{C.get_str(self.conf, 'warc2warc.input', '')}", file=self.out)
+              f"{C.get_str(self.conf, WARC2WARC_INPUT_KEY, '')}", file=self.out)
 
     # -- observation ---------------------------------------------------------------------------
     def component_stats(self) -> dict[str, dict]:
@@ -202,7 +204,7 @@ class LocalRun:
         return sum(v.get(kind, {}).get(name, 0) for k, v in stats.items() if k.startswith(prefix))
 
     def warc_bytes(self) -> int:
-        d = Path(str(self.conf.get("warc.dir", "")))
+        d = Path(str(self.conf.get(WARC_DIR_KEY, "")))
         return sum(f.stat().st_size for f in d.glob("*") if f.is_file()) if d.is_dir() else 0
 
     def component_died(self, storm_log: Path) -> str | None:
@@ -220,9 +222,7 @@ class LocalRun:
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> int:
-        from owler.frontier import open_frontier
-
-        from owler.frontier import FrontierError
+        from owler.frontier import FrontierError, open_frontier
 
         if self.name == "warc2warc":  # an input that cannot be listed is a clear error up front
             self.check_warc_input()
@@ -339,7 +339,7 @@ class LocalRun:
     def finish(self, stopping: bool, rc: int, storm_log: Path) -> int:
         from owler.warc.writer import recover_open_files
 
-        warc_dir = Path(str(self.conf.get("warc.dir")))
+        warc_dir = Path(str(self.conf.get(WARC_DIR_KEY)))
         left_open = sorted(warc_dir.glob("*.open")) if warc_dir.is_dir() else []
         if not stopping:
             dead = find_dead_component(storm_log, self.log_dir)
@@ -352,19 +352,19 @@ class LocalRun:
 
             progress = Progress(progress_path(self.conf))
             try:
-                fixed = recover_outputs(warc_dir, C.get_str(self.conf, "warc.prefix", "OWLER"),
+                fixed = recover_outputs(warc_dir, C.get_str(self.conf, WARC_PREFIX_KEY, "OWLER"),
                                         None, progress)
             finally:
                 progress.close()
             print(f"owler: finalized {len(fixed)} WARC file(s) left open", file=self.out)
         elif left_open:
-            fixed = recover_open_files(warc_dir, prefix=C.get_str(self.conf, "warc.prefix", "OWLER"))
+            fixed = recover_open_files(warc_dir, prefix=C.get_str(self.conf, WARC_PREFIX_KEY, "OWLER"))
             print(f"owler: finalized {len(fixed)} WARC file(s) left open", file=self.out)
         files = sorted(warc_dir.glob("*.warc.gz")) if warc_dir.is_dir() else []
         print(f"owler: stopped ({self.stop_reason}).", file=self.out)
-        bucket = C.get_str(self.conf, "warc.s3.bucket", "") or ""
+        bucket = C.get_str(self.conf, WARC_S3_BUCKET_KEY, "") or ""
         if bucket:
-            prefix = C.get_str(self.conf, "warc.s3.prefix", "") or ""
+            prefix = C.get_str(self.conf, WARC_S3_PREFIX_KEY, "") or ""
             files = [f for f in files if not f.with_name(f.name + ".uploaded").exists()]
             print(f"owler: WARC files: uploaded to s3://{bucket}/{prefix}"
                   + (f" ({len(files)} file(s) still waiting in {warc_dir}: uploaded at the next "

@@ -1,0 +1,123 @@
+"""What ``owler status`` shows besides the frontier: the latest metrics of a crawl, read back from
+StormCrawler's metrics index (written by :mod:`owler.task.metrics`).
+
+Config keys: ``metrics.interval`` (the window of "latest"), ``opensearch.metrics.index.name`` and
+the ``opensearch.metrics.<k>`` / ``opensearch.<k>`` connection keys.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any, Mapping
+
+from owler import conf as C
+from owler.osclient import OpenSearchError, OSClient, epoch_of
+from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY, KIND, index_name, iso_millis
+
+
+def latest_metrics(conf: Mapping[str, Any], client: OSClient | None = None) -> dict:
+    """Per component: the sum over its tasks of each name's latest value, and the newest document.
+
+    Only documents written within ``max(3 × metrics.interval, 60 s)`` of the newest one count (the
+    tasks of the latest run or runs; every live task writes all its values every interval). Returns
+    ``{"index", "address", "newest", "storm_ids", "components": {name: {"tasks", "newest",
+    "counters"}}}``, or ``{"index", "error"}`` when the index cannot be read.
+    """
+    index = index_name(conf)
+    own = client is None
+    client = client or OSClient(conf, KIND)
+    out: dict[str, Any] = {"index": index, "address": client.address}
+    try:
+        status, _ = client.request("POST", f"/{index}/_refresh", ok=(200, 404), retries=0)
+        if status == 404:
+            out.update(newest=None, storm_ids=[], components={})
+            return out
+        _, data = client.request("POST", f"/{index}/_search", {
+            "size": 0, "aggs": {"newest": {"max": {"field": "timestamp"}}}})
+        newest = ((data or {}).get("aggregations") or {}).get("newest", {}).get("value")
+        if newest is None:
+            out.update(newest=None, storm_ids=[], components={})
+            return out
+        window = max(3 * C.get_float(conf, INTERVAL_KEY, DEFAULT_INTERVAL), 60.0)
+        since = int(newest) - int(window * 1000)
+        rows = _latest_rows(client, index, since)
+    except OpenSearchError as exc:
+        return {"index": index, "address": client.address, "error": str(exc)}
+    finally:
+        if own:
+            client.close()
+    comps: dict[str, dict] = {}
+    storm_ids = set()
+    for (storm_id, comp, task, name), (value, ts) in rows.items():
+        storm_ids.add(storm_id)
+        c = comps.setdefault(comp, {"tasks": set(), "newest": 0.0, "counters": {}})
+        c["tasks"].add((storm_id, task))
+        c["newest"] = max(c["newest"], ts)
+        c["counters"][name] = c["counters"].get(name, 0.0) + value
+    out["newest"] = iso_millis(newest / 1000.0)
+    out["storm_ids"] = sorted(storm_ids)
+    out["components"] = {
+        comp: {"tasks": len(c["tasks"]), "newest": iso_millis(c["newest"]),
+               "counters": {k: _number(v) for k, v in sorted(c["counters"].items())}}
+        for comp, c in sorted(comps.items())}
+    return out
+
+
+def _latest_rows(client: OSClient, index: str, since_ms: int) -> dict[tuple, tuple[float, float]]:
+    """(storm id, component, task, name) → (latest value, its time in epoch seconds)."""
+    rows: dict[tuple, tuple[float, float]] = {}
+    after = None
+    while True:
+        composite: dict[str, Any] = {"size": 1000, "sources": [
+            # documents of other writers (StormCrawler's) may lack srcStormId or srcTaskId
+            {"s": {"terms": {"field": "srcStormId", "missing_bucket": True}}},
+            {"c": {"terms": {"field": "srcComponent"}}},
+            {"t": {"terms": {"field": "srcTaskId", "missing_bucket": True}}},
+            {"n": {"terms": {"field": "name"}}}]}
+        if after:
+            composite["after"] = after
+        body = {"size": 0, "query": {"range": {"timestamp": {"gte": since_ms,
+                                                             "format": "epoch_millis"}}},
+                "aggs": {"k": {"composite": composite, "aggs": {"last": {"top_hits": {
+                    "size": 1, "sort": [{"timestamp": {"order": "desc"}}],
+                    "_source": ["value", "timestamp"]}}}}}}
+        _, data = client.request("POST", f"/{index}/_search", body)
+        agg = ((data or {}).get("aggregations") or {}).get("k") or {}
+        buckets = agg.get("buckets") or []
+        for b in buckets:
+            hits = b["last"]["hits"]["hits"]
+            if not hits:
+                continue
+            src = hits[0].get("_source") or {}
+            ts = epoch_of(src.get("timestamp")) or 0.0
+            try:
+                value = float(src.get("value"))
+            except (TypeError, ValueError):
+                continue
+            key = b["key"]
+            rows[(key["s"] or "", key["c"], key["t"], key["n"])] = (value, ts)
+        after = agg.get("after_key")
+        if not buckets or not after:
+            return rows
+
+
+def _number(v: float) -> float | int:
+    return int(v) if float(v).is_integer() else round(v, 3)
+
+
+def format_latest(metrics: Mapping[str, Any], width: int = 100) -> list[str]:
+    """Text lines for ``owler status``."""
+    where = f"OpenSearch index {metrics.get('index')!r} at {metrics.get('address')}"
+    if metrics.get("error"):
+        return [f"metrics: unavailable ({where}): {metrics['error']}"]
+    if not metrics.get("components"):
+        return [f"metrics: none yet ({where})"]
+    lines = [f"metrics ({where}; newest {metrics['newest']}; "
+             f"topology {', '.join(metrics.get('storm_ids') or ['?'])}):"]
+    for comp, c in metrics["components"].items():
+        tasks = f"{c['tasks']} task{'s' if c['tasks'] != 1 else ''}"
+        lines.append(f"  {comp} ({tasks}, newest {c['newest']}):")
+        text = " ".join(f"{k}={v}" for k, v in c["counters"].items())
+        lines.extend(textwrap.wrap(text, width=width, initial_indent="    ",
+                                   subsequent_indent="    ", break_on_hyphens=False))
+    return lines

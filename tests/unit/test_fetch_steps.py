@@ -1,0 +1,167 @@
+"""The fetch engine's steps without a network: robots.txt rules per host (RobotsSource), sitemap
+discovery (SitemapDiscovery.look), the queue of a URL (fetcher.queue.mode), and the duration keys."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from owler.conf import ConfError, get_duration, parse_duration
+from owler.constants import DELAY_MINS, FOUND_SITEMAP, SITEMAP_SEED, SITEMAP_SEEDED, Status
+from owler.fetch.discovery import SitemapDiscovery
+from owler.fetch.engine import FetchEngine, FetchItem, Outcome, queue_mode
+from owler.fetch.http import FetchResult
+from owler.fetch.robots import RobotRules, RobotsSource, parse_robots
+
+AGENT = {"http.agent.name": "OWLer-py"}
+ROBOTS = b"User-agent: *\nDisallow: /private\nSitemap: http://a.example.org/sm.xml\n"
+
+
+class FakeHttp:
+    """Answers robots.txt requests from a dict of URL -> (status, body, location)."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.requests = []
+
+    async def fetch(self, url, content_limit=None):
+        self.requests.append(url)
+        await asyncio.sleep(0.01)  # let concurrent callers pile up
+        status, body, location = self.answers.get(url, (404, b"", None))
+        headers = [("Location", location)] if location else []
+        return FetchResult(url=url, status=status, headers=headers, content=body)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_one_fetch_per_host_shared_by_concurrent_asks_then_the_cache():
+    http = FakeHttp({"http://a.example.org/robots.txt": (200, ROBOTS, None)})
+    counted, fresh = [], []
+    src = RobotsSource(AGENT, http, count=counted.append, on_new_rules=fresh.append)
+
+    async def asks():
+        rules = await asyncio.gather(*(src.rules_for(f"http://a.example.org/p{i}")
+                                       for i in range(5)))
+        again = await src.rules_for("http://a.example.org/q")
+        return rules, again
+
+    rules, again = run(asks())
+    assert http.requests == ["http://a.example.org/robots.txt"]
+    assert all(r is rules[0] for r in rules) and again is rules[0]
+    assert not again.allowed("http://a.example.org/private/x") and again.allowed("http://a.example.org/x")
+    assert counted == ["robots_fetched"] and fresh == ["http://a.example.org/robots.txt"]
+
+
+def test_redirects_are_followed_and_errors_hold_the_host_back():
+    http = FakeHttp({
+        "http://a.example.org/robots.txt": (301, b"", "http://www.a.example.org/robots.txt"),
+        "http://www.a.example.org/robots.txt": (200, ROBOTS, None),
+        "http://b.example.org/robots.txt": (503, b"", None)})
+    counted = []
+    src = RobotsSource(AGENT, http, count=counted.append)
+    a = run(src.rules_for("http://a.example.org/private"))
+    assert not a.allowed("http://a.example.org/private") and a.sitemaps
+    b = run(src.rules_for("http://b.example.org/"))
+    assert not b.allowed("http://b.example.org/") and counted.count("robots_error") == 1
+
+
+def test_robots_file_skip_fetches_nothing_and_allows_everything():
+    http = FakeHttp({"http://a.example.org/robots.txt": (200, ROBOTS, None)})
+    fresh = []
+    src = RobotsSource({**AGENT, "http.robots.file.skip": True}, http, on_new_rules=fresh.append)
+    rules = run(src.rules_for("http://a.example.org/private"))
+    assert rules.allowed("http://a.example.org/private") and http.requests == []
+    run(src.rules_for("http://a.example.org/other"))
+    assert fresh == ["http://a.example.org/robots.txt"]  # once per host and cache period
+
+
+def rules_of(text=ROBOTS):
+    return parse_robots(text, ["owler-py"], "http://a.example.org/robots.txt")
+
+
+def test_discovery_announces_a_hosts_sitemaps_once_after_its_robots_txt_was_read():
+    d = SitemapDiscovery({"sitemap.discovery": True})
+    md = {}
+    assert d.look("http://a.example.org/x", md, rules_of()) is None  # robots.txt not read anew
+    d.robots_read("http://a.example.org/robots.txt")
+    found = d.look("http://a.example.org/x", md, rules_of())
+    assert found.sitemaps == ["http://a.example.org/sm.xml"] and not found.seed
+    assert md[FOUND_SITEMAP] == ["true"]
+    assert d.look("http://a.example.org/y", {}, rules_of()) is None  # once
+
+
+def test_discovery_is_off_unless_configured_or_asked_for_by_the_url():
+    d = SitemapDiscovery({})
+    d.robots_read("http://a.example.org/robots.txt")
+    assert d.look("http://a.example.org/x", {}, rules_of()) is None
+    md = {"sitemap.discovery": ["true"]}
+    assert d.look("http://a.example.org/x", md, rules_of()).sitemaps
+    d.robots_read("http://a.example.org/robots.txt")
+    assert d.look("http://a.example.org/x", {"sitemap.discovery": ["false"]}, rules_of()) is None
+
+
+def test_a_seed_is_not_fetched_and_says_when_to_look_again():
+    d = SitemapDiscovery({"sitemap.seed.interval": 60, "robots.error.cache.ttl": 600})
+    md = {SITEMAP_SEED: ["true"]}
+    found = d.look("http://a.example.org/", md, RobotRules.allow_all())
+    assert found.seed and found.delay == 0.0  # robots.txt from the cache: the host was not asked
+    assert found.sitemaps == ["http://a.example.org/sitemap.xml",
+                              "http://a.example.org/sitemap_index.xml"]
+    assert SITEMAP_SEED not in md and md[DELAY_MINS] == ["60"] and md[SITEMAP_SEEDED]
+    d.robots_read("http://b.example.org/robots.txt")
+    md = {SITEMAP_SEED: ["true"]}
+    found = d.look("http://b.example.org/", md, RobotRules.disallow_all())
+    assert found.seed and found.delay is None and found.sitemaps == []
+    assert md[DELAY_MINS] == ["10"]  # robots.txt unreadable: again after the error TTL
+
+
+def test_fetcher_queue_mode_regroups_the_queues_only_when_it_differs_from_the_partition():
+    assert queue_mode({}) is None and queue_mode({"fetcher.queue.mode": "byDomain"}) is None
+    assert queue_mode({"fetcher.queue.mode": "byHost"}) == "byHost"
+    assert queue_mode({"fetcher.queue.mode": "byHost", "partition.url.mode": "byHost"}) is None
+    with pytest.raises(ConfError, match="fetcher.queue.mode"):
+        queue_mode({"fetcher.queue.mode": "byPlanet"})
+    engine = FetchEngine({**AGENT, "fetcher.queue.mode": "byHost"}, lambda out: None)
+    item = FetchItem("http://www.a.example.org/x", "a.example.org", {})
+    assert engine.submit(item) and item.key == "www.a.example.org"
+    assert engine.queues.num_queues == 1 and engine.queued() == 1
+
+
+def test_durations():
+    assert parse_duration("500ms") == 0.5 and parse_duration("2s") == 2.0
+    assert parse_duration("1m") == 60 and parse_duration("1h") == 3600 and parse_duration("1d") == 86400
+    assert parse_duration(3) == 3.0 and parse_duration("250", bare_unit=0.001) == 0.25
+    with pytest.raises(ValueError):
+        parse_duration("soon")
+    assert get_duration({"k": "2s"}, "k", 9) == 2.0 and get_duration({}, "k", 9) == 9
+    assert get_duration({"k": ""}, "k", 9) == 9 and get_duration({"k": 0.5}, "k", 9) == 0.5
+    with pytest.raises(ConfError, match="k: expected a duration"):
+        get_duration({"k": "fast"}, "k", 9)
+
+
+def test_what_the_fetcher_counts_for_each_outcome():
+    item = FetchItem("http://a.example.org/", "a.example.org", {})
+    page = Outcome(item, "page", {"fetch.statusCode": ["200"]}, content=b"x" * 10)
+    assert page.counters() == {"http/200": 1, "fetched": 1, "bytes": 10}
+    gone = Outcome(item, "status", {"fetch.statusCode": ["404"], "error.cause": ["stale"]},
+                   Status.FETCH_ERROR)
+    assert gone.counters() == {"http/404": 1, "FETCH_ERROR": 1}
+    denied = Outcome(item, "status", {"error.cause": ["robots.txt"]}, Status.ERROR)
+    assert denied.counters() == {"error.cause/robots.txt": 1, "ERROR": 1}
+    seed = Outcome(item, "status", {}, Status.DISCOVERED)
+    assert seed.counters() == {"seeds": 1, "DISCOVERED": 1}
+    assert Outcome(item, "expired", {}).counters() == {"expired": 1}
+
+
+def test_the_engine_snapshot_names_robots_counters_and_gauges():
+    engine = FetchEngine(AGENT, lambda out: None)
+    assert engine.snapshot() == ({}, {"queued": 0, "fetching": 0, "queues": 0})
+    for name in ("robots_fetched", "robots_fetched", "robots_error", "robots_denied"):
+        engine._count(name)
+    engine.submit(FetchItem("http://a.example.org/", "a.example.org", {}))
+    counters, gauges = engine.snapshot()
+    assert counters == {"robots/fetched": 2, "robots/errors": 1, "robots/denied": 1}
+    assert gauges == {"queued": 1, "fetching": 0, "queues": 1}

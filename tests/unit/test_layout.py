@@ -1,0 +1,165 @@
+"""The layout of the library (docs/ARCHITECTURE.md, "Layers"): every import goes down the layers,
+packages of one layer do not import each other, nothing in ``owler`` imports the Storm adapters,
+and no module imports itself back through others (imports inside functions included)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+#: lowest first; a name is a top-level module or package of ``owler``
+LAYERS = [
+    {"constants", "metadata", "wire", "outlinks"},
+    {"conf"},
+    {"urls", "osclient"},
+    {"filters", "blacklist", "scheduler", "seeds", "task"},
+    {"frontier"},
+    {"status"},
+    {"fetch", "parse"},
+    {"warc", "sitemap"},
+    {"run"},
+    {"__main__"},
+]
+LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module ``path`` imports, at module level or inside functions."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module != "owler":  # "from owler import conf": the module, not the package
+                out.add(node.module)
+            # "from owler.run import report" imports the module owler.run.report
+            for a in node.names:
+                if (SRC / node.module.replace(".", "/") / f"{a.name}.py").exists():
+                    out.add(f"{node.module}.{a.name}")
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    g = {}
+    for path in sorted(SRC.rglob("*.py")):
+        name = module_name(path)
+        g[name] = {m for m in imports_of(path)
+                   if m.split(".")[0] in ("owler", "bolts", "spouts") and m != name}
+    return g
+
+
+def top(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else "__init__"
+
+
+def test_every_owler_package_has_a_layer():
+    names = {top(m) for m in graph() if m.startswith("owler.")} - {"__init__"}
+    assert names <= set(LAYER_OF), f"no layer for {sorted(names - set(LAYER_OF))}"
+
+
+def test_imports_go_down_the_layers_only():
+    wrong = []
+    for mod, deps in graph().items():
+        if not mod.startswith("owler."):
+            continue
+        for dep in deps:
+            if not dep.startswith("owler."):
+                wrong.append(f"{mod} imports the Storm adapter {dep}")
+                continue
+            a, b = top(mod), top(dep)
+            if a == b or b == "__init__":
+                continue
+            if LAYER_OF[b] >= LAYER_OF[a]:
+                wrong.append(f"{mod} (layer {LAYER_OF[a]}) imports {dep} (layer {LAYER_OF[b]})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_import_cycle():
+    g = graph()
+    # a package's __init__ is imported with any of its modules: count that edge too
+    for mod in list(g):
+        parts = mod.split(".")
+        for i in range(1, len(parts)):
+            parent = ".".join(parts[:i])
+            if parent in g and parent != mod:
+                g[mod].add(parent)
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node, stack):
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(g.get(node, ())):
+            if dep not in g:
+                continue
+            if state.get(dep) == 1:
+                cycle = stack[stack.index(dep):] + [dep]
+                # a package's __init__ re-exporting its own modules is not a cycle between modules
+                if not all(c.startswith(cycle[0] + ".") or c == cycle[0] for c in cycle):
+                    cycles.append(" -> ".join(cycle))
+            elif dep not in state:
+                visit(dep, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(g):
+        if node not in state:
+            visit(node, [])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_the_fetch_engine_needs_no_filters_blacklists_or_sitemap_parser():
+    g = graph()
+    seen, todo = set(), ["owler.fetch.engine"]
+    while todo:
+        mod = todo.pop()
+        if mod in seen:
+            continue
+        seen.add(mod)
+        todo.extend(g.get(mod, ()))
+    assert not {m for m in seen if m.startswith(("owler.filters", "owler.blacklist",
+                                                "owler.sitemap"))}, sorted(seen)
+
+
+#: a configuration or metadata key as written in code: dotted lower-case words, or one of the
+#: StormCrawler metadata names without a dot
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_*-]+)+$|^(isSitemap|isDiscoveredOnSitemap|"
+                  r"foundSitemap|signature|depth|anchors|_redirTo|signatureOld|fetchInterval|"
+                  r"discoveryDate|lastProcessedDate)$")
+_NOT_KEYS = re.compile(r"\.(py|json|yaml|txt|gz|log|sqlite|xml|jar|class|pid|open|warc)$|"
+                       r"^(owler|org|eu|com|bolts|spouts|tests)\.")
+
+
+def key_literals(path: Path) -> set[str]:
+    """The key-like string literals of a module's code (docstrings left out)."""
+    tree = ast.parse(path.read_text())
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docs.add(id(first.value))
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs and _KEY.match(node.value) and not _NOT_KEYS.search(node.value)}
+
+
+def test_every_key_name_has_one_home():
+    """A key written in two modules is a key whose spelling can drift: it lives in constants.py
+    (or, read by one module only, in that module)."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")) + sorted((SRC.parent / "topologies").glob("*.py")):
+        for key in key_literals(path):
+            where.setdefault(key, []).append(str(path.relative_to(SRC.parent)))
+    twice = {k: v for k, v in where.items() if len(v) > 1}
+    assert not twice, "\n".join(f"{k}: {v}" for k, v in sorted(twice.items()))
