@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from owler import cli
+from owler.run import cli
 from tests.farm.harness import FarmProcess
 
 
@@ -20,9 +20,10 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=24)
     ap.add_argument("--idle-exit", type=float, default=30)
+    ap.add_argument("--work", type=Path, default=Path(__file__).resolve().parents[2] / ".work" / "demo",
+                    help="where the frontier, the WARC files and the logs go (emptied first)")
     args = ap.parse_args()
-    root = Path(__file__).resolve().parents[2]
-    work = root / ".work" / "demo"
+    work = args.work
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     conf = work / "demo-conf.yaml"

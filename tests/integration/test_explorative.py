@@ -5,7 +5,10 @@ and the frontier."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
@@ -14,6 +17,7 @@ from tests.farm.harness import FarmProcess, min_interval, requests_by_host
 from tests.integration.cli import owler
 
 DELAY = 0.5
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.integration
 
@@ -130,3 +134,17 @@ def test_warc_files_valid_with_a_response_per_fetched_page(crawl):
     pages_200 = {f"http://{e['host']}:{port}{e['path']}" for e in served_pages(crawl["log"])}
     assert responses == pages_200
     assert requests == len(responses)
+
+
+def test_the_demo_of_make_crawl_crawls_its_farm(tmp_path):
+    """`make crawl` without SEEDS (the README's main job) runs tests.farm.demo: it must work."""
+    work = tmp_path / "demo"
+    proc = subprocess.run([sys.executable, "-m", "tests.farm.demo", "--hosts", "3",
+                           "--idle-exit", "4", "--work", str(work)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "3 new URL(s) injected" in proc.stdout and "idle for 4 s" in proc.stdout
+    fetched = int(next(line.split()[1] for line in proc.stdout.splitlines()
+                       if line.startswith("FETCHED")))
+    assert fetched >= 10
+    assert list((work / "warc").glob("*.warc.gz"))
