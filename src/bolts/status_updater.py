@@ -13,6 +13,7 @@ import time
 
 from streamparse import Bolt
 
+from owler.frontier import RETRY_SECS
 from owler.scheduler import load_scheduler
 from owler.status import FrontierUnavailable, FrontierWriter, StatusUpdater, commit_settings
 from owler.task.batch import CommitBatch
@@ -42,8 +43,7 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
                               f"{tup.values!r:.300}")
             self.ack(tup)
             return
-        for name, n in counts.items():
-            self.count(name, n)
+        self.count_all(counts)
         self.batch.add(tup, updates, now)
         if self.batch.due(now):
             self.commit()
@@ -75,7 +75,7 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
     def _unavailable(self, exc):
         log.error("frontier unavailable (retrying): %s", exc)
         self.count("frontier_unavailable")
-        self.report_error(f"frontier unavailable (retrying every 5 s): {exc}")
+        self.report_error(f"frontier unavailable (retrying every {RETRY_SECS:.0f} s): {exc}")
 
     def shutdown(self):
         self.writer.close()  # tuples not acked yet are replayed by Storm

@@ -51,7 +51,7 @@ from owler.constants import (ANCHORS, DEPTH, ERROR_CAUSE, ERROR_MESSAGE, ERROR_S
                              FETCH_ERROR_COUNT, FETCH_TIME, FRONTIER_BACKEND_KEY, IS_SITEMAP,
                              MAX_DEPTH, METADATA_TRANSFER_KEY, ON_SITEMAP, SITEMAP_LAST_MODIFIED,
                              SITEMAP_SEEDED, STATUS_STREAM, URL_PATH, Status)
-from owler.frontier import DEFAULT_KEY, FrontierError, StatusUpdate, open_frontier
+from owler.frontier import DEFAULT_KEY, RETRY_SECS, FrontierError, StatusUpdate, open_frontier
 from owler.frontier.refresh import listed
 from owler.metadata import Metadata, first
 from owler.metadata import normalize as normalize_md
@@ -350,12 +350,10 @@ class FrontierWriter:
     the updater's cache (only what was written).
 
     The frontier is opened at once; when it cannot be (a database locked, OpenSearch away), it is
-    opened again at the next write at most every :attr:`retry_secs` seconds, and a write meanwhile
+    opened again at the next write at most every ``RETRY_SECS`` seconds, and a write meanwhile
     raises :class:`FrontierUnavailable` (the tuples are failed and replayed). ``on_unavailable``
     hears of each failed opening (the bolt counts and reports it).
     """
-
-    retry_secs = 5.0
 
     def __init__(self, conf: Mapping[str, Any], updater: StatusUpdater, *,
                  on_unavailable: Callable[[FrontierError], None] | None = None,
@@ -373,7 +371,7 @@ class FrontierWriter:
             self.frontier = self.opener(self.conf)
             return True
         except FrontierError as exc:
-            self.retry_at = time.time() + self.retry_secs
+            self.retry_at = time.time() + RETRY_SECS
             self.on_unavailable(exc)
             return False
 

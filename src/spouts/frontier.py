@@ -35,7 +35,6 @@ class FrontierSpout(OwlerComponent, Spout):
     def next_tuple(self):
         now = time.time()
         nxt = self.feed.next(now)
-        self.gauges.update(self.feed.gauges())
         self.write_stats()
         if nxt is None:
             time.sleep(0.05)  # nothing due: do not spin the multilang loop
@@ -51,8 +50,9 @@ class FrontierSpout(OwlerComponent, Spout):
     def fail(self, tup_id):
         self.feed.fail(tup_id)
 
-    def collect(self, counters, gauges):
+    def collect(self, counters, gauges):  # at snapshot time only, not per tuple
         counters.update(self.feed.counters)
+        gauges.update(self.feed.gauges())
 
     def shutdown(self):
         self.feed.close()

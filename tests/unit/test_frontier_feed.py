@@ -7,8 +7,8 @@ import time
 import pytest
 
 from owler.constants import Status
-from owler.frontier import FrontierError, StatusUpdate, tag_rules
-from owler.frontier.feed import RETRY_SECS, FrontierFeed, lease_owner
+from owler.frontier import RETRY_SECS, FrontierError, StatusUpdate, tag_rules
+from owler.frontier.feed import FrontierFeed, lease_owner
 from owler.frontier.sqlite import SQLiteFrontier
 from owler.scheduler import DefaultScheduler
 from owler.status import FrontierUnavailable, FrontierWriter, StatusUpdater, commit_settings
@@ -185,7 +185,7 @@ def test_the_frontier_writer_reopens_an_unavailable_frontier_at_most_every_few_s
     assert len(told) == 1 and writer.frontier is None
     with pytest.raises(FrontierUnavailable):
         writer.write([])
-    assert len(calls) == 1  # within retry_secs: not tried again
+    assert len(calls) == 1  # within RETRY_SECS: not tried again
     writer.retry_at = 0
     with pytest.raises(FrontierUnavailable):
         writer.write([])

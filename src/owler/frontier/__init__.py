@@ -31,6 +31,7 @@ from owler.constants import FRONTIER_BACKEND_KEY, SQLITE_PATH_KEY, Status
 
 __all__ = [
     "NEVER",
+    "RETRY_SECS",
     "DEFAULT_KEY",
     "StatusUpdate",
     "FrontierRecord",
@@ -44,6 +45,10 @@ __all__ = [
 #: Stored next fetch date of a URL that is never to be fetched again: 9999-12-31T23:59:59Z.
 #: Chosen far beyond any ``now`` so no due-query ever returns it; reported as ``None``.
 NEVER = 253402300799.0
+
+#: Seconds between two attempts to open a frontier that could not be opened (spouts, status
+#: updaters: they keep running meanwhile).
+RETRY_SECS = 5.0
 
 #: Partition key of a URL whose key cannot be computed (StormCrawler's ``_DEFAULT_``).
 DEFAULT_KEY = "_DEFAULT_"

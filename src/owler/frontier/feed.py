@@ -40,12 +40,10 @@ from typing import Any, Callable, Mapping
 from owler import conf as C
 from owler.constants import (FRONTIER_BACKEND_KEY, MESSAGE_TIMEOUT_KEY, MIN_DELAY_QUERIES_KEY,
                              STORM_ID_KEY)
-from owler.frontier import FrontierError, open_frontier
+from owler.frontier import RETRY_SECS, FrontierError, open_frontier
 from owler.task.shard import Shard
 
 log = logging.getLogger("owler.frontier.feed")
-
-RETRY_SECS = 5.0
 
 
 def lease_owner(conf: Mapping[str, Any], component: str, task_id: Any) -> str:

@@ -102,7 +102,7 @@ class OpenSearchFrontier:
         self.leases_index = f"{self.index}_leases"
         self.routing = C.get_bool(conf, "opensearch.status.routing", False)
         self.partition_mode = partition_mode(conf)
-        self.tag_rules = tag_rules(conf.get(FRONTIER_TAGS_KEY) or {})
+        self.tag_rules = tag_rules(conf.get(FRONTIER_TAGS_KEY))
         self.interest = [str(t) for t in C.get_list(conf, INTEREST_TAGS_KEY, [])]
         self.not_interest = [str(t) for t in C.get_list(conf, EXCLUDE_TAGS_KEY, [])]
         self.lease_ttl = C.get_float(conf, "frontier.lease.ttl", 0.0) or (

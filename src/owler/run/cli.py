@@ -26,6 +26,18 @@ def _add_conf_args(p: argparse.ArgumentParser) -> None:
                    help="override one crawler key (repeatable)")
 
 
+def _open_frontier(conf: dict, command: str):
+    """``(frontier, None)``, or ``(None, exit code)`` after saying why the frontier cannot be
+    used: 3 when it cannot be reached (a service is down), 1 otherwise."""
+    from owler.frontier import FrontierError, open_frontier
+
+    try:
+        return open_frontier(conf), None
+    except FrontierError as exc:
+        print(f"owler {command}: cannot use the frontier: {exc}", file=sys.stderr)
+        return None, 3 if "cannot reach" in str(exc) else 1
+
+
 def cmd_inject(args) -> int:
     """``owler inject SEEDS_FILE``: add seeds (StormCrawler's seed format, ``-`` for stdin) to the
     frontier as DISCOVERED, due now, through the URL filters and the blacklists; known URLs are left
@@ -33,7 +45,7 @@ def cmd_inject(args) -> int:
     the frontier cannot be reached."""
     from owler.blacklist import Blacklist
     from owler.filters import URLFilters
-    from owler.frontier import FrontierError, open_frontier
+    from owler.frontier import FrontierError
     from owler.seeds import SeedFileError, read_seed_file
 
     conf = C.absolute_paths(_conf(args))
@@ -57,11 +69,9 @@ def cmd_inject(args) -> int:
             print(f"owler inject: blacklisted ({listed}): {url}", file=sys.stderr)
             continue
         accepted.append((out, md))
-    try:
-        frontier = open_frontier(conf)
-    except FrontierError as exc:
-        print(f"owler inject: cannot use the frontier: {exc}", file=sys.stderr)
-        return 3 if "cannot reach" in str(exc) else 1
+    frontier, rc = _open_frontier(conf, "inject")
+    if frontier is None:
+        return rc
     try:
         n = frontier.inject(accepted, time.time()) if accepted else 0
     except FrontierError as exc:
@@ -94,7 +104,7 @@ def cmd_status(args) -> int:
     progress file its files and problems; with ``metrics.opensearch`` the latest metrics per
     component (:mod:`owler.run.report`). ``--json`` prints one object."""
     from owler.constants import STATUS_NAMES
-    from owler.frontier import FrontierError, open_frontier
+    from owler.frontier import FrontierError
 
     conf = C.absolute_paths(_conf(args))
     path = conf.get(SQLITE_PATH_KEY)
@@ -102,11 +112,9 @@ def cmd_status(args) -> int:
         print(f"owler status: no frontier at {path} (run `owler inject SEEDS` first)",
               file=sys.stderr)
         return 1
-    try:
-        frontier = open_frontier(conf)
-    except FrontierError as exc:
-        print(f"owler status: cannot use the frontier: {exc}", file=sys.stderr)
-        return 3 if "cannot reach" in str(exc) else 1
+    frontier, rc = _open_frontier(conf, "status")
+    if frontier is None:
+        return rc
     try:
         frontier.refresh()
         now = time.time()

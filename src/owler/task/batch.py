@@ -20,19 +20,10 @@ class Committed:
     #: positions in ``items`` whose write failed; ``None`` when the batch failed as a whole
     failed: frozenset[int] | None
     error: BaseException | None = None
-    tuples: int = 0
 
     @property
     def ok(self) -> bool:
         return self.error is None
-
-    def written(self) -> Iterable[Any]:
-        """The items that were written."""
-        if self.failed is None:
-            return ()
-        if not self.failed:
-            return self.items
-        return (item for i, item in enumerate(self.items) if i not in self.failed)
 
 
 class CommitBatch:
@@ -82,13 +73,13 @@ class CommitBatch:
         except Exception as exc:  # noqa: BLE001 - the caller reports it; Storm replays the tuples
             for token, _, _ in tokens:
                 self._fail(token)
-            return Committed(items, None, exc, len(tokens))
+            return Committed(items, None, exc)
         for token, start, end in tokens:
             if failed and any(i in failed for i in range(start, end)):
                 self._fail(token)
             else:
                 self._ack(token)
-        return Committed(items, failed, None, len(tokens))
+        return Committed(items, failed)
 
     def fail_all(self) -> int:
         """Fail every waiting tuple (their effects are undone or never happened); how many."""
