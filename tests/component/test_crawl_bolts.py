@@ -12,7 +12,7 @@ from owler import wire
 from owler.conf import load_conf
 from owler.frontier import open_frontier
 from tests.component.multilang import ShellComponent
-from tests.farm.harness import FarmProcess
+from tests.farm.harness import FarmProcess, min_interval
 
 
 @pytest.fixture
@@ -197,3 +197,48 @@ def test_two_spout_tasks_split_the_queues(conf, tmp_path):
     finally:
         for s in spouts:
             s.close()
+
+
+def fetch_all(bolt, items, timeout=20):
+    """Submit ``(url, key, tid)`` items to a fetcher bolt; every message, once all are acked."""
+    for url, key, tid in items:
+        bolt.process([url, key, {}], tid=tid)
+    msgs, done = [], set()
+    while len(done) < len(items):
+        for m in bolt.read_until(lambda m: m.get("command") in ("ack", "fail"), timeout=timeout):
+            msgs.append(m)
+            if m.get("command") in ("ack", "fail"):
+                assert m["command"] == "ack", m
+                done.add(m["id"])
+    return msgs
+
+
+def test_robots_file_skip_fetches_no_robots_txt_and_allows_everything(conf, tmp_path):
+    with FarmProcess(1, tmp_path / "access.log") as farm:
+        bolt = ShellComponent("bolts.fetcher.FetcherBolt", {**conf, "http.robots.file.skip": True},
+                              tmp_path, "fetcher")
+        try:
+            host = farm.url(0).split("/")[2].split(":")[0]
+            msgs = fetch_all(bolt, [(farm.url(0, "/private/secret"), host, "p")])  # disallowed
+        finally:
+            bolt.close()
+        page = emits(msgs)[0]["tuple"]
+        assert b"private" in wire.decode_content(page[1])
+        assert [e["path"] for e in farm.access_log()] == ["/private/secret"]
+
+
+def test_fetcher_queue_mode_makes_one_polite_queue_of_differently_keyed_urls(conf, tmp_path):
+    delay = 0.6
+    gaps = {}
+    for mode in ("", "byHost"):  # the tuples' keys differ, as if partitioned by something else
+        with FarmProcess(1, tmp_path / f"access{mode}.log") as farm:
+            bolt = ShellComponent("bolts.fetcher.FetcherBolt",
+                                  {**conf, "fetcher.server.delay": delay, "fetcher.queue.mode": mode},
+                                  tmp_path / f"run{mode}", "fetcher")
+            try:
+                fetch_all(bolt, [(farm.url(0, f"/page/{n}"), f"key{n}", f"t{n}") for n in (1, 2, 3)])
+            finally:
+                bolt.close()
+            gaps[mode] = min_interval(farm.access_log())
+    assert gaps[""] < delay / 2  # three queues: fetched at once
+    assert gaps["byHost"] >= delay * 0.95  # one queue per host: the delay holds between them
