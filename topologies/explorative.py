@@ -48,3 +48,10 @@ class Explorative(Topology):
         inputs={fetcher[STATUS_STREAM]: Grouping.fields("url"),
                 parser[STATUS_STREAM]: Grouping.fields("url"),
                 blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})
+
+    @staticmethod
+    def check_conf(conf: dict) -> None:
+        """Raise ConfError for bad fetcher keys before Storm starts (``owler run`` calls it)."""
+        from owler.fetch.engine import queue_mode
+
+        queue_mode(conf)

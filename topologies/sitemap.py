@@ -78,6 +78,7 @@ class Sitemap(Topology):
     @staticmethod
     def check_conf(conf: dict) -> None:
         """Raise ConfError for bad sitemap keys before Storm starts (``owler run`` calls it)."""
+        from owler.fetch.engine import queue_mode
         from owler.frontier import tag_rules
         from owler.scheduler import load_scheduler
         from owler.sitemap.processor import SitemapProcessor
@@ -89,6 +90,7 @@ class Sitemap(Topology):
                             f"(isSitemap=true, isDiscoveredOnSitemap=true); missing {missing}")
         SitemapProcessor(conf)
         load_scheduler(conf)
+        queue_mode(conf)
 
     status = StatusUpdaterBolt.spec(
         name="status", par=1, config={**TICK, METADATA_TRANSFER_KEY: TRANSFER},

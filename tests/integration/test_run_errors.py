@@ -38,6 +38,14 @@ def test_unknown_topology_and_bad_yaml(tmp_path):
     assert r.returncode == 2 and "missing.txt" in r.stderr
 
 
+@pytest.mark.parametrize("topology", ["explorative", "sitemap"])
+def test_a_bad_fetcher_key_is_refused_before_storm_starts(tmp_path, topology):
+    r = owler("run", topology, "--conf", str(conf_file(tmp_path)), "-o", "fetcher.queue.mode=byPlanet",
+              timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "configuration error: fetcher.queue.mode" in r.stderr and "byPlanet" in r.stderr
+
+
 def test_missing_java_is_a_clear_error(tmp_path):
     env = {**os.environ, "PATH": "/usr/bin:/bin", "JAVA_HOME": ""}
     r = subprocess.run(["/usr/bin/env", "-u", "JAVA_HOME", "PATH=/nonexistent", sys.executable,
