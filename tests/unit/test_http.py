@@ -73,8 +73,14 @@ def make_app(seen: list) -> web.Application:
         return web.Response(body=c.compress(b"raw deflate") + c.flush(),
                             headers={"Content-Encoding": "deflate"})
 
-    async def brotli(request):
-        return web.Response(body=b"\x8b\x00\x80opaque", headers={"Content-Encoding": "br"})
+    async def brotli_body(request):
+        import brotli
+
+        return web.Response(body=brotli.compress(b"brotli text " * 50),
+                            headers={"Content-Encoding": "br"})
+
+    async def lzw(request):
+        return web.Response(body=b"opaque", headers={"Content-Encoding": "compress"})
 
     async def bad_gzip(request):
         return web.Response(body=b"this is not gzip", headers={"Content-Encoding": "gzip"})
@@ -114,7 +120,8 @@ def make_app(seen: list) -> web.Application:
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/gzip", gz)
     app.router.add_get("/deflate", deflate_raw)
-    app.router.add_get("/br", brotli)
+    app.router.add_get("/br", brotli_body)
+    app.router.add_get("/lzw", lzw)
     app.router.add_get("/badgzip", bad_gzip)
     app.router.add_get("/bomb", bomb)
     app.router.add_get("/big", big)
@@ -205,7 +212,7 @@ def test_200_body_headers_ip_and_request_bytes():
     # the server saw our headers
     h = seen[0]["headers"]
     assert h["User-Agent"] == "TestBot/1"
-    assert h["Accept-Encoding"] == "gzip, deflate"
+    assert h["Accept-Encoding"] == "gzip, deflate, br, zstd"
     assert "Cookie" not in h
     assert seen[0]["path"] == "/page?q=1&b=%2F"  # sent as given, not re-quoted
     req = res.request_bytes()
@@ -259,12 +266,13 @@ def test_redirect_target_absolute_and_missing():
 
 
 def test_gzip_and_deflate_decoded_unknown_kept():
-    (gz, dfl, br), _ = fetch_all(["/gzip", "/deflate", "/br"])
+    (gz, dfl, br, lzw), _ = fetch_all(["/gzip", "/deflate", "/br", "/lzw"])
     assert gz.ok and gz.content == b"decoded text " * 100
     assert gz.decoded_from == "gzip" and gz.content_encoding is None
     assert gz.header("Content-Encoding") == "gzip"  # raw headers untouched
     assert dfl.content == b"raw deflate"
-    assert br.ok and br.content == b"\x8b\x00\x80opaque" and br.content_encoding == "br"
+    assert br.ok and br.content == b"brotli text " * 50 and br.decoded_from == "br"
+    assert lzw.ok and lzw.content == b"opaque" and lzw.content_encoding == "compress"
 
 
 def test_corrupt_gzip_is_malformed_response():
@@ -302,6 +310,33 @@ def test_decode_body_limits_and_multimember():
     assert 0 < len(part) < 25600
     assert decode_body(b"x", "identity", 10) == (b"x", None, None)
     assert decode_body(zlib.compress(b"zz"), "deflate", 10)[0] == b"zz"
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br", "zstd", "br, gzip"])
+def test_every_coding_is_decoded_bounded_and_refuses_garbage(coding):
+    import brotli
+    import zstandard
+
+    from owler.fetch.http import DecodeError, TooLarge
+
+    encode = {"gzip": gzip.compress, "deflate": zlib.compress, "br": brotli.compress,
+              "zstd": zstandard.ZstdCompressor().compress}
+
+    def encoded(data: bytes) -> bytes:
+        for c in coding.split(", "):
+            data = encode[c](data)
+        return data
+
+    text = b"".join(b"%07d " % i for i in range(200_000))  # 1.6 MB: several zstd blocks
+    assert decode_body(encoded(text), coding, len(text)) == (text, None, coding)
+    with pytest.raises(TooLarge):  # a bomb: refused once the output passes the limit
+        decode_body(encoded(b"\0" * 20_000_000), coding, 2_000_000)
+    whole = encoded(text)
+    part = decode_body(whole[: len(whole) * 3 // 4], coding, 10**7)[0]
+    assert 0 < len(part) < len(text) and text.startswith(part)  # a cut stream: what it holds
+    for junk in (b"<html>plain</html>", b"\x00" * 64, whole[:4]):
+        with pytest.raises(DecodeError):
+            decode_body(junk, coding, 10**6)
 
 
 def test_content_limit_truncates_and_drops_connection():

@@ -173,6 +173,68 @@ def test_damaged_records_get_an_error_with_its_cause():
     assert out.kind == "page" and len(out.content) == 10 and out.metadata["http.trimmed"]
 
 
+def stored(body: bytes, *headers: tuple[str, str]) -> bytes:
+    """An HTTP response block whose headers are kept as the server sent them while the body is
+    stored as given (de-chunked, decoded), as wget, pywb and Common Crawl stored them."""
+    head = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
+    return head.encode("latin-1") + body
+
+
+def test_a_body_stored_de_chunked_is_read_as_it_is():
+    body = G.page("hello", ["/a", "/b"])
+    out = outcome(stored(body, ("Transfer-Encoding", "chunked")))
+    assert out.status == Status.FETCHED and out.content == body
+    assert out.metadata["warc.lenient"] == ["not-chunked"]
+    # a body that starts like a chunk size but is not chunked further on
+    text = b"abc\r\n<html><a href='/x'>x</a>" + b"<p>text</p>" * 300 + b"</html>"
+    out = outcome(stored(text, ("Transfer-Encoding", "chunked")))
+    assert out.content == text and out.metadata["warc.lenient"] == ["not-chunked"]
+    # really chunked: de-chunked, nothing noted; extensions, bare LF and a cut last chunk
+    for block in (b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", b"5\nhello\n6\n world\n0\n\n",
+                  b"5\r\nhello\r\n6\r\n wor"):
+        out = outcome(stored(block, ("Transfer-Encoding", "chunked")))
+        assert out.content.startswith(b"hello wor") and "warc.lenient" not in out.metadata
+    # chunked up to a break: the chunks, then the rest as it is
+    out = outcome(stored(b"2\r\nab\r\n2\r\ncd\r\nzz rest", ("Transfer-Encoding", "chunked")))
+    assert out.content == b"abcdzz rest" and out.metadata["warc.lenient"] == ["chunks-broken"]
+
+
+def test_a_body_stored_decoded_is_read_as_it_is():
+    body = G.page("hello", ["/a"])
+    for coding in ("gzip", "x-gzip", "deflate", "br", "gzip, br", "zstd"):
+        out = outcome(stored(body, ("Content-Encoding", coding)))
+        assert out.status == Status.FETCHED and out.content == body, coding
+        assert out.metadata["warc.lenient"] == ["not-encoded:" + coding.replace(" ", "")], coding
+    # both at once, as Common Crawl stored many records
+    out = outcome(stored(body, ("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip")))
+    assert out.content == body
+    assert out.metadata["warc.lenient"] == ["not-chunked", "not-encoded:gzip"]
+    # UTF-16 text has NUL bytes and is still text
+    utf16 = "\ufeff<html>héllo</html>".encode("utf-16")
+    assert outcome(stored(utf16, ("Content-Encoding", "gzip"))).content == utf16
+    # corrupt compressed data is not text: still an error, never a page of garbage
+    junk = gzip.compress(body)[:10] + bytes(range(256))
+    out = outcome(stored(b"\x00" + junk, ("Content-Encoding", "gzip")))
+    assert out.status == Status.ERROR and out.metadata["error.cause"] == ["content_encoding"]
+
+
+def test_brotli_bodies_are_decoded_within_the_limit():
+    import brotli
+
+    body = G.page("hello", ["/a"])
+    out = outcome(stored(brotli.compress(body), ("Content-Encoding", "br")))
+    assert out.status == Status.FETCHED and out.content == body
+    assert "warc.lenient" not in out.metadata
+    bomb = brotli.compress(b"\0" * 5_000_000)
+    out = outcome(stored(bomb, ("Content-Encoding", "br")),
+                  conf={"http.max.decompressed.size": 1_000_000})
+    assert out.status == Status.ERROR and out.metadata["error.cause"] == ["too_large_decompressed"]
+    cut = brotli.compress(bytes(range(256)) * 400)[:-40]  # a truncated stream: what decodes
+    out = outcome(stored(cut, ("Content-Encoding", "br")))
+    assert out.status == Status.FETCHED and 0 < len(out.content) < 256 * 400
+
+
 def test_other_records_are_only_archived():
     raw = G.record("request", "http://x.example/", b"GET / HTTP/1.1\r\n\r\n")
     assert RecordParser({}).outcome("http://x.example/", raw, {}).kind == "archive"

@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import io
 import ipaddress
 import socket
 import ssl
@@ -58,6 +59,8 @@ from typing import Any, Mapping
 from urllib.parse import urljoin
 
 import aiohttp
+import brotli
+import zstandard
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 from yarl import URL
@@ -69,7 +72,7 @@ from owler.constants import (AGENT_NAME_KEY, CONTENT_LIMIT_KEY, FETCHER_THREADS_
 
 DEFAULT_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 DEFAULT_ACCEPT_LANGUAGE = "en-us,en-gb,en;q=0.7,*;q=0.3"
-ACCEPT_ENCODING = "gzip, deflate"  # br only if a brotli decoder is installed (it is not)
+ACCEPT_ENCODING = "gzip, deflate, br, zstd"
 
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
 _THIS_NET = ipaddress.ip_network("0.0.0.0/8")
@@ -241,6 +244,10 @@ class _TooLarge(Exception):
 TooLarge = _TooLarge
 
 
+class DecodeError(ValueError):
+    """A body that its Content-Encoding cannot decode (corrupt from its first bytes)."""
+
+
 def _inflate(data: bytes, wbits: int, max_out: int) -> bytes:
     """Decompress with at most ``max_out`` bytes of output (raises _TooLarge beyond, having held
     no more than that), following concatenated gzip members. A truncated stream gives what could
@@ -266,33 +273,86 @@ def _inflate(data: bytes, wbits: int, max_out: int) -> bytes:
                 if total > max_out:
                     raise _TooLarge
                 out.append(buf)
-        except zlib.error:
+        except zlib.error as exc:
             if first:
-                raise
+                raise DecodeError(str(exc)) from None
             break
+        if first and not total and not d.eof:
+            raise DecodeError("the stream ends before any data")
         first = False
         data = d.unused_data if d.eof and wbits > 16 else b""
     return b"".join(out)
 
 
+def _unbrotli(data: bytes, max_out: int) -> bytes:
+    """Brotli with at most ``max_out`` bytes of output (raises _TooLarge beyond); a truncated
+    stream gives what could be decoded, a corrupt one nothing."""
+    d = brotli.Decompressor()
+    out: list[bytes] = []
+    total = 0
+    try:
+        buf = d.process(data, output_buffer_limit=max_out + 1)
+        while True:
+            total += len(buf)
+            if total > max_out:
+                raise _TooLarge
+            out.append(buf)
+            if d.is_finished() or d.can_accept_more_data():
+                break
+            buf = d.process(b"", output_buffer_limit=max_out - total + 1)
+    except brotli.error as exc:  # no checksum to tell garbage late in a stream: none of it
+        raise DecodeError(f"brotli: {exc}") from None
+    if data and not total and not d.is_finished():
+        raise DecodeError("brotli: the stream ends before any data")
+    return b"".join(out)
+
+
+def _unzstd(data: bytes, max_out: int) -> bytes:
+    """Zstandard (all frames) with at most ``max_out`` bytes of output (raises _TooLarge beyond);
+    a truncated stream gives what could be decoded."""
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    out: list[bytes] = []
+    total = 0
+    try:
+        while buf := reader.read(min(_CHUNK, max_out - total + 1)):
+            total += len(buf)
+            if total > max_out:
+                raise _TooLarge
+            out.append(buf)
+    except zstandard.ZstdError as exc:
+        raise DecodeError(str(exc)) from None
+    if data and not total:
+        raise DecodeError("zstd: no data decoded")
+    return b"".join(out)
+
+
+_CODINGS = ("gzip", "x-gzip", "deflate", "br", "zstd")
+
+
 def decode_body(data: bytes, encoding: str | None, max_out: int) -> tuple[bytes, str | None, str | None]:
-    """Undo a Content-Encoding. Returns (content, still_encoded, decoded_from). Raises _TooLarge
-    over ``max_out`` decoded bytes and zlib.error on corrupt data."""
+    """Undo a Content-Encoding (gzip, deflate, br, zstd, in the order applied). Returns (content,
+    still_encoded, decoded_from): ``still_encoded`` names codings it does not know (the data is
+    then returned as it was). Raises TooLarge over ``max_out`` decoded bytes and DecodeError when
+    the data is not in the coding named."""
     if not encoding:
         return data, None, None
     codings = [c.strip().lower() for c in encoding.split(",") if c.strip()]
     codings = [c for c in codings if c != "identity"]
     if not codings:
         return data, None, None
-    if any(c not in ("gzip", "x-gzip", "deflate") for c in codings):
+    if any(c not in _CODINGS for c in codings):
         return data, encoding.strip(), None
     for coding in reversed(codings):
         if coding in ("gzip", "x-gzip"):
             data = _inflate(data, 16 + zlib.MAX_WBITS, max_out)
+        elif coding == "br":
+            data = _unbrotli(data, max_out)
+        elif coding == "zstd":
+            data = _unzstd(data, max_out)
         else:  # deflate: zlib-wrapped per the RFC, raw deflate in practice too
             try:
                 data = _inflate(data, zlib.MAX_WBITS, max_out)
-            except zlib.error:
+            except DecodeError:
                 data = _inflate(data, -zlib.MAX_WBITS, max_out)
     return data, None, ", ".join(codings)
 
@@ -486,7 +546,7 @@ class HttpFetcher:
             self._fail(res, "too_large_decompressed",
                        f"decoded body exceeds http.max.decompressed.size={self.max_decompressed}")
             return
-        except zlib.error as exc:
+        except DecodeError as exc:
             self._fail(res, "malformed_response", f"cannot decode {res.header('Content-Encoding')}: {exc}")
             return
         if limit >= 0 and len(content) > limit:

@@ -5,15 +5,17 @@ bytes; the WARC copy bolt appends those bytes unchanged to the output (:mod:`owl
 the parser bolt turns an HTTP response into what a fetch would have given, with
 :func:`record_outcome`, following StormCrawler's WARCSpout:
 
-- a 200 response is a fetched page: payload de-chunked and decoded (gzip, x-gzip, deflate) and cut
-  to ``http.content.limit`` (``http.trimmed``), then parsed as the explorative crawl parses pages
-  (its status FETCHED and its outlinks go through the same URL filters and blacklist);
+- a 200 response is a fetched page: payload de-chunked and decoded (gzip, x-gzip, deflate, br) and
+  cut to ``http.content.limit`` (``http.trimmed``), then parsed as the explorative crawl parses
+  pages (its status FETCHED and its outlinks go through the same URL filters and blacklist). Real
+  archives often store the body already de-chunked or decoded while the headers still name the
+  coding; such a body is read as it is (as warcio and pywb read it) and ``warc.lenient`` says so;
 - 304 → FETCHED; another 3xx → REDIRECTION with ``_redirTo`` (the target is an outlink when
   ``redirections.allowed``); anything else → FETCH_ERROR (``fetch.statusCode``);
-- a record whose digest does not match, a response whose HTTP head cannot be read, or whose
-  Content-Encoding cannot be decoded (br, zstd, …) → ERROR with ``error.cause`` (``warc.digest``,
-  ``warc.http``, ``content_encoding``, ``too_large_decompressed``) and ``error.message``: the
-  record is still archived as it was;
+- a record whose digest does not match, a response whose HTTP head cannot be read, or whose body
+  is neither in its Content-Encoding (corrupt, or zstd, compress, …) nor readable as it is → ERROR
+  with ``error.cause`` (``warc.digest``, ``warc.http``, ``content_encoding``,
+  ``too_large_decompressed``) and ``error.message``: the record is still archived as it was;
 - every other record (request, metadata, revisit, resource, warcinfo, a response that is not HTTP)
   is archived and not parsed.
 
@@ -30,6 +32,7 @@ Config keys: ``http.content.limit``, ``http.max.decompressed.size``, ``redirecti
 from __future__ import annotations
 
 import datetime as dt
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -40,7 +43,7 @@ from owler import wire
 from owler.constants import (CONTENT_LIMIT_KEY, ERROR_CAUSE, ERROR_MESSAGE, FETCH_STATUS_CODE,
                              FETCH_TIME, MD_PREFIX_KEY, REDIRECT_TO, REDIRECTIONS_KEY,
                              STORE_HEADERS_KEY, Status)
-from owler.fetch.http import TooLarge, decode_body, max_decompressed_size
+from owler.fetch.http import DecodeError, TooLarge, decode_body, max_decompressed_size
 from owler.metadata import set_value
 from owler.warc.reader import HEAD_END, InputRecord, check_digests, parse_head
 
@@ -52,6 +55,10 @@ WARC_KEY = "warc.record.key"  # position of a record inside a multi-record membe
 FILE_ID = "warc.file.id"  # the input file's id in the progress file (owler.warc.progress)
 HTTP_TRIMMED = "http.trimmed"
 HTTP_TRIMMED_REASON = "http.trimmed.reason"
+#: how a record's body was read against what its HTTP headers say (``not-chunked``: said chunked,
+#: stored de-chunked; ``chunks-broken``: chunked up to a break, the rest kept as it is;
+#: ``not-encoded:gzip``: said compressed, stored decoded)
+LENIENT = "warc.lenient"
 
 
 class RecordError(ValueError):
@@ -114,8 +121,8 @@ def parse_raw(raw: bytes) -> tuple[str, dict[str, str], bytes]:
             data = d.decompress(raw) + d.flush()
         except zlib.error as exc:
             raise RecordError(f"record member does not inflate: {exc}") from None
-    try:
-        head = parse_head(data)
+    try:  # a member may begin with the CRLFs that end the record before it (misaligned members)
+        head = parse_head(data, len(data) - len(data.lstrip(b"\r\n")))
     except ValueError as exc:
         raise RecordError(str(exc)) from None
     if head is None:
@@ -148,26 +155,52 @@ def parse_http_response(block: bytes) -> tuple[int, str, str, list[tuple[str, st
     return int(parts[1]), parts[2] if len(parts) > 2 else "", parts[0][5:], headers, body
 
 
-def dechunk(body: bytes) -> bytes:
-    """Undo chunked transfer coding (lenient: a cut last chunk keeps what is there)."""
-    out = []
-    pos = 0
-    n = len(body)
+#: a chunk-size line: hex digits, optional extensions, CRLF (a bare LF is tolerated)
+_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r?\n")
+
+
+def dechunk(body: bytes) -> tuple[bytes, int, bool]:
+    """Undo chunked transfer coding as far as the chunk structure holds.
+
+    Returns ``(data, chunks, whole)``: the data of the ``chunks`` chunks read, and whether the
+    structure held to its end (the last chunk or the end of a cut body). When it breaks, ``data``
+    is what came before the break followed by the rest of the body as it is (warcio's reading)."""
+    out: list[bytes] = []
+    pos, n, chunks = 0, len(body), 0
     while pos < n:
-        eol = body.find(b"\r\n", pos)
-        if eol < 0:
-            break
-        size_text = body[pos:eol].split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise ValueError(f"bad chunk size {size_text[:20]!r}") from None
+        m = _CHUNK_LINE.match(body, pos)
+        if m is None:
+            out.append(body[pos:])
+            return b"".join(out), chunks, False
+        size = int(m.group(1), 16)
         if size == 0:
             break
-        start = eol + 2
-        out.append(body[start:start + size])
-        pos = start + size + 2
-    return b"".join(out)
+        start = m.end()
+        end = start + size
+        out.append(body[start:end])
+        chunks += 1
+        if body.startswith(b"\r\n", end):
+            pos = end + 2
+        elif body.startswith(b"\n", end):
+            pos = end + 1
+        elif end >= n:  # a cut last chunk: keep what is there
+            break
+        else:
+            out.append(body[end:])
+            return b"".join(out), chunks, False
+    return b"".join(out), chunks, True
+
+
+def _looks_decoded(data: bytes) -> bool:
+    """Whether ``data`` reads as text rather than as compressed bytes: no NUL and at most 1% control
+    bytes in its first 2 KiB (compressed data has about 11%); a UTF-16 BOM counts as text."""
+    head = data[:2048]
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return True
+    if b"\x00" in head:
+        return False
+    controls = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13, 27))
+    return controls * 100 <= len(head)
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str | None:
@@ -229,22 +262,36 @@ class RecordParser:
             return RecordOutcome("status", md, status, outlinks=outlinks)
         if status is Status.FETCH_ERROR or code == 304:
             return RecordOutcome("status", md, status)
-        # a page: the body as the client would have had it
+        # a page: the body as the client would have had it. Archives often hold it already
+        # de-chunked or decoded while the headers still name the coding (wget, pywb and Common
+        # Crawl stored it so): then the body is used as it is, noted under warc.lenient.
+        lenient: list[str] = []
         if "chunked" in (_header(http_headers, "transfer-encoding") or "").lower():
-            try:
-                body = dechunk(body)
-            except ValueError as exc:
-                return self._error(md, "warc.http", f"broken chunked body: {exc}")
+            data, chunks, whole = dechunk(body)
+            if whole:
+                body = data
+            elif chunks <= 1:
+                lenient.append("not-chunked")
+            else:
+                body = data
+                lenient.append("chunks-broken")
+        encoding = _header(http_headers, "content-encoding")
         try:
-            content, still, _ = decode_body(body, _header(http_headers, "content-encoding"),
-                                            self.max_decompressed)
+            content, still, _ = decode_body(body, encoding, self.max_decompressed)
+            problem = f"unsupported Content-Encoding {still}" if still else ""
         except TooLarge:
             return self._error(md, "too_large_decompressed",
                                f"decoded body over {self.max_decompressed} bytes")
-        except zlib.error as exc:
-            return self._error(md, "content_encoding", f"corrupt compressed body: {exc}")
-        if still:
-            return self._error(md, "content_encoding", f"unsupported Content-Encoding {still}")
+        except DecodeError as exc:
+            problem = f"corrupt compressed body: {exc}"
+        if problem:
+            if not _looks_decoded(body):
+                return self._error(md, "content_encoding", problem)
+            content = body
+            lenient.append("not-encoded:" + ",".join(
+                c.strip() for c in encoding.lower().split(",") if c.strip()))
+        if lenient:
+            md[LENIENT] = lenient
         if 0 <= self.content_limit < len(content):
             content = content[: self.content_limit]
             md[HTTP_TRIMMED] = ["true"]
