@@ -51,7 +51,7 @@ class Explorative(Topology):
 
     @staticmethod
     def check_conf(conf: dict) -> None:
-        """Raise ConfError for bad fetcher keys before Storm starts (``owler run`` calls it)."""
-        from owler.fetch.engine import queue_mode
+        """Raise ConfError for bad fetch keys before Storm starts (``owler run`` calls it)."""
+        from owler.fetch.engine import check_conf as check_fetch_conf
 
-        queue_mode(conf)
+        check_fetch_conf(conf)

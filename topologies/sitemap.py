@@ -78,7 +78,7 @@ class Sitemap(Topology):
     @staticmethod
     def check_conf(conf: dict) -> None:
         """Raise ConfError for bad sitemap keys before Storm starts (``owler run`` calls it)."""
-        from owler.fetch.engine import queue_mode
+        from owler.fetch.engine import check_conf as check_fetch_conf
         from owler.frontier import tag_rules
         from owler.scheduler import load_scheduler
         from owler.sitemap.processor import SitemapProcessor
@@ -90,7 +90,7 @@ class Sitemap(Topology):
                             f"(isSitemap=true, isDiscoveredOnSitemap=true); missing {missing}")
         SitemapProcessor(conf)
         load_scheduler(conf)
-        queue_mode(conf)
+        check_fetch_conf(conf)
 
     status = StatusUpdaterBolt.spec(
         name="status", par=1, config={**TICK, METADATA_TRANSFER_KEY: TRANSFER},

@@ -16,8 +16,9 @@ import pytest
 from aiohttp import web
 
 from owler.conf import ConfError
-from owler.fetch.http import (FetchResult, GuardedResolver, HttpFetcher, PrivateAddressError,
-                              decode_body, is_public_address, redirect_target, user_agent)
+from owler.fetch.http import (AddressGuard, FetchResult, GuardedResolver, HttpFetcher,
+                              PrivateAddressError, decode_body, is_public_address, redirect_target,
+                              user_agent)
 
 BIG = b"<html>" + b"x" * 100_000 + b"</html>"
 
@@ -501,6 +502,52 @@ def test_guard_refuses_literal_and_resolved_loopback():
     assert "127.0.0.1" in lit.error_message
     assert allowed.ok and allowed.status == 200
     assert len(seen) == 1  # only the allowed fetch reached the server
+
+
+@pytest.mark.parametrize("addr, public", [
+    ("::ffff:127.0.0.1", False), ("::ffff:7f00:1", False), ("[::ffff:10.0.0.1]", False),
+    ("64:ff9b::7f00:1", False), ("64:ff9b::808:808", True),  # NAT64 of loopback / of 8.8.8.8
+    ("2002:7f00:1::1", False), ("2002:808:808::1", True),  # 6to4 of loopback / of 8.8.8.8
+    ("fe80::1%eth0", False), ("169.254.169.254", False), ("::", False), ("0.0.0.0", False),
+    ("100.64.1.1", False), ("fd00::1", False), ("8.8.8.8", True), ("2001:4860:4860::8888", True),
+    ("127.1", False), ("2130706433", False), ("not an address", False)])
+def test_public_addresses_whatever_the_spelling(addr, public):
+    assert is_public_address(addr) is public
+
+
+def test_allowed_networks_open_exactly_their_addresses():
+    guard = AddressGuard(["127.0.1.0/24", "fd12::/16"])
+    assert guard.allows("127.0.1.9") and guard.allows("::ffff:127.0.1.9")
+    assert guard.allows("fd12::7") and guard.allows("8.8.8.8")
+    for refused in ("127.0.0.1", "127.0.2.1", "::1", "10.0.0.1", "fd13::1", "::ffff:127.0.2.1"):
+        assert not guard.allows(refused), refused
+    assert AddressGuard.from_conf({"http.allowed.networks": "10.1.0.0/16"}).allows("10.1.2.3")
+    with pytest.raises(ConfError, match="http.allowed.networks.*'10.0.0.300/8'"):
+        AddressGuard(["10.0.0.300/8"])
+
+
+def test_allowed_networks_in_the_fetcher_and_its_resolver():
+    """The farm on one loopback address is allowed; a canary on another is never reached, by
+    literal address, by name, or in an IPv6 spelling."""
+    async def main():
+        seen: list = []
+        async with web_server(seen) as base:
+            port = base.rsplit(":", 1)[1]
+            conf = make_conf(**{"http.allow.private.addresses": False,
+                                "http.allowed.networks": ["127.0.0.1/32"]})
+            async with HttpFetcher(conf, resolver=FakeResolver(["127.0.0.1"])) as f:
+                allowed = [await f.fetch(base + "/page"),
+                           await f.fetch(f"http://farm.example:{port}/page")]
+            async with HttpFetcher(conf, resolver=FakeResolver(["127.0.0.2"])) as f:
+                refused = [await f.fetch(f"http://canary.example:{port}/page"),
+                           await f.fetch(f"http://127.0.0.2:{port}/page"),
+                           await f.fetch(f"http://[::ffff:127.0.0.2]:{port}/page"),
+                           await f.fetch(f"http://[::1]:{port}/page")]
+            return allowed, refused, seen
+    allowed, refused, seen = asyncio.run(main())
+    assert all(r.ok for r in allowed) and len(seen) == 2
+    for r in refused:
+        assert r.error_cause == "private_address", r
 
 
 def test_fetch_before_start_and_close_twice():

@@ -50,7 +50,7 @@ from owler.constants import (ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE, FE
                              MD_PREFIX_KEY, QUEUE_TIMEOUT_KEY, REDIRECT_TO, REDIRECTIONS_KEY,
                              STORE_HEADERS_KEY, Status)
 from owler.fetch.discovery import SitemapDiscovery
-from owler.fetch.http import HttpFetcher, redirect_target
+from owler.fetch.http import AddressGuard, HttpFetcher, redirect_target
 from owler.fetch.politeness import FetchQueues
 from owler.fetch.robots import RobotsSource
 from owler.metadata import copy as md_copy
@@ -113,6 +113,13 @@ def queue_mode(conf: dict) -> str | None:
         raise C.ConfError(f"fetcher.queue.mode: expected one of {', '.join(PARTITION_MODES)} "
                           f"(or empty: the partition key), got {mode!r}")
     return mode
+
+
+def check_conf(conf: dict) -> None:
+    """Raise :class:`ConfError` for fetch keys that would stop a fetcher at start
+    (``fetcher.queue.mode``, ``http.allowed.networks``), before Storm starts (``owler run``)."""
+    queue_mode(conf)
+    AddressGuard.from_conf(conf)
 
 
 class FetchEngine:

@@ -18,10 +18,14 @@ given in ``error_message``.
 Private-address guard (an SSRF guard: a crawled page must not make the crawler fetch its own
 network): unless ``http.allow.private.addresses`` is true, no request
 goes to a loopback, private (RFC 1918, fc00::/7), link-local, multicast, unspecified, reserved,
-shared (CGNAT 100.64.0.0/10) or 0.0.0.0/8 address. Host names are resolved ONCE by
-:class:`GuardedResolver`, which drops non-public results before aiohttp connects to them, so the
+shared (CGNAT 100.64.0.0/10) or 0.0.0.0/8 address, nor to an IPv6 address carrying one (IPv4-mapped,
+NAT64 64:ff9b::/96, 6to4), except inside the networks listed in ``http.allowed.networks`` (CIDRs;
+the operator's own networks, the tests' loopback farm). Host names are resolved ONCE by
+:class:`GuardedResolver`, which drops refused results before aiohttp connects to them, so the
 address connected to is the address checked (no DNS-rebinding gap). Literal IPs are checked before
-the request; aiohttp itself rejects non-canonical IPv4 forms such as ``2130706433`` or ``127.1``.
+the request; the URL normaliser has already turned other IPv4 spellings (``2130706433``, ``127.1``,
+``0x7f.1``) into the dotted form, and aiohttp refuses those it is given directly. Every redirect
+hop is a fetch of its own through the same guard (redirects are never followed here).
 
 Config keys (crawler-conf.yaml):
 
@@ -36,6 +40,7 @@ http.timeout                    10000        ms; total, connect and read timeout
 http.content.limit              -1           max body bytes kept (raw and decoded), -1 = none
 http.max.decompressed.size      33554432     decoded bytes beyond which the fetch is refused
 http.allow.private.addresses    false        turn the private-address guard off
+http.allowed.networks           []           CIDRs allowed although not public
 http.trust.everything           false        do not verify TLS certificates
 http.keepalive.timeout          15.0         s an idle pooled connection is kept (owler key)
 fetcher.threads.number          10           pool limit = 2 x this
@@ -113,19 +118,36 @@ def user_agent(conf: Mapping[str, Any]) -> str:
 
 # ---- private-address guard -------------------------------------------------------------------
 
-def is_public_address(addr: str) -> bool:
-    """True when ``addr`` (an IP literal, optionally ``[v6]`` or with a ``%zone``) is a public,
-    routable unicast address. Anything unparsable is not public."""
+ALLOWED_NETWORKS_KEY = "http.allowed.networks"
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_6TO4 = ipaddress.ip_network("2002::/16")
+
+
+def _ip(addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``addr`` names (``[v6]`` and ``%zone`` allowed); an IPv6 form that carries an
+    IPv4 address (IPv4-mapped, NAT64's well-known prefix, 6to4) gives that IPv4 address."""
     try:
         ip = ipaddress.ip_address(addr.strip("[]").split("%", 1)[0])
     except ValueError:
-        return False
+        return None
     if isinstance(ip, ipaddress.IPv6Address):
-        mapped = ip.ipv4_mapped
-        if mapped is not None:
-            ip = mapped
-        elif ip in _ULA:
-            return False
+        if ip.ipv4_mapped is not None:
+            return ip.ipv4_mapped
+        if ip in _NAT64:
+            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if ip in _6TO4:
+            return ip.sixtofour
+    return ip
+
+
+def is_public_address(addr: str) -> bool:
+    """True when ``addr`` (an IP literal, optionally ``[v6]`` or with a ``%zone``) is a public,
+    routable unicast address. Anything unparsable is not public."""
+    ip = _ip(addr)
+    if ip is None:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip in _ULA:
+        return False
     if (ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_multicast
             or ip.is_unspecified or ip.is_reserved):
         return False
@@ -134,29 +156,58 @@ def is_public_address(addr: str) -> bool:
     return ip.is_global
 
 
+class AddressGuard:
+    """Which addresses requests may go to: public ones, and those inside the networks of
+    ``http.allowed.networks`` (CIDRs allowed although not public, e.g. the operator's own
+    10.1.0.0/16; default none). An IPv6 form of an IPv4 address is judged as that address."""
+
+    def __init__(self, allowed: list[str] | tuple[str, ...] = ()) -> None:
+        nets = []
+        for cidr in allowed:
+            try:
+                nets.append(ipaddress.ip_network(str(cidr).strip(), strict=False))
+            except ValueError as exc:
+                raise ConfError(f"http.allowed.networks: {cidr!r} is not a network ({exc})") from None
+        self.networks = tuple(nets)
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> "AddressGuard":
+        return cls(C.get_list(conf, ALLOWED_NETWORKS_KEY, []))
+
+    def allows(self, addr: str) -> bool:
+        if self.networks:
+            ip = _ip(addr)
+            if ip is not None and any(ip.version == n.version and ip in n for n in self.networks):
+                return True
+        return is_public_address(addr)
+
+
 class PrivateAddressError(OSError):
     """A host resolved only to addresses the guard refuses."""
 
 
 class GuardedResolver(AbstractResolver):
-    """Wraps a resolver (default: aiohttp's ThreadedResolver) and keeps only public addresses.
+    """Wraps a resolver (default: aiohttp's ThreadedResolver) and keeps only the addresses its
+    :class:`AddressGuard` allows (public ones by default).
 
     aiohttp connects to what the resolver returns, so every connection goes to a checked address.
-    A host with no public address raises :class:`PrivateAddressError` (aiohttp wraps it in
+    A host with no allowed address raises :class:`PrivateAddressError` (aiohttp wraps it in
     ``ClientConnectorDNSError``).
     """
 
-    def __init__(self, inner: AbstractResolver | None = None) -> None:
+    def __init__(self, inner: AbstractResolver | None = None,
+                 guard: AddressGuard | None = None) -> None:
         self._inner = inner or ThreadedResolver()
+        self._guard = guard or AddressGuard()
 
     async def resolve(self, host: str, port: int = 0,
                       family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
         results = await self._inner.resolve(host, port, family)
-        public = [r for r in results if is_public_address(r["host"])]
-        if not public:
+        allowed = [r for r in results if self._guard.allows(r["host"])]
+        if not allowed:
             refused = ", ".join(sorted({r["host"] for r in results})) or "nothing"
             raise PrivateAddressError(f"{host} resolves to non-public address(es): {refused}")
-        return public
+        return allowed
 
     async def close(self) -> None:
         await self._inner.close()
@@ -438,6 +489,7 @@ class HttpFetcher:
         self.content_limit = C.get_int(conf, CONTENT_LIMIT_KEY, -1)
         self.max_decompressed = max_decompressed_size(conf)
         self.allow_private = C.get_bool(conf, "http.allow.private.addresses", False)
+        self.guard = AddressGuard.from_conf(conf)
         self.trust_everything = C.get_bool(conf, "http.trust.everything", False)
         self.keepalive = C.get_float(conf, "http.keepalive.timeout", 15.0)
         threads = max(1, C.get_int(conf, FETCHER_THREADS_KEY, 10))
@@ -456,7 +508,7 @@ class HttpFetcher:
         if self._session is not None:
             return
         resolver = (self._inner_resolver if self.allow_private
-                    else GuardedResolver(self._inner_resolver))
+                    else GuardedResolver(self._inner_resolver, self.guard))
         connector = _PeerRecordingConnector(
             limit=self.pool_limit, limit_per_host=self.pool_limit_per_host,
             ssl=shared_ssl_context(self.trust_everything), resolver=resolver,
@@ -520,7 +572,7 @@ class HttpFetcher:
         if not target.host:
             self._fail(res, "malformed URL", f"no host in {url!r}")
             return
-        if not self.allow_private and _is_ip_literal(target.host) and not is_public_address(target.host):
+        if not self.allow_private and _is_ip_literal(target.host) and not self.guard.allows(target.host):
             self._fail(res, "private_address", f"{target.host} is not a public address")
             return
         if self._session is None:
