@@ -54,6 +54,9 @@ FETCH_EXCEPTION = "fetch.exception"
 FETCH_STATUS_CODE = "fetch.statusCode"
 FETCH_ERROR_COUNT = "fetch.error.count"
 REDIRECT_TO = "_redirTo"
+#: how many redirects led to a URL (its redirect target inherits hops + 1; a page's own outlinks
+#: start again), bounded by ``http.allow.redirects.max``
+REDIRECT_HOPS = "redirect.hops"
 #: When a status's URL was fetched, epoch seconds, when it was not just now (an archived record's
 #: WARC-Date): the status updater schedules from it. Never stored unless metadata.persist lists it.
 FETCH_TIME = "fetch.time"

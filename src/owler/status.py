@@ -49,8 +49,9 @@ from owler import urls
 from owler.conf import ConfError
 from owler.constants import (ANCHORS, DEPTH, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE,
                              FETCH_ERROR_COUNT, FETCH_TIME, FRONTIER_BACKEND_KEY, IS_SITEMAP,
-                             MAX_DEPTH, METADATA_TRANSFER_KEY, ON_SITEMAP, SITEMAP_LAST_MODIFIED,
-                             SITEMAP_SEEDED, STATUS_STREAM, URL_PATH, Status)
+                             MAX_DEPTH, METADATA_TRANSFER_KEY, ON_SITEMAP, REDIRECT_HOPS,
+                             REDIRECT_TO, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_STREAM,
+                             URL_PATH, Status)
 from owler.frontier import DEFAULT_KEY, RETRY_SECS, FrontierError, StatusUpdate, open_frontier
 from owler.frontier.refresh import listed
 from owler.metadata import Metadata, first
@@ -100,13 +101,14 @@ class MetadataTransfer:
             transfer.append(URL_PATH)
         if self.track_depth:
             transfer += [DEPTH, MAX_DEPTH]
-        persist = C.get_list(conf, "metadata.persist", []) + [FETCH_ERROR_COUNT]
+        persist = C.get_list(conf, "metadata.persist", []) + [FETCH_ERROR_COUNT, REDIRECT_HOPS]
         self.transfer = _KeySet(transfer)
         self.persisted = _KeySet(transfer + persist)
 
     def for_outlink(self, parent_url: str, parent_md: Mapping[str, list[str]]) -> Metadata:
         """Metadata of an outlink of ``parent_url``: the transferred keys, ``url.path`` + the parent
-        URL (track.path), ``depth`` = parent depth + 1, a missing or bad depth counting as 0."""
+        URL (track.path), ``depth`` = parent depth + 1, a missing or bad depth counting as 0; the
+        target of a redirect (the parent has ``_redirTo``) gets ``redirect.hops`` = parent's + 1."""
         md = self.transfer.select(parent_md)
         if self.track_path:
             md.setdefault(URL_PATH, []).append(parent_url)
@@ -116,6 +118,12 @@ class MetadataTransfer:
             except ValueError:
                 depth = 0
             md[DEPTH] = [str(depth + 1)]
+        if parent_md.get(REDIRECT_TO):  # the target of a redirect: one hop more
+            try:
+                hops = int(first(parent_md, REDIRECT_HOPS, "0") or 0)
+            except ValueError:
+                hops = 0
+            md[REDIRECT_HOPS] = [str(hops + 1)]
         return md
 
     def filter(self, md: Mapping[str, list[str]]) -> Metadata:

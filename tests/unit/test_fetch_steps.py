@@ -165,3 +165,12 @@ def test_the_engine_snapshot_names_robots_counters_and_gauges():
     counters, gauges = engine.snapshot()
     assert counters == {"robots/fetched": 2, "robots/errors": 1, "robots/denied": 1}
     assert gauges == {"queued": 1, "fetching": 0, "queues": 1}
+
+
+def test_a_chain_of_redirects_ends_after_http_allow_redirects_max():
+    engine = FetchEngine({**AGENT, "http.allow.redirects.max": 2}, lambda outcome: None)
+    assert engine._may_redirect({}) and engine._may_redirect({"redirect.hops": ["1"]})
+    md = {"redirect.hops": ["2"]}
+    assert not engine._may_redirect(md) and "http.allow.redirects.max=2" in md["redirect.refused"][0]
+    unbounded = FetchEngine({**AGENT, "http.allow.redirects.max": -1}, lambda outcome: None)
+    assert unbounded._may_redirect({"redirect.hops": ["99"]})

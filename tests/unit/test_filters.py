@@ -55,6 +55,9 @@ def test_normalizer_query_elements_to_remove():
     assert f.filter(None, {}, "http://a.com/p?utm_source=tw") == "http://a.com/p"
     assert f.filter(None, {}, "http://a.com/p;jsessionid=ABC?x=1") == "http://a.com/p?x=1"
     assert f.filter(None, {}, "http://a.com/p;v=2;jsessionid=ABC") == "http://a.com/p;v=2"
+    # in any path segment (a trap that puts a new session id on every link)
+    assert f.filter(None, {}, "http://a.com/app;jsessionid=A1/p;jsessionid=B2/q") == "http://a.com/app/p/q"
+    assert f.filter(None, {}, "http://a.com/a;b/c") == "http://a.com/a;b/c"
     # order and encoding of the other params are kept
     assert f.filter(None, {}, "http://a.com/p?b=%2F&a=1") == "http://a.com/p?b=%2F&a=1"
 

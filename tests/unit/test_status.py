@@ -144,6 +144,13 @@ def test_transfer_metadata_for_outlinks():
     assert parent["url.path"] == ["http://root/"]  # parent untouched
     assert transfer_metadata("http://p/", {}, CONF) == {"depth": ["1"], "url.path": ["http://p/"]}
     assert transfer_metadata("http://p/", {"depth": ["x"]}, CONF)["depth"] == ["1"]
+    # the target of a redirect counts the redirects that led to it; a page's own links start again
+    hop1 = transfer_metadata("http://p/", {"_redirTo": ["http://q/"]}, CONF)
+    assert hop1["redirect.hops"] == ["1"]
+    hop3 = transfer_metadata("http://q/", {"_redirTo": ["http://r/"], "redirect.hops": ["2"]}, CONF)
+    assert hop3["redirect.hops"] == ["3"]
+    assert "redirect.hops" not in transfer_metadata("http://r/", {"redirect.hops": ["3"]}, CONF)
+    assert MetadataTransfer(CONF).filter(hop3)["redirect.hops"] == ["3"]  # stored with the URL
     off = {**CONF, "metadata.track.path": False, "metadata.track.depth": False, "metadata.transfer": []}
     assert transfer_metadata("http://p/", parent, off) == {}
 

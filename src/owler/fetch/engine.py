@@ -11,7 +11,9 @@ host's sitemaps, fetches it with :class:`owler.fetch.http.HttpFetcher` and hands
 Outcomes, with StormCrawler's semantics:
 
 - HTTP 2xx → ``kind="page"``: the content goes on to the parser and the WARC writer;
-- 3xx → ``REDIRECTION`` with ``_redirTo`` and the target as an outlink (``redirections.allowed``);
+- 3xx → ``REDIRECTION`` with ``_redirTo`` and the target as an outlink (``redirections.allowed``),
+  unless ``http.allow.redirects.max`` (5) redirects led to the URL already (``redirect.hops``):
+  a chain of redirects to ever new URLs ends there;
 - 4xx/5xx → ``FETCH_ERROR`` with ``fetch.statusCode``; network failures → ``FETCH_ERROR`` with
   ``fetch.exception`` and ``error.cause`` (timeout, dns, connection_refused, …);
 - robots.txt denial → ``ERROR`` with ``error.cause=robots.txt``; a Crawl-delay above
@@ -30,7 +32,8 @@ TTL when robots.txt could not be read): when to look again.
 
 Config keys: ``fetcher.threads.number``, ``fetcher.max.crawl.delay``,
 ``fetcher.max.crawl.delay.force``, ``fetcher.timeout.queue``, ``fetcher.queue.mode``,
-``redirections.allowed``, ``http.store.headers``, ``protocol.md.prefix``, and those of
+``redirections.allowed``, ``http.allow.redirects.max``, ``http.store.headers``,
+``protocol.md.prefix``, and those of
 :mod:`owler.fetch.http`, :mod:`owler.fetch.politeness`, :mod:`owler.fetch.robots` and
 :mod:`owler.fetch.discovery`.
 """
@@ -47,8 +50,8 @@ from typing import Any, Callable
 from owler import conf as C
 from owler import wire
 from owler.constants import (ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE, FETCHER_THREADS_KEY,
-                             MD_PREFIX_KEY, QUEUE_TIMEOUT_KEY, REDIRECT_TO, REDIRECTIONS_KEY,
-                             STORE_HEADERS_KEY, Status)
+                             MD_PREFIX_KEY, QUEUE_TIMEOUT_KEY, REDIRECT_HOPS, REDIRECT_TO,
+                             REDIRECTIONS_KEY, STORE_HEADERS_KEY, Status)
 from owler.fetch.discovery import SitemapDiscovery
 from owler.fetch.http import AddressGuard, HttpFetcher, redirect_target
 from owler.fetch.politeness import FetchQueues
@@ -131,6 +134,7 @@ class FetchEngine:
         self.force_crawl_delay = C.get_bool(conf, "fetcher.max.crawl.delay.force", False)
         self.queue_timeout = C.get_float(conf, QUEUE_TIMEOUT_KEY, -1)
         self.allow_redirs = C.get_bool(conf, REDIRECTIONS_KEY, True)
+        self.max_redirects = C.get_int(conf, "http.allow.redirects.max", 5)
         self.store_headers = C.get_bool(conf, STORE_HEADERS_KEY, False)
         self.md_prefix = C.get_str(conf, MD_PREFIX_KEY, "protocol.") or ""
         self.queue_mode = queue_mode(conf)
@@ -254,6 +258,20 @@ class FetchEngine:
         self._count(outcome.status.value if outcome.status else "page")
         self.on_outcome(outcome)
 
+    def _may_redirect(self, md: dict) -> bool:
+        """Whether a redirect's target may still be followed: fewer than
+        ``http.allow.redirects.max`` redirects led here (``redirect.hops``); else the chain ends
+        at this URL, noted as ``redirect.refused``."""
+        try:
+            hops = int(md.get(REDIRECT_HOPS, ["0"])[0] or 0)
+        except ValueError:
+            hops = 0
+        if 0 <= self.max_redirects <= hops:
+            set_value(md, "redirect.refused", f"{hops} redirects led here "
+                      f"(http.allow.redirects.max={self.max_redirects})")
+            return False
+        return True
+
     async def _process(self, key: str, item: FetchItem) -> tuple[Outcome, float | None]:
         md = md_copy(item.metadata)
         url = item.url
@@ -300,7 +318,7 @@ class FetchEngine:
             target = redirect_target(res)
             if target:
                 set_value(md, REDIRECT_TO, target)
-                if self.allow_redirs and target != url:
+                if self.allow_redirs and target != url and self._may_redirect(md):
                     outlinks.append(target)
             return Outcome(item, "status", md, status, outlinks=outlinks), delay
         if status is Status.FETCH_ERROR:

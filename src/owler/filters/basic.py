@@ -43,7 +43,7 @@ class BasicURLNormalizer(URLFilter):
     - ``unmangleQueryString`` (true): ``/page&a=1`` (no ``?``, ``&`` and ``=`` in the last path
       segment) becomes ``/page?a=1``;
     - ``queryElementsToRemove`` ([]): query parameter names to drop (session ids…), also from
-      ``;name=value`` parameters of the last path segment (``;jsessionid=…``);
+      ``;name=value`` parameters of any path segment (``;jsessionid=…``);
     - ``removeHashes`` (false): drop query parameters whose value is a 32-hex-digit hash;
     - ``checkValidURI`` (true), ``hostIDNtoASCII``: accepted for compatibility; WHATWG parsing always
       validates and always converts IDN hosts to punycode.
@@ -113,12 +113,18 @@ class BasicURLNormalizer(URLFilter):
         if i >= 0:
             url, frag = url[:i], url[i:]
         base, q, query = url.partition("?")
-        # ;name=value parameters of the last path segment (e.g. ;jsessionid=...)
-        slash = base.rfind("/")
-        if ";" in base[slash + 1:] and self.query_elements_to_remove:
-            seg = base[slash + 1:].split(";")
-            kept = [seg[0]] + [p for p in seg[1:] if p.partition("=")[0] not in self.query_elements_to_remove]
-            base = base[: slash + 1] + ";".join(kept)
+        # ;name=value parameters of any path segment (e.g. /app;jsessionid=.../page)
+        sep = base.find("//")
+        start = base.find("/", sep + 2) if sep >= 0 else 0
+        if start >= 0 and ";" in base[start:] and self.query_elements_to_remove:
+            drop = self.query_elements_to_remove
+            segments = base[start:].split("/")
+            for k, seg in enumerate(segments):
+                if ";" in seg:
+                    head, *params = seg.split(";")
+                    segments[k] = ";".join([head] + [p for p in params
+                                                     if p.partition("=")[0] not in drop])
+            base = base[:start] + "/".join(segments)
         if q:
             params = [p for p in query.split("&") if p and not self._drop(p)]
             query = "&".join(params)
