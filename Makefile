@@ -15,9 +15,9 @@ SEEDS ?=
 CONF ?=
 IDLE ?= 30
 
-.PHONY: setup apt venv storm services crawl demo test unit integration bench clean
+.PHONY: setup apt venv storm services testdata crawl demo test unit integration bench clean
 
-setup: apt venv storm services
+setup: apt venv storm services testdata
 
 apt: .work/.apt.stamp
 .work/.apt.stamp:
@@ -44,6 +44,10 @@ storm: apt venv
 # A single-node OpenSearch (frontier.backend: opensearch; tests) from Maven Central into .services/.
 services: apt
 	@bash services/opensearch/install.sh
+
+# Real WARC files the tests read that the repository may not hold (GPL): into .work/testdata/.
+testdata: venv
+	@bash tests/testdata.sh
 
 # The main job: inject SEEDS into the embedded frontier and crawl until idle.
 # Without SEEDS: a demonstration on a generated web farm served on 127.0.0.x (no Internet needed).
