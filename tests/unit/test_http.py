@@ -400,6 +400,23 @@ def test_stalled_body_times_out_keeping_headers():
     assert took < 2.5
 
 
+def test_a_dripping_body_is_cut_by_the_fetch_deadline():
+    """A byte every 0.2 s never trips the read timeout (0.5 s); fetcher.thread.timeout ends it."""
+    async def drip(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        for _ in range(100):
+            writer.write(b"x")
+            await writer.drain()
+            await asyncio.sleep(0.2)
+
+    conf = make_conf(**{"http.timeout": 500, "fetcher.thread.timeout": 1.5})
+    res, took = _fetch_raw(drip, conf)
+    assert res.status is None and res.error_cause == "timeout"
+    assert "fetcher.thread.timeout=1.5 s" in res.error_message
+    assert 1.4 < took < 3
+
+
 def test_garbage_response_is_malformed():
     async def garbage(reader, writer):
         await reader.readuntil(b"\r\n\r\n")

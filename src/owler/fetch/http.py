@@ -36,7 +36,9 @@ http.agent                      ""           verbatim User-Agent; else built fro
 http.agent.name                 (required)   product token, e.g. ``Owler@ows.eu/1`` (verbatim)
 http.agent.version/description/url/email     parts of the built User-Agent
 http.accept / http.accept.language           Accept / Accept-Language headers
-http.timeout                    10000        ms; total, connect and read timeout of one request
+http.timeout                    10000        ms; connect timeout, and the longest wait for bytes
+fetcher.thread.timeout          30           s; deadline of one fetch, body included (≤ 0: none):
+                                             a body dripping a byte at a time is cut here
 http.content.limit              -1           max body bytes kept (raw and decoded), -1 = none
 http.max.decompressed.size      33554432     decoded bytes beyond which the fetch is refused
 http.allow.private.addresses    false        turn the private-address guard off
@@ -119,6 +121,7 @@ def user_agent(conf: Mapping[str, Any]) -> str:
 # ---- private-address guard -------------------------------------------------------------------
 
 ALLOWED_NETWORKS_KEY = "http.allowed.networks"
+DEADLINE_KEY = "fetcher.thread.timeout"
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _6TO4 = ipaddress.ip_network("2002::/16")
 
@@ -486,6 +489,8 @@ class HttpFetcher:
         self.accept = C.get_str(conf, "http.accept", DEFAULT_ACCEPT) or ""
         self.accept_language = C.get_str(conf, "http.accept.language", DEFAULT_ACCEPT_LANGUAGE) or ""
         self.timeout = max(0.001, C.get_int(conf, "http.timeout", 10000) / 1000.0)
+        deadline = C.get_float(conf, DEADLINE_KEY, 30.0)
+        self.deadline = deadline if deadline > 0 else None
         self.content_limit = C.get_int(conf, CONTENT_LIMIT_KEY, -1)
         self.max_decompressed = max_decompressed_size(conf)
         self.allow_private = C.get_bool(conf, "http.allow.private.addresses", False)
@@ -516,7 +521,7 @@ class HttpFetcher:
         t = self.timeout
         self._session = aiohttp.ClientSession(
             connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
-            timeout=aiohttp.ClientTimeout(total=t, sock_connect=t, sock_read=t),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=t, sock_read=t),
             auto_decompress=False, headers=self._headers, skip_auto_headers=("Accept-Encoding",),
             max_line_size=32768, max_field_size=32768, raise_for_status=False, trust_env=False)
 
@@ -539,13 +544,18 @@ class HttpFetcher:
         res = FetchResult(url=url, method=method, fetch_time=time.time())
         t0 = time.perf_counter()
         try:
-            async with asyncio.timeout(self.timeout + 1.0):  # safety net over aiohttp's own
+            async with asyncio.timeout(self.deadline):
                 await self._fetch(res, url, extra_headers, method,
                                   self.content_limit if content_limit is None else content_limit)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure becomes a result
-            self._fail(res, _error_cause(exc), _error_message(exc))
+            if isinstance(exc, TimeoutError) and self.deadline is not None and (
+                    time.perf_counter() - t0 >= self.deadline - 0.01):
+                self._fail(res, "timeout", "no complete response within "
+                           f"fetcher.thread.timeout={self.deadline:g} s")
+            else:
+                self._fail(res, _error_cause(exc), _error_message(exc))
         res.elapsed = time.perf_counter() - t0
         return res
 

@@ -1,0 +1,217 @@
+"""A hostile web farm on loopback: servers that trap, stall, flood and lie, for the tests that the
+crawl survives them (issue: the real web). One process, raw asyncio servers (aiohttp would refuse
+to send the broken responses), one site per address 127.0.60.<n>:
+
+- ``traps`` (127.0.60.1): a calendar linking to the next day forever (``/cal/2026-01-01``), ``a/``
+  relative links (``/rep/``: path repetition), a new session id on every link, in the path
+  (``;jsessionid=``) and the query (``PHPSESSID``), links of 3,000+ characters, redirects to a
+  new URL forever (``/redir/<n>``), and links to the canary in every spelling of a loopback
+  address, directly and through redirects;
+- ``slow`` (127.0.60.2): a body dripping one byte every 0.5 s for ten minutes, a server that
+  accepts and never answers, header lines that never end, an endless chunked body at full speed,
+  a Content-Length larger than the body then close, a 4 MB header line, a gzip bomb (200 MB of
+  zeros); and two ordinary pages;
+- ``calm`` (127.0.60.3, 127.0.60.4): ordinary sites of 12 pages each, to show that the trap hosts
+  starve nobody.
+
+The canary (``--canary-port``) listens on 127.0.0.1 and ::1, outside ``http.allowed.networks``;
+the test asserts it is never reached. Every request is logged (JSON lines: time, host, path) to
+``--log``. Run: ``python -m tests.farm.hostile --log FILE`` → prints ``READY <port> <canary>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import gzip
+import json
+import socket
+import sys
+import time
+from itertools import count
+
+HOSTS = {"traps": "127.0.60.1", "slow": "127.0.60.2", "calm1": "127.0.60.3", "calm2": "127.0.60.4"}
+NETWORK = "127.0.60.0/24"
+CALM_PAGES = 12
+SLOW_PATHS = ["/drip", "/silent", "/endless-headers", "/endless-chunked", "/short-body",
+              "/huge-header", "/bomb"]
+DRIP_SECONDS = 600
+CANARY_SPELLINGS = ["127.1", "2130706433", "0x7f.1", "localhost", "[::1]", "[::ffff:127.0.0.1]",
+                    "127.0.0.1", "0177.0.0.1"]
+
+
+def page(title: str, links: list[str]) -> bytes:
+    anchors = "".join(f'<li><a href="{h}">link {k}</a></li>' for k, h in enumerate(links))
+    return (f"<!DOCTYPE html><html><head><meta charset=utf-8><title>{title}</title></head>"
+            f"<body><h1>{title}</h1><p>{'Some text. ' * 30}</p><ul>{anchors}</ul></body>"
+            "</html>").encode()
+
+
+def response(status: str, body: bytes = b"", ctype: str = "text/html; charset=utf-8",
+             extra: list[tuple[str, str]] | None = None) -> bytes:
+    head = [f"HTTP/1.1 {status}", f"Content-Type: {ctype}", f"Content-Length: {len(body)}",
+            "Connection: close"] + [f"{k}: {v}" for k, v in (extra or [])]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+class Hostile:
+    def __init__(self, port: int, canary_port: int, log_path: str) -> None:
+        self.port = port
+        self.canary_port = canary_port
+        self.log = open(log_path, "a", buffering=1)
+        self.sessions = count(1)
+        self.bomb = gzip.compress(b"\0" * (200 << 20), compresslevel=9)
+
+    def url(self, host: str, path: str) -> str:
+        return f"http://{HOSTS[host]}:{self.port}{path}"
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        addr = writer.get_extra_info("sockname")[0]
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            path = head.split(b"\r\n", 1)[0].split(b" ")[1].decode("latin-1")
+            self.log.write(json.dumps({"t": time.time(), "host": addr, "path": path}) + "\n")
+            site = {v: k for k, v in HOSTS.items()}.get(addr, "calm1")
+            await getattr(self, "site_" + site.rstrip("0123456789"))(path, writer)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, IndexError):
+            pass
+        finally:
+            writer.close()
+
+    async def send(self, writer, data: bytes) -> None:
+        writer.write(data)
+        await writer.drain()
+
+    # -- sites -----------------------------------------------------------------------------------
+    async def site_traps(self, path: str, w) -> None:
+        if path == "/robots.txt":
+            return await self.send(w, response("200 OK", b"User-agent: *\nAllow: /\n", "text/plain"))
+        if path == "/":
+            canary = [f"http://{s}:{self.canary_port}/from-link" for s in CANARY_SPELLINGS]
+            links = ["/cal/2026-01-01", "/rep/", "/sess/start", "/long/1", "/redir/1",
+                     "/to-canary"] + canary
+            return await self.send(w, response("200 OK", page("traps", links)))
+        if path.startswith("/cal/"):
+            day = dt.date.fromisoformat(path[5:15])
+            nxt = day + dt.timedelta(days=1)
+            return await self.send(w, response("200 OK", page(f"calendar {day}", [f"/cal/{nxt}"])))
+        if path.startswith("/rep/"):
+            return await self.send(w, response("200 OK", page("repetition", ["a/", "b/a/"])))
+        if path.startswith("/sess/"):
+            n = next(self.sessions)
+            links = [f"/sess/page;jsessionid=S{n:08d}", f"/sess/list?PHPSESSID=P{n:08d}&view=all",
+                     f"/sess/app;jsessionid=A{n:08d}/item?PHPSESSID=Q{n:08d}"]
+            return await self.send(w, response("200 OK", page("sessions", links)))
+        if path.startswith("/long/"):
+            n = int(path[6:].split("?")[0]) + 1
+            return await self.send(w, response("200 OK", page("long", [f"/long/{n}?pad=" + "x" * 3000])))
+        if path.startswith("/redir/"):
+            n = int(path[7:]) + 1
+            return await self.send(w, response("302 Found", b"", extra=[("Location", f"/redir/{n}")]))
+        if path == "/to-canary":
+            target = f"http://127.1:{self.canary_port}/from-redirect"
+            return await self.send(w, response("301 Moved", b"", extra=[("Location", target)]))
+        await self.send(w, response("404 Not Found", b"not here"))
+
+    async def site_slow(self, path: str, w) -> None:
+        if path == "/robots.txt":
+            return await self.send(w, response("200 OK", b"User-agent: *\nAllow: /\n", "text/plain"))
+        if path == "/":
+            return await self.send(w, response("200 OK", page("slow", SLOW_PATHS + ["/ok/1"])))
+        if path.startswith("/ok/"):
+            n = int(path[4:])
+            links = [f"/ok/{n + 1}"] if n < 2 else []
+            return await self.send(w, response("200 OK", page(f"ok {n}", links)))
+        if path == "/drip":
+            await self.send(w, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                               b"Content-Length: 1200\r\n\r\n")
+            for _ in range(DRIP_SECONDS * 2):
+                await self.send(w, b"x")
+                await asyncio.sleep(0.5)
+            return
+        if path == "/silent":
+            await asyncio.sleep(DRIP_SECONDS)
+            return
+        if path == "/endless-headers":
+            await self.send(w, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n")
+            for n in range(DRIP_SECONDS * 100):
+                await self.send(w, b"X-Header-%d: more\r\n" % n)
+                await asyncio.sleep(0.01)
+            return
+        if path == "/endless-chunked":
+            await self.send(w, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                               b"Transfer-Encoding: chunked\r\n\r\n")
+            chunk = b"<p>" + b"flood " * 2000 + b"</p>"
+            piece = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+            for _ in range(1 << 20):  # 12 GB at most: the crawler hangs up long before
+                await self.send(w, piece)
+            return
+        if path == "/short-body":
+            await self.send(w, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                               b"Content-Length: 100000\r\n\r\n<html><body>cut")
+            return
+        if path == "/huge-header":
+            return await self.send(w, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Huge: "
+                                      + b"h" * (4 << 20) + b"\r\nContent-Length: 2\r\n\r\nok")
+        if path == "/bomb":
+            return await self.send(w, response("200 OK", self.bomb,
+                                               extra=[("Content-Encoding", "gzip")]))
+        await self.send(w, response("404 Not Found", b"not here"))
+
+    async def site_calm(self, path: str, w) -> None:
+        if path == "/robots.txt":
+            return await self.send(w, response("404 Not Found", b""))
+        if path == "/" or path.startswith("/p/"):
+            n = int(path[3:]) if path.startswith("/p/") else 0
+            links = [f"/p/{k}" for k in (n + 1, n + 2) if k <= CALM_PAGES] + ["/"]
+            return await self.send(w, response("200 OK", page(f"calm {n}", links)))
+        await self.send(w, response("404 Not Found", b"not here"))
+
+
+async def canary(port: int, log_path: str) -> int:
+    """A server on 127.0.0.1 and ::1 (one port) that logs every connection: it must see none.
+    Returns its port."""
+    log = open(log_path, "a", buffering=1)
+
+    async def seen(reader, writer):
+        log.write(json.dumps({"t": time.time(), "canary": True,
+                              "peer": str(writer.get_extra_info("peername"))}) + "\n")
+        writer.write(response("200 OK", page("canary", [])))
+        await writer.drain()
+        writer.close()
+
+    v4 = await asyncio.start_server(seen, "127.0.0.1", port)
+    port = v4.sockets[0].getsockname()[1]
+    if socket.has_ipv6:
+        try:
+            await asyncio.start_server(seen, "::1", port)
+        except OSError:
+            pass
+    return port
+
+
+async def serve(log_path: str, port: int, canary_port: int) -> None:
+    canary_port = await canary(canary_port, log_path)
+    farm = Hostile(port, canary_port, log_path)
+    for addr in HOSTS.values():
+        server = await asyncio.start_server(farm.serve, addr, farm.port, reuse_address=True)
+        farm.port = server.sockets[0].getsockname()[1]  # the first bind picks it, the rest use it
+    print(f"READY {farm.port} {canary_port}", flush=True)
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--canary-port", type=int, default=0)
+    args = ap.parse_args()
+    try:
+        asyncio.run(serve(args.log, args.port, args.canary_port))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
