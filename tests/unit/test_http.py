@@ -563,6 +563,10 @@ def test_allowed_networks_in_the_fetcher_and_its_resolver():
             return allowed, refused, seen
     allowed, refused, seen = asyncio.run(main())
     assert all(r.ok for r in allowed) and len(seen) == 2
+    f = HttpFetcher(make_conf(**{"http.allow.private.addresses": False,
+                                 "http.allowed.networks": ["127.0.0.1/32"]}))
+    assert f.refuses("http://127.0.0.2/x") and f.refuses("http://[::ffff:7f00:2]/")
+    assert f.refuses("http://127.0.0.1/") is None and f.refuses("http://localhost/") is None
     for r in refused:
         assert r.error_cause == "private_address", r
 

@@ -275,6 +275,11 @@ class FetchEngine:
     async def _process(self, key: str, item: FetchItem) -> tuple[Outcome, float | None]:
         md = md_copy(item.metadata)
         url = item.url
+        refused = self.http.refuses(url)
+        if refused:  # not even its robots.txt is asked for
+            set_value(md, ERROR_CAUSE, "private_address")
+            set_value(md, FETCH_EXCEPTION, refused)
+            return Outcome(item, "status", md, Status.ERROR), 0.0
         rules = await self.robots.rules_for(url)
         found = self.discovery.look(url, md, rules)
         if found is not None:

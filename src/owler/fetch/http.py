@@ -559,6 +559,19 @@ class HttpFetcher:
         res.elapsed = time.perf_counter() - t0
         return res
 
+    def refuses(self, url: str) -> str | None:
+        """Why the guard refuses ``url`` without a lookup (its host is an address it may not
+        reach), else ``None``; host names are judged when they are resolved."""
+        if self.allow_private:
+            return None
+        try:
+            host = URL(url, encoded=True).host
+        except (ValueError, TypeError):
+            return None
+        if host and _is_ip_literal(host) and not self.guard.allows(host):
+            return f"{host} is not a public address"
+        return None
+
     @staticmethod
     def _fail(res: FetchResult, cause: str, message: str) -> None:
         if res.status is not None:
