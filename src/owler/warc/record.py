@@ -5,7 +5,7 @@ bytes; the WARC copy bolt appends those bytes unchanged to the output (:mod:`owl
 the parser bolt turns an HTTP response into what a fetch would have given, with
 :func:`record_outcome`, following StormCrawler's WARCSpout:
 
-- a 200 response is a fetched page: payload de-chunked and decoded (gzip, x-gzip, deflate, br) and
+- a 200 response is a fetched page: payload de-chunked and decoded (gzip, deflate, br, zstd) and
   cut to ``http.content.limit`` (``http.trimmed``), then parsed as the explorative crawl parses
   pages (its status FETCHED and its outlinks go through the same URL filters and blacklist). Real
   archives often store the body already de-chunked or decoded while the headers still name the
@@ -13,7 +13,7 @@ the parser bolt turns an HTTP response into what a fetch would have given, with
 - 304 → FETCHED; another 3xx → REDIRECTION with ``_redirTo`` (the target is an outlink when
   ``redirections.allowed``); anything else → FETCH_ERROR (``fetch.statusCode``);
 - a record whose digest does not match, a response whose HTTP head cannot be read, or whose body
-  is neither in its Content-Encoding (corrupt, or zstd, compress, …) nor readable as it is → ERROR
+  is neither in its Content-Encoding (corrupt, or compress, …) nor readable as it is → ERROR
   with ``error.cause`` (``warc.digest``, ``warc.http``, ``content_encoding``,
   ``too_large_decompressed``) and ``error.message``: the record is still archived as it was;
 - every other record (request, metadata, revisit, resource, warcinfo, a response that is not HTTP)
