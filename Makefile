@@ -15,7 +15,7 @@ SEEDS ?=
 CONF ?=
 IDLE ?= 30
 
-.PHONY: setup apt venv storm services testdata crawl demo test unit integration bench clean
+.PHONY: setup apt venv storm services testdata fuzz crawl demo test unit integration bench clean
 
 setup: apt venv storm services testdata
 
@@ -62,6 +62,11 @@ endif
 
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# The dedicated fuzz run: 10,000 generated or mutated inputs per parser of untrusted input
+# (make test runs the same tests with 150 each).
+fuzz: venv
+	OWLER_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/fuzz
 
 unit: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/component

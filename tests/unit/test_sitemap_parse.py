@@ -266,3 +266,14 @@ def test_not_a_sitemap(doc, cause):
 ])
 def test_normalize_lastmod(text, expected):
     assert normalize_lastmod(text) == expected
+
+
+def test_an_unknown_xml_encoding_is_read_as_utf8_or_refused_clearly():
+    """Found by the fuzzer (tests/fuzz): expat's LookupError escaped the parser."""
+    from owler.sitemap.parser import SitemapError, parse_sitemap
+
+    doc = ('<?xml version="1.0" encoding="Aig5"?><urlset xmlns="http://www.sitemaps.org/schemas/'
+           'sitemap/0.9"><url><loc>http://a.example/é</loc></url></urlset>').encode()
+    assert [e.loc for e in parse_sitemap(doc).entries] == ["http://a.example/é"]
+    with pytest.raises(SitemapError):  # not even a name: a clear refusal, not a crash
+        parse_sitemap(doc.replace(b'"Aig5"', b'"Ai g5"'))

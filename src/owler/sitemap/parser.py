@@ -482,14 +482,15 @@ _NATIVE = {"utf-8", "utf8", "utf-16", "utf16", "iso-8859-1", "latin-1", "latin1"
 
 
 def _transcode(first: bytes, chunks: Iterator[bytes]) -> tuple[bytes, Iterator[bytes]]:
-    """The stream as UTF-8 when its XML declaration names an encoding expat lacks."""
+    """The stream as UTF-8 when its XML declaration names an encoding expat lacks; one nobody
+    knows (a typo, ``Aig5``) is read as UTF-8, as feed readers do, instead of failing."""
     m = _DECL.match(first)
     if m is None or m.group(2).decode("ascii").lower() in _NATIVE:
         return first, chunks
     try:
         decoder = codecs.getincrementaldecoder(m.group(2).decode("ascii"))(errors="replace")
     except LookupError:
-        return first, chunks  # expat says "unknown encoding": a clear error
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def rest() -> Iterator[bytes]:
         for piece in chunks:
@@ -575,6 +576,8 @@ def _parse_xml(first: bytes, chunks: Iterator[bytes], limits: Limits) -> Sitemap
                 if start < 0 or start < pos - MAX_FIELD:
                     start = pos
                 _salvage(h, piece[start:], chunks)
+    except LookupError as exc:  # an encoding name the declaration pattern did not catch
+        raise SitemapError("malformed", f"unknown XML encoding: {exc}") from None
     except _Forbidden:
         raise SitemapError("xml_entities", "the document declares XML entities (forbidden: "
                                            "entity expansion and external entities are never "
