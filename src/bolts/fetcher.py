@@ -61,7 +61,7 @@ class FetcherBolt(StatusEmitter, Bolt):
         try:
             counts = out.counters()
             self.count_all(counts)
-            if out.kind == "expired":
+            if out.kind in ("expired", "held"):  # back to the frontier: it serves them again
                 self.fail(tup)
                 return
             if "error.cause/exception" in counts:  # a bug in the fetch code, not the site

@@ -57,6 +57,9 @@ REDIRECT_TO = "_redirTo"
 #: how many redirects led to a URL (its redirect target inherits hops + 1; a page's own outlinks
 #: start again), bounded by ``http.allow.redirects.max``
 REDIRECT_HOPS = "redirect.hops"
+#: epoch seconds until which the server asked not to be fetched (429/503, Retry-After): the
+#: status updater blocks the URL's queue in the frontier until then. Transient, never stored.
+QUEUE_BLOCK_UNTIL = "_queue.block.until"
 #: When a status's URL was fetched, epoch seconds, when it was not just now (an archived record's
 #: WARC-Date): the status updater schedules from it. Never stored unless metadata.persist lists it.
 FETCH_TIME = "fetch.time"

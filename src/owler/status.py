@@ -49,7 +49,8 @@ from owler import urls
 from owler.conf import ConfError
 from owler.constants import (ANCHORS, DEPTH, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE,
                              FETCH_ERROR_COUNT, FETCH_TIME, FRONTIER_BACKEND_KEY, IS_SITEMAP,
-                             MAX_DEPTH, METADATA_TRANSFER_KEY, ON_SITEMAP, REDIRECT_HOPS,
+                             MAX_DEPTH, METADATA_TRANSFER_KEY, ON_SITEMAP, QUEUE_BLOCK_UNTIL,
+                             REDIRECT_HOPS,
                              REDIRECT_TO, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_STREAM,
                              URL_PATH, Status)
 from owler.frontier import DEFAULT_KEY, RETRY_SECS, FrontierError, StatusUpdate, open_frontier
@@ -146,6 +147,17 @@ def transfer_metadata(parent_url: str, parent_md: Mapping[str, list[str]],
     if mt is None:
         mt = _transfer_cache[sig] = MetadataTransfer(conf)
     return mt.for_outlink(parent_url, normalize_md(parent_md))
+
+
+def _block_until(md: Mapping[str, list[str]]) -> float | None:
+    """The queue block a throttled fetch asks for (``_queue.block.until``), or None."""
+    value = first(md, QUEUE_BLOCK_UNTIL)
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def _iso(ts: float) -> str:
@@ -254,8 +266,9 @@ class StatusUpdater:
         next_fetch = self.scheduler.schedule(status, md, now)
         if next_fetch is not None and self.round_to:
             next_fetch = round(next_fetch / self.round_to) * self.round_to
+        block = _block_until(md)
         md = self.transfer.filter(md)
-        return StatusUpdate(url, status, md, next_fetch, self.key_of(url))
+        return StatusUpdate(url, status, md, next_fetch, self.key_of(url), block)
 
     def for_tuple(self, stream: str, values: list, now: float
                   ) -> tuple[list[StatusUpdate], dict[str, int]]:

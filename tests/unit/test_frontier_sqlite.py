@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+import time
 
 import pytest
 
@@ -332,3 +333,30 @@ def test_stale_queue_is_repaired_by_due(fr):
     fr.apply_updates([upd("http://b.com/1", Status.FETCH_ERROR, NOW - 5, key="new")])
     assert [k for _, _, k in fr.due(NOW, 10, 10)] == ["new"]
     assert fr.queue_count() == 2  # a.com and new
+
+
+def test_a_blocked_queue_is_not_served_before_its_block_ends(fr):
+    now = time.time()  # blocks that have ended (by the clock) are dropped on the next write
+    fr.apply_updates([upd("http://a.example/1", nfd=now), upd("http://a.example/2", nfd=now),
+                      upd("http://b.example/1", nfd=now)])
+    throttled = StatusUpdate("http://a.example/1", Status.FETCH_ERROR, {}, now + 30,
+                             "a.example", block_until=now + 30)
+    fr.apply_updates([throttled])
+    assert [u for u, _, _ in fr.due(now + 1, 10, 10)] == ["http://b.example/1"]
+    # a shorter block never shortens it; the block ends on time
+    fr.apply_updates([StatusUpdate("http://a.example/1", Status.FETCH_ERROR, {}, now + 30,
+                                   "a.example", block_until=now + 5)])
+    assert "http://a.example/2" not in [u for u, _, _ in fr.due(now + 10, 10, 10)]
+    assert "http://a.example/2" in [u for u, _, _ in fr.due(now + 31, 10, 10)]
+
+
+def test_a_blocked_queue_is_not_served_to_an_interest_spout(tmp_path):
+    now = time.time()
+    conf = {"partition.url.mode": "byHost", "frontier.tags": {"isSitemap=true": "Sitemap"},
+            "frontier.interest.tags": ["Sitemap"]}
+    with SQLiteFrontier(tmp_path / "f.sqlite", conf) as f:
+        f.apply_updates([upd("http://a.example/sm.xml", nfd=now, md={"isSitemap": ["true"]})])
+        f.apply_updates([StatusUpdate("http://a.example/x", Status.FETCH_ERROR, {}, now,
+                                      "a.example", block_until=now + 60)])
+        assert f.due(now + 1, 10, 10) == []
+        assert [u for u, _, _ in f.due(now + 61, 10, 10)] == ["http://a.example/sm.xml"]

@@ -208,3 +208,37 @@ def test_simulation_respects_delays_and_slots():
         wake = q.next_wakeup(now)
         assert wake is None or wake > now  # everything ready was taken
     assert fetched > 200 and set(starts) == set("abcde")
+
+
+def test_drain_takes_the_waiting_items_and_keeps_the_hold():
+    from owler.fetch.politeness import FetchQueues
+
+    q = FetchQueues({"fetcher.server.delay": 1.0})
+    for i in range(3):
+        q.add("h", i, now=0.0)
+    q.add("other", "x", now=0.0)
+    assert q.next_ready(0.0)[0] == "h"
+    q.finish("h", 1.0, delay=100.0)
+    assert q.drain("h", 1.0) == [1, 2] and q.size == 1
+    q.add("h", 9, now=2.0)  # a URL arriving during the hold waits for it
+    assert q.next_ready(2.0) == ("other", "x") and q.next_ready(50.0) is None
+    assert q.next_ready(101.0) == ("h", 9)
+
+
+def test_backoff_honours_retry_after_and_grows_without_it():
+    from owler.fetch.politeness import Backoff, retry_after_seconds
+
+    now = 1_700_000_000.0
+    assert retry_after_seconds("120", now) == 120.0
+    assert retry_after_seconds("Tue, 14 Nov 2023 22:46:40 GMT", now) == 2000.0
+    assert retry_after_seconds("Tue, 14 Nov 2000 22:15:20 GMT", now) == 0.0
+    assert retry_after_seconds("soon", now) is None and retry_after_seconds(None, now) is None
+    b = Backoff({"fetcher.backoff.base.secs": 10, "fetcher.max.retry.after": 3600})
+    assert b.hold("h", 200, None, now) is None and b.hold("h", 404, None, now) is None
+    assert [b.hold("h", 503, None, now) for _ in range(3)] == [10.0, 20.0, 40.0]
+    assert b.hold("h", 429, "5", now) == 5.0  # the server's word first
+    assert b.hold("h", 429, "999999", now) == 3600.0  # capped
+    b.hold("h", 200, None, now)  # an answer starts the count again
+    assert b.hold("h", 503, None, now) == 10.0
+    assert Backoff({"fetcher.backoff.base.secs": 10, "fetcher.backoff.max.secs": 15}).hold(
+        "k", 503, None, now) == 10.0

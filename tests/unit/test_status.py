@@ -43,6 +43,17 @@ def test_fetch_errors_count_up_then_error():
     assert first.next_fetch_date == NOW + 120 * 60
 
 
+def test_a_throttled_fetch_is_retried_after_the_hold_and_blocks_its_queue():
+    u = updater()
+    md = {"fetch.statusCode": ["429"], "scheduler.delay.mins": ["0.5"],
+          "_queue.block.until": ["1700000030.0"]}
+    w = u.to_update("http://a.example/x", md, Status.FETCH_ERROR, 1_700_000_000.0)
+    assert w.next_fetch_date == 1_700_000_030.0  # when the hold ends, not fetchInterval.fetch.error
+    assert w.block_until == 1_700_000_030.0 and w.key == "a.example"
+    assert "_queue.block.until" not in w.metadata and "scheduler.delay.mins" not in w.metadata
+    assert u.to_update("http://a.example/y", {}, Status.FETCHED, 0.0).block_until is None
+
+
 def test_max_fetch_errors_one():
     up = updater(**{"max.fetch.errors": 1}).to_update("http://a.com/", {}, "FETCH_ERROR", NOW)
     assert up.status == Status.ERROR

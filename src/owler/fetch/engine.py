@@ -14,6 +14,11 @@ Outcomes, with StormCrawler's semantics:
 - 3xx → ``REDIRECTION`` with ``_redirTo`` and the target as an outlink (``redirections.allowed``),
   unless ``http.allow.redirects.max`` (5) redirects led to the URL already (``redirect.hops``):
   a chain of redirects to ever new URLs ends there;
+- 429/503 (``fetcher.backoff.status.codes``) → ``FETCH_ERROR``, the whole queue held for the
+  server's Retry-After or a growing back-off (:class:`owler.fetch.politeness.Backoff`): the URL is
+  retried when the hold ends (``scheduler.delay.mins``), the frontier blocks the queue until then
+  (``_queue.block.until``), and for a hold over ``fetcher.max.throttle.sleep`` the queue's URLs
+  waiting here go back to the frontier (outcome ``held``: the bolt fails their tuples);
 - 4xx/5xx → ``FETCH_ERROR`` with ``fetch.statusCode``; network failures → ``FETCH_ERROR`` with
   ``fetch.exception`` and ``error.cause`` (timeout, dns, connection_refused, …);
 - robots.txt denial → ``ERROR`` with ``error.cause=robots.txt``; a Crawl-delay above
@@ -32,7 +37,8 @@ TTL when robots.txt could not be read): when to look again.
 
 Config keys: ``fetcher.threads.number``, ``fetcher.max.crawl.delay``,
 ``fetcher.max.crawl.delay.force``, ``fetcher.timeout.queue``, ``fetcher.queue.mode``,
-``redirections.allowed``, ``http.allow.redirects.max``, ``http.store.headers``,
+``redirections.allowed``, ``http.allow.redirects.max``, ``fetcher.max.throttle.sleep``,
+``http.store.headers``,
 ``protocol.md.prefix``, and those of
 :mod:`owler.fetch.http`, :mod:`owler.fetch.politeness`, :mod:`owler.fetch.robots` and
 :mod:`owler.fetch.discovery`.
@@ -49,12 +55,13 @@ from typing import Any, Callable
 
 from owler import conf as C
 from owler import wire
-from owler.constants import (ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE, FETCHER_THREADS_KEY,
-                             MD_PREFIX_KEY, QUEUE_TIMEOUT_KEY, REDIRECT_HOPS, REDIRECT_TO,
-                             REDIRECTIONS_KEY, STORE_HEADERS_KEY, Status)
+from owler.constants import (DELAY_MINS, ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE,
+                             FETCHER_THREADS_KEY, MD_PREFIX_KEY, QUEUE_BLOCK_UNTIL,
+                             QUEUE_TIMEOUT_KEY, REDIRECT_HOPS, REDIRECT_TO, REDIRECTIONS_KEY,
+                             STORE_HEADERS_KEY, Status)
 from owler.fetch.discovery import SitemapDiscovery
-from owler.fetch.http import AddressGuard, HttpFetcher, redirect_target
-from owler.fetch.politeness import FetchQueues
+from owler.fetch.http import AddressGuard, FetchResult, HttpFetcher, redirect_target
+from owler.fetch.politeness import Backoff, FetchQueues
 from owler.fetch.robots import RobotsSource
 from owler.metadata import copy as md_copy
 from owler.metadata import set_value
@@ -76,7 +83,7 @@ class FetchItem:
 @dataclass(slots=True)
 class Outcome:
     item: FetchItem
-    kind: str  # "page" | "status" | "expired"
+    kind: str  # "page" | "status" | "expired" | "held"
     metadata: dict
     status: Status | None = None
     content: bytes = b""
@@ -87,9 +94,10 @@ class Outcome:
         ``error.cause/<cause>`` when the fetch got no answer (robots.txt denial, timeout, …);
         for a page ``fetched`` and ``bytes``, else the status name (and ``seeds`` for a seed of
         the sitemap pipeline, which comes back DISCOVERED); ``expired`` for an item that waited
-        past ``fetcher.timeout.queue``."""
-        if self.kind == "expired":
-            return {"expired": 1}
+        past ``fetcher.timeout.queue``, ``held`` for one sent back because its queue is held
+        by the server."""
+        if self.kind in ("expired", "held"):
+            return {self.kind: 1}
         out = {}
         code = self.metadata.get(FETCH_STATUS_CODE)
         if code:  # set by this fetch (never persisted); a stale error.cause may be there
@@ -139,6 +147,9 @@ class FetchEngine:
         self.md_prefix = C.get_str(conf, MD_PREFIX_KEY, "protocol.") or ""
         self.queue_mode = queue_mode(conf)
         self.queues = FetchQueues(conf)
+        self.backoff = Backoff(conf)
+        self.max_throttle_sleep = C.get_float(conf, "fetcher.max.throttle.sleep", 30.0)
+        self._held: dict[str, float] = {}  # queue -> until, for holds too long to wait in memory
         self.http = HttpFetcher(conf)
         self.discovery = SitemapDiscovery(conf)
         self.robots = RobotsSource(conf, self.http, count=self._count,
@@ -160,14 +171,22 @@ class FetchEngine:
 
     def submit(self, item: FetchItem) -> bool:
         """Queue a URL; False when the queues are full (the caller fails the tuple)."""
-        item.queued_at = time.time()
+        item.queued_at = now = time.time()
         if self.queue_mode:
             try:
                 item.key = partition_key(item.url, self.queue_mode)
             except ValueError:  # no host: the fetch records the error, in the tuple's queue
                 pass
         with self._lock:
-            accepted = self.queues.add(item.key, item)
+            held = self._held.get(item.key)
+            if held is not None and held <= now:
+                del self._held[item.key]
+                held = None
+            accepted = held is None and self.queues.add(item.key, item)
+        if held is not None:  # sent back: the frontier serves it once the hold is over
+            self._count("held")
+            self.on_outcome(Outcome(item, "held", item.metadata))
+            return True
         if accepted and self._loop is not None:
             self._loop.call_soon_threadsafe(self._wake.set)
         return accepted
@@ -241,6 +260,7 @@ class FetchEngine:
 
     async def _fetch_one(self, key: str, item: FetchItem, sem: asyncio.Semaphore) -> None:
         delay = None
+        outcome: Outcome | None = None
         try:
             outcome, delay = await self._process(key, item)
         except Exception as exc:  # noqa: BLE001 - never lose a URL to a bug: record it
@@ -250,13 +270,36 @@ class FetchEngine:
             set_value(md, FETCH_EXCEPTION, f"{type(exc).__name__}: {exc}")
             outcome = Outcome(item, "status", md, Status.FETCH_ERROR)
         finally:
+            now = time.time()
+            drained: list[FetchItem] = []
             with self._lock:
-                self.queues.finish(key, time.time(), delay)
+                self.queues.finish(key, now, delay)
+                if (outcome is not None and QUEUE_BLOCK_UNTIL in outcome.metadata
+                        and delay is not None and delay > self.max_throttle_sleep):
+                    # too long for the queue's URLs to wait here: back to the frontier, which
+                    # holds the queue as well (the status update carries the block)
+                    self._held[key] = now + delay
+                    drained = self.queues.drain(key, now)
             sem.release()
             if self._wake is not None:
                 self._wake.set()
+        for waiting in drained:
+            self._count("held")
+            self.on_outcome(Outcome(waiting, "held", waiting.metadata))
         self._count(outcome.status.value if outcome.status else "page")
         self.on_outcome(outcome)
+
+    def _throttled(self, key: str, res: FetchResult, md: dict) -> float | None:
+        """When the server throttles (:class:`Backoff`): the seconds its queue is held, noted in
+        the URL's metadata (retried when the hold ends, and the frontier blocks the queue)."""
+        now = time.time()
+        hold = self.backoff.hold(key, res.status, res.header("Retry-After"), now)
+        if hold is None:
+            return None
+        self._count("throttled")
+        set_value(md, DELAY_MINS, f"{hold / 60:.4f}")
+        set_value(md, QUEUE_BLOCK_UNTIL, f"{now + hold:.3f}")
+        return hold
 
     def _may_redirect(self, md: dict) -> bool:
         """Whether a redirect's target may still be followed: fewer than
@@ -317,6 +360,11 @@ class FetchEngine:
         if self.store_headers:
             for name, value in res.headers:
                 md.setdefault(self.md_prefix + name, []).append(value)
+        hold = self._throttled(key, res, md)
+        if hold is not None:  # 429/503: retried once the server's hold is over
+            with self._lock:
+                delay = max(hold, self.queues.default_delay(key))
+            return Outcome(item, "status", md, Status.FETCH_ERROR), delay
         status = Status.from_http_code(res.status)
         if status is Status.REDIRECTION:
             outlinks = []

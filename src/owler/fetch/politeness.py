@@ -22,7 +22,10 @@ Semantics (StormCrawler's):
 - ``fetcher.max.urls.in.queues``: :meth:`add` returns False once queued + in-flight URLs reach it
   (StormCrawler blocks ``execute()``; the bolt fails the tuple instead, for back-pressure).
   ``fetcher.max.queue.size`` does the same per queue.
-- :meth:`expire` returns items that waited longer than ``fetcher.timeout.queue`` seconds.
+- :meth:`expire` returns items that waited longer than ``fetcher.timeout.queue`` seconds;
+  :meth:`drain` takes every item out of one queue (a queue held by the server for long).
+
+:class:`Backoff` decides how long a server that throttles (429, 503) holds its queue.
 
 Config keys: ``fetcher.server.delay`` (1.0 s), ``fetcher.server.min.delay`` (0.0 s),
 ``fetcher.threads.per.queue`` (1), ``fetcher.max.urls.in.queues`` (-1 = unbounded),
@@ -34,6 +37,8 @@ Cost: add / next_ready / finish are O(log number-of-queues); expire is O(expired
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
 import heapq
 import itertools
 import time
@@ -188,18 +193,22 @@ class FetchQueues(Generic[T]):
         q.in_progress -= 1
         self._in_flight -= 1
         if delay is None:
-            if self.max_threads > 1:
-                delay = self.min_delay
-            elif q.crawl_delay is not None:
-                delay = q.crawl_delay
-            else:
-                delay = self.server_delay
+            delay = self.default_delay(queue_key)
         q.next_time = now + max(0.0, delay)
         if q.items:
             if q.in_progress < self.max_threads:
                 self._schedule(queue_key, q, q.next_time)  # replaces any older entry
         elif q.in_progress == 0:
             self._remove(queue_key, q, now)
+
+    def default_delay(self, queue_key: str) -> float:
+        """The delay :meth:`finish` applies to ``queue_key`` when given none."""
+        if self.max_threads > 1:
+            return self.min_delay
+        q = self._queues.get(queue_key)
+        if q is not None and q.crawl_delay is not None:
+            return q.crawl_delay
+        return self.server_delay
 
     def set_crawl_delay(self, queue_key: str, seconds: float | None) -> None:
         """Use ``seconds`` (robots.txt Crawl-delay, already capped by the caller) between this
@@ -256,6 +265,24 @@ class FetchQueues(Generic[T]):
                     self._remove(entry.key, q, now)
         return out
 
+    def drain(self, queue_key: str, now: float) -> list[T]:
+        """Remove and return the items waiting in ``queue_key`` (in-flight ones stay): for a queue
+        held too long for its URLs to wait in memory. The queue's next allowed time is kept."""
+        q = self._queues.get(queue_key)
+        if q is None or not q.items:
+            return []
+        out: list[T] = []
+        while q.items:
+            entry = q.items.popleft()
+            entry.alive = False
+            out.append(entry.item)
+        self._size -= len(out)
+        q.seq = None
+        if q.in_progress == 0:
+            self._remove(queue_key, q, now)
+        self._trim_age()
+        return out
+
     def _expire_scan(self, now: float, limit: float) -> list[T]:
         """expire() without the age index (fetcher.timeout.queue off in the conf): O(queues)."""
         out: list[T] = []
@@ -295,3 +322,60 @@ class FetchQueues(Generic[T]):
         by_age = self._by_age
         while by_age and not by_age[0].alive:
             by_age.popleft()
+
+
+# -- throttling ----------------------------------------------------------------------------------
+
+def retry_after_seconds(value: str | None, now: float) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait: delta-seconds or an HTTP date (RFC 9110
+    §10.2.3); ``None`` when absent or unreadable, ``0`` for a date in the past."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(int(text))
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return max(0.0, when.timestamp() - now)
+
+
+class Backoff:
+    """How long a queue is held after the server throttled (StormCrawler's Retry-After hold and
+    adaptive back-off, for the fetcher).
+
+    A response whose status is in ``fetcher.backoff.status.codes`` ([429, 503]) holds its queue:
+    for its ``Retry-After`` (seconds or HTTP date, at most ``fetcher.max.retry.after``, 86400 s),
+    else for ``fetcher.backoff.base.secs`` (60) × ``fetcher.backoff.factor`` (2.0) ^ (n - 1) after
+    the n-th throttled response in a row, at most ``fetcher.backoff.max.secs`` (86400). Any other
+    response of the queue starts the count again.
+    """
+
+    def __init__(self, conf: Mapping[str, Any] | None = None) -> None:
+        conf = conf or {}
+        self.codes = frozenset(int(c) for c in C.get_list(conf, "fetcher.backoff.status.codes",
+                                                          [429, 503]))
+        self.base = C.get_float(conf, "fetcher.backoff.base.secs", 60.0)
+        self.factor = C.get_float(conf, "fetcher.backoff.factor", 2.0)
+        self.max_secs = C.get_float(conf, "fetcher.backoff.max.secs", 86400.0)
+        self.max_retry_after = C.get_float(conf, "fetcher.max.retry.after", 86400.0)
+        self._streak: dict[str, int] = {}
+
+    def hold(self, key: str, status: int | None, retry_after: str | None,
+             now: float) -> float | None:
+        """Seconds to hold ``key`` after a response with ``status`` (None: not throttled)."""
+        if status is None:
+            return None
+        if status not in self.codes:
+            self._streak.pop(key, None)
+            return None
+        n = self._streak[key] = self._streak.get(key, 0) + 1
+        asked = retry_after_seconds(retry_after, now)
+        if asked is not None:
+            return asked if self.max_retry_after < 0 else min(asked, self.max_retry_after)
+        return min(self.max_secs, self.base * self.factor ** (n - 1))

@@ -63,7 +63,9 @@ class StatusUpdate:
     """One write to the frontier.
 
     ``next_fetch_date``: epoch seconds; ``None`` = never fetch again (stored as :data:`NEVER`).
-    ``key``: the partition key (queue) of the URL.
+    ``key``: the partition key (queue) of the URL. ``block_until``: epoch seconds before which no
+    URL of the queue may be served (the server throttled: 429/503, Retry-After), as URLFrontier's
+    BlockQueueUntil; a block is only ever extended, never shortened.
     """
 
     url: str
@@ -71,6 +73,7 @@ class StatusUpdate:
     metadata: dict[str, list[str]] = field(default_factory=dict)
     next_fetch_date: float | None = None
     key: str = DEFAULT_KEY
+    block_until: float | None = None
 
 
 @dataclass(slots=True)

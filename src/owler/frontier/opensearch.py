@@ -30,6 +30,9 @@ spout tasks and several crawlers on one index therefore never serve one queue at
 and the per-queue delay holds across all of them. A lease not released (a dead task) expires
 after ``frontier.lease.ttl`` seconds; with ``frontier.crawler.id`` set, the owner name is stable
 across restarts and a restarted task takes its own unreleased leases back at once.
+A queue the server asked to leave alone (429/503 with Retry-After, or the fetcher's back-off:
+:attr:`StatusUpdate.block_until`) gets a lease under :data:`BLOCK_OWNER` until then, only ever
+extended, which no task can take before it ends (a task's round on it loses its lease).
 
 Sharing: every task announces itself in the leases index (a ``task`` document renewed every few
 seconds, valid for ``frontier.lease.ttl``). While other tasks are present, a task that ended a
@@ -78,6 +81,8 @@ log = logging.getLogger("owler.frontier.opensearch")
 REQUIRED_FIELDS = {"url": ("keyword",), "key": ("keyword",), "status": ("keyword",),
                    "nextFetchDate": ("date", "date_nanos")}
 
+#: owner of the lease document of a queue held for a throttling server (no task has this name)
+BLOCK_OWNER = "_blocked_"
 _FILTER_BULK = "errors,items.*.status,items.*.error.type,items.*.error.reason"
 
 
@@ -284,11 +289,38 @@ class OpenSearchFrontier:
             op = "create" if status == "DISCOVERED" else "index"
             lines.append(self._action(op, _sha256(u.url), u.key))
             lines.append(self._doc(u.url, status, md, u.next_fetch_date, u.key, now))
+        blocks: dict[str, float] = {}
+        for u in updates:
+            if u.block_until is not None:
+                blocks[u.key] = max(u.block_until, blocks.get(u.key, 0.0))
         try:
             statuses = self._bulk(lines, len(updates))
+            if blocks:
+                self._block(blocks)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
         return [i for i, s in enumerate(statuses) if s >= 300 and s != 409]
+
+    def _block(self, blocks: dict[str, float]) -> None:
+        """Hold queues until a time (a throttling server): the queue's lease document says
+        ``until`` (only ever later) under an owner no task has, so no task leases it before."""
+        lines = []
+        for key, until in blocks.items():
+            ms = int(until * 1000)
+            lines.append(b'{"update":{"_index":%s,"_id":%s,"retry_on_conflict":3}}' % (
+                orjson.dumps(self.leases_index), orjson.dumps(key)))
+            lines.append(orjson.dumps({
+                "script": {"lang": "painless", "params": {"u": ms, "o": BLOCK_OWNER}, "source": (
+                    "if (ctx._source.until == null || ctx._source.until < params.u) {"
+                    " ctx._source.until = params.u; ctx._source.owner = params.o;"
+                    " ctx._source.active = false } else { ctx.op = 'none' }")},
+                "upsert": {"owner": BLOCK_OWNER, "until": ms, "active": False}}))
+        _, res = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
+                                     params={"filter_path": "errors,items.*.status"})
+        bad = [next(iter(i.values())).get("status") for i in (res or {}).get("items", [])
+               if next(iter(i.values())).get("status", 500) >= 300]
+        if bad:
+            raise OpenSearchError(f"cannot block {len(bad)} queue(s): status {bad[0]}")
 
     def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
         """Seeds as DISCOVERED, due ``now``, never overwriting; returns how many were new."""

@@ -15,6 +15,9 @@ Tables
     milliseconds).
     ``meta(name, value)``: ``schema_version`` (a schema 1 file, with hex ids, or a schema 2 file,
     without tags, is migrated when opened).
+    ``blocks(key, until)``: queues the server asked to leave alone (429/503, Retry-After; written
+    with the throttled URL's status, :attr:`StatusUpdate.block_until`): :meth:`SQLiteFrontier.due`
+    serves none of their URLs before ``until``. Created when a file is opened, if missing.
 
 Tags (schema 3; OWLer's interest tags, as the OpenSearch frontier's ``tags``)
     ``urls.tag``: the tag of the ``frontier.tags`` rules (``"<metadata key>=<value>": tag``) that
@@ -123,7 +126,14 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS tag_queues (tag TEXT NOT NULL, key TEXT NOT NULL,
         next_due REAL NOT NULL, PRIMARY KEY (tag, key))""",
     "CREATE INDEX IF NOT EXISTS tag_queues_next_due ON tag_queues (tag, next_due)",
+    # queues the server asked to leave alone until a time (429/503, Retry-After)
+    "CREATE TABLE IF NOT EXISTS blocks (key TEXT PRIMARY KEY, until REAL NOT NULL)",
 ]
+
+_BLOCK = """
+INSERT INTO blocks (key, until) VALUES (?, ?)
+ON CONFLICT (key) DO UPDATE SET until = MAX(until, excluded.until)
+"""
 
 # DISCOVERED never overwrites a known URL; any other status replaces status, date, key, metadata.
 # One statement for both keeps the batch's order (a FETCHED then a DISCOVERED of the same URL).
@@ -335,9 +345,13 @@ class SQLiteFrontier:
         discovered = Status.DISCOVERED.value
         tag_of = self._tag_of if self.tag_rules else None
         rule_keys = self._rule_keys
+        blocks: dict[str, float] = {}
         for u in updates:
             if not isinstance(u, StatusUpdate):
                 raise TypeError(f"apply_updates expects StatusUpdate objects, got {type(u).__name__}")
+            if u.block_until is not None:
+                k = u.key or DEFAULT_KEY
+                blocks[k] = max(u.block_until, blocks.get(k, 0.0))
             status = u.status.value if isinstance(u.status, Status) else Status(u.status).value
             md = u.metadata or {}
             if status == discovered and not REFRESH_KEYS.isdisjoint(md) and is_refresh(status, md):
@@ -361,6 +375,9 @@ class SQLiteFrontier:
         if not rows and not refreshes:
             return []
         with self._write():
+            if blocks:
+                self.conn.execute("DELETE FROM blocks WHERE until <= ?", (now,))
+                self.conn.executemany(_BLOCK, list(blocks.items()))
             done = 0
             for pos, u in refreshes:  # in batch order with the plain rows around them
                 if pos > done:
@@ -479,8 +496,9 @@ class SQLiteFrontier:
         cur.execute("BEGIN")  # one snapshot for the whole query
         try:
             keys = [r[0] for r in cur.execute(
-                "SELECT key FROM queues WHERE next_due <= ? ORDER BY next_due, key LIMIT ?",
-                (now, max_buckets),
+                "SELECT key FROM queues WHERE next_due <= ? AND key NOT IN "
+                "(SELECT key FROM blocks WHERE until > ?) ORDER BY next_due, key LIMIT ?",
+                (now, now, max_buckets),
             )]
             check_ids = bool(exclude)
             stale: list[str] = []  # queues whose earliest date is out of date (a URL changed key)
@@ -527,8 +545,9 @@ class SQLiteFrontier:
         try:
             keys = [r[0] for r in cur.execute(
                 f"SELECT key, MIN(next_due) AS d FROM tag_queues WHERE tag IN ({marks}) "
-                "AND next_due <= ? GROUP BY key ORDER BY d, key LIMIT ?",
-                (*tags, now, max_buckets))]
+                "AND next_due <= ? AND key NOT IN (SELECT key FROM blocks WHERE until > ?) "
+                "GROUP BY key ORDER BY d, key LIMIT ?",
+                (*tags, now, now, max_buckets))]
             check_ids = bool(exclude)
             stale: list[tuple[str, str]] = []
             buckets = []
