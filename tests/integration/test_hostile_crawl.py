@@ -1,9 +1,10 @@
 """The explorative crawl of the hostile farm (tests/farm/hostile.py) on real Storm (local mode),
 with the default configuration but for the farm's network (``http.allowed.networks``, the SSRF
-guard on) and a depth limit on the trap seed (``max.depth``, MaxDepthFilter): the crawl ends by
-itself, every farm URL reaches a final status, the traps are bounded, the slow and broken servers
-cost a bounded time each and are asked at most twice, the calm hosts are crawled in full, the WARC
-files are valid, and the canary on another loopback address is never reached."""
+guard on), a depth limit on the trap seed (``max.depth``, MaxDepthFilter) and a short back-off base:
+the crawl ends by itself, every farm URL reaches a final status, the traps are bounded, the slow
+and broken servers cost a bounded time each and are asked at most twice, throttling servers are
+left alone as long as they ask (Retry-After) or for a growing time, the calm hosts are crawled in
+full, the WARC files are valid, and the canary on another loopback address is never reached."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
@@ -25,43 +27,59 @@ from tests.integration.cli import owler
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAP_DEPTH = 12
+MAX_OUTLINKS = 500
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def crawl(tmp_path_factory):
-    work = tmp_path_factory.mktemp("hostile")
-    log = work / "access.log"
-    farm = subprocess.Popen([sys.executable, "-m", "tests.farm.hostile", "--log", str(log)],
+def farm(tmp_path_factory):
+    log = tmp_path_factory.mktemp("hostile-farm") / "access.log"
+    proc = subprocess.Popen([sys.executable, "-m", "tests.farm.hostile", "--log", str(log)],
                             cwd=ROOT, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        ready = farm.stdout.readline().split()
+        ready = proc.stdout.readline().split()
         assert ready and ready[0] == "READY", "the hostile farm did not start"
-        port, canary = int(ready[1]), int(ready[2])
-        conf = work / "conf.yaml"
-        conf.write_text(f"frontier.sqlite.path: {work / 'frontier.sqlite'}\n"
-                        f"warc.dir: {work / 'warc'}\n"
-                        f"owler.work.dir: {work}\n"
-                        f"http.allowed.networks: [{H.NETWORK}]\n")
-        seeds = work / "seeds.txt"
-        seeds.write_text(
-            f"http://{H.HOSTS['traps']}:{port}/\tmax.depth={TRAP_DEPTH}\n"
-            f"http://{H.HOSTS['slow']}:{port}/\n"
-            f"http://{H.HOSTS['calm1']}:{port}/\n"
-            f"http://{H.HOSTS['calm2']}:{port}/\n")
-        owler("inject", str(seeds), "--conf", str(conf))
-        t0 = time.time()
-        run = owler("run", "explorative", "--conf", str(conf), "--idle-exit", "10",
-                    "--time", "500", check=False)
-        took = time.time() - t0
-        entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-        yield {"work": work, "port": port, "canary": canary, "run": run, "took": took,
-               "log": entries}
+        yield {"port": int(ready[1]), "canary": int(ready[2]), "log": log}
     finally:
-        farm.terminate()
-        farm.wait(10)
+        proc.terminate()
+        proc.wait(10)
+
+
+def run_crawl(farm, work: Path, topology: str, seeds: str) -> dict:
+    conf = work / "conf.yaml"
+    conf.write_text(f"frontier.sqlite.path: {work / 'frontier.sqlite'}\n"
+                    f"warc.dir: {work / 'warc'}\n"
+                    f"owler.work.dir: {work}\n"
+                    f"http.allowed.networks: [{H.NETWORK}]\n"
+                    "fetcher.backoff.base.secs: 2\n"  # the default, 60 s, is long for a test
+                    f"parser.emitOutlinks.max.per.page: {MAX_OUTLINKS}\n")
+    (work / "seeds.txt").write_text(seeds)
+    owler("inject", str(work / "seeds.txt"), "--conf", str(conf))
+    t0 = time.time()
+    run = owler("run", topology, "--conf", str(conf), "--idle-exit", "10", "--time", "500",
+                check=False)
+    took = time.time() - t0
+    entries = [json.loads(line) for line in farm["log"].read_text().splitlines() if line.strip()]
+    return {"work": work, "port": farm["port"], "canary": farm["canary"], "run": run,
+            "took": took, "log": [e for e in entries if e["t"] >= t0]}
+
+
+@pytest.fixture(scope="module")
+def crawl(farm, tmp_path_factory):
+    port = farm["port"]
+    seeds = (f"http://{H.HOSTS['traps']}:{port}/\tmax.depth={TRAP_DEPTH}\n"
+             + "".join(f"http://{H.HOSTS[h]}:{port}/\n" for h in (
+                 "slow", "calm1", "calm2", "ratelimit", "backoff", "ratedate", "robots429",
+                 "robotsmoved", "robotsbig", "robotsenc", "markup")))
+    return run_crawl(farm, tmp_path_factory.mktemp("hostile"), "explorative", seeds)
+
+
+@pytest.fixture(scope="module")
+def sitemap_crawl(farm, crawl, tmp_path_factory):  # after the explorative crawl: one at a time
+    seeds = "".join(f"http://{H.HOSTS[h]}:{farm['port']}/\n" for h in ("smtrap", "smslow"))
+    return run_crawl(farm, tmp_path_factory.mktemp("hostile-sitemap"), "sitemap", seeds)
 
 
 def requests(crawl, host: str, prefix: str = "/") -> Counter:
@@ -154,3 +172,93 @@ def test_the_warc_files_are_valid_and_the_flood_is_trimmed(crawl):
     assert n > 40
     flood = f"http://{H.HOSTS['slow']}:{crawl['port']}/endless-chunked"
     assert truncated[flood] == "length"
+
+
+def page_requests(crawl, host: str) -> list[dict]:
+    return sorted((e for e in crawl["log"] if e.get("host") == H.HOSTS[host]
+                   and e["path"] != "/robots.txt"), key=lambda e: e["t"])
+
+
+def throttle_pages(crawl, host: str) -> list[str]:
+    base = f"http://{H.HOSTS[host]}:{crawl['port']}"
+    return [base + "/"] + [f"{base}/r/{k}" for k in range(1, H.THROTTLE_PAGES + 1)]
+
+
+def test_retry_after_holds_the_whole_queue_then_everything_is_fetched(crawl):
+    urls = frontier(crawl)
+    for host, wait in (("ratelimit", H.RETRY_AFTER), ("ratedate", H.RETRY_DATE)):
+        asked = page_requests(crawl, host)
+        t = next(e["t"] for e in asked if e["path"] == "/r/1")  # the throttled answer
+        later = [e["t"] for e in asked if e["t"] > t]
+        assert later and min(later) >= t + wait - 1.2, (host, min(later) - t)
+        assert Counter(e["path"] for e in asked)["/r/1"] == 2
+        assert all(urls[u].status.value == "FETCHED" for u in throttle_pages(crawl, host)), host
+
+
+def test_throttling_without_retry_after_backs_off_growing(crawl):
+    times = [e["t"] for e in page_requests(crawl, "backoff")]
+    assert len(times) >= 3
+    assert times[1] - times[0] >= 2 - 0.2 and times[2] - times[1] >= 4 - 0.2
+    urls = frontier(crawl)
+    assert all(urls[u].status.value == "FETCHED" for u in throttle_pages(crawl, "backoff"))
+
+
+def test_a_robots_txt_answering_429_keeps_the_site_unfetched(crawl):
+    assert page_requests(crawl, "robots429") == []
+    home = frontier(crawl)[f"http://{H.HOSTS['robots429']}:{crawl['port']}/"]
+    assert home.status.value == "ERROR" and home.metadata["error.cause"] == ["robots.txt"]
+
+
+def test_robots_txt_behind_redirects_too_big_or_encoded_is_obeyed(crawl):
+    moved = requests(crawl, "robotsmoved")
+    assert [f"/moved/{n}" for n in range(1, H.ROBOTS_HOPS + 1)] == sorted(
+        p for p in moved if p.startswith("/moved/"))
+    assert "/public/a" in moved and not [p for p in moved if p.startswith("/private")]
+    big = requests(crawl, "robotsbig")
+    assert "/late/a" in big and "/early/a" not in big  # only the first 500 KiB count
+    asked = {unquote(p) for p in requests(crawl, "robotsenc")}
+    for link, allowed in H.ENCODED_LINKS:
+        assert (unquote(link) in asked) is allowed, (link, sorted(asked))
+
+
+def test_broken_markup_kills_nothing_and_readable_links_are_kept(crawl):
+    urls = frontier(crawl)
+    base = f"http://{H.HOSTS['markup']}:{crawl['port']}"
+    for path in H.MARKUP_PAGES:
+        assert urls[base + path].status.value == "FETCHED", (path, urls[base + path].metadata)
+        assert urls[f"{base}/good{path}"].status.value == "FETCHED", path
+    assert len(requests(crawl, "markup", "/refresh-self")) == 1
+    sink = [u for u in urls if u.startswith(f"http://{H.HOSTS['sink']}:")]
+    # 60,000 links: parser.emitOutlinks.max.per.page kept (the page's first link is /good/…)
+    assert len(sink) == MAX_OUTLINKS - 1
+    assert not requests(crawl, "sink", "/s/")  # robots.txt: Disallow: /
+
+
+# -- the sitemap topology ------------------------------------------------------------------------
+
+def test_the_sitemap_crawl_ends_and_bounds_an_endless_index_chain(sitemap_crawl):
+    run = sitemap_crawl["run"]
+    assert run.returncode == 0, run.stdout + run.stderr
+    chain = [int(p[4:-4]) for p in requests(sitemap_crawl, "smtrap", "/sm/")]
+    assert chain and max(chain) <= 6  # sitemap.max.depth: 5
+    left = [u for u, s in frontier(sitemap_crawl).items() if s.status.value == "DISCOVERED"
+            and (s.next_fetch_date or 0) <= time.time() and "127.0.60." in u]
+    assert not left, left
+
+
+def test_slow_bombing_and_throttling_sitemaps_end_and_spare_the_rest(sitemap_crawl):
+    asked = requests(sitemap_crawl, "smslow")
+    for path in H.SLOW_SITEMAPS:
+        assert 1 <= asked[path] <= 2, (path, asked[path])
+    assert asked["/throttle.xml"] == 2  # retried after its Retry-After
+    urls = frontier(sitemap_crawl)
+    base = f"http://{H.HOSTS['smslow']}:{sitemap_crawl['port']}"
+    for path in ("/drip.xml", "/silent.xml"):
+        s = urls[base + path]
+        assert s.status.value == "FETCH_ERROR" and s.metadata["error.cause"] == ["timeout"], path
+    bomb = urls[base + "/bomb.xml.gz"]  # 200 MB of zeros, gzipped: no XML in the first 50 MB
+    assert bomb.status.value == "FETCH_ERROR"
+    assert bomb.metadata["error.source"] == ["sitemap parsing"] and bomb.metadata["error.cause"]
+    for page in ("/fine", "/fine-too"):
+        assert urls[base + page].status.value == "FETCHED", page
+    assert not [e for e in sitemap_crawl["log"] if e.get("canary")]
