@@ -127,6 +127,31 @@ def test_queue_leases_split_queues_and_keep_the_delay(conf):
         assert {k for _, _, k in g.due(time.time(), 10, 10)} == {"a.example"}
 
 
+def test_a_blocked_queue_is_served_by_no_task_before_its_block_ends(conf):
+    """A throttling server's hold (StatusUpdate.block_until) reaches every task, outlives the
+    round of the task that had the queue, and is never shortened."""
+    now = time.time()
+    with open_frontier(conf, owner="t1") as f, open_frontier(conf, owner="t2") as g:
+        f.apply_updates([upd(f"http://{h}.example/{i}", "DISCOVERED", now - 10, f"{h}.example")
+                         for h in "ab" for i in range(3)])
+        f.refresh()
+        assert {k for _, _, k in f.due(now, 1, 10)} == {"a.example"}  # t1's round on a
+        blocked = StatusUpdate("http://a.example/0", Status.FETCH_ERROR, {}, now + 4,
+                               "a.example", block_until=now + 4)
+        assert g.apply_updates([blocked]) == []
+        assert g.apply_updates([StatusUpdate("http://a.example/0", Status.FETCH_ERROR, {},
+                                             now + 4, "a.example", block_until=now + 1)]) == []
+        f.release("a.example", time.time())  # the round ends: the block stays
+        g.refresh()
+        for task in (f, g):
+            assert "a.example" not in {k for _, _, k in task.due(time.time(), 10, 10)}
+        time.sleep(max(0.0, now + 2.8 - time.time()))  # the pause after a round (2 s) is over
+        for task in (f, g):
+            assert "a.example" not in {k for _, _, k in task.due(time.time(), 10, 10)}
+        time.sleep(max(0.0, now + 4.2 - time.time()))
+        assert "a.example" in {k for _, _, k in g.due(time.time(), 10, 10)}
+
+
 def test_a_task_lets_the_others_have_the_queue_it_released_first(conf):
     conf = {**conf, "fetcher.server.delay": 0.5, "spout.min.delay.queries": 1000}
     now = time.time()
