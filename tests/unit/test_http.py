@@ -509,6 +509,7 @@ def test_guard_refuses_literal_and_resolved_loopback():
                 lit = await f.fetch(base + paths[0])
                 name = await f.fetch(f"http://localhost:{port}/page")
                 v6 = await f.fetch(f"http://[::1]:{port}/page")
+                assert f.refuses(f"http://localhost:{port}/other", names=True)  # remembered
             async with HttpFetcher(make_conf()) as f:
                 allowed = await f.fetch(base + paths[0])
             return lit, name, v6, allowed, seen
@@ -567,6 +568,9 @@ def test_allowed_networks_in_the_fetcher_and_its_resolver():
                                  "http.allowed.networks": ["127.0.0.1/32"]}))
     assert f.refuses("http://127.0.0.2/x") and f.refuses("http://[::ffff:7f00:2]/")
     assert f.refuses("http://127.0.0.1/") is None and f.refuses("http://localhost/") is None
+    f._note_refused("LocalHost", "localhost resolves to non-public address(es): ::1")
+    assert f.refuses("http://localhost/") is None  # names only when asked: DNS may change
+    assert "non-public" in f.refuses("http://localhost:8080/x", names=True)
     for r in refused:
         assert r.error_cause == "private_address", r
 

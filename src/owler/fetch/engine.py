@@ -330,6 +330,11 @@ class FetchEngine:
             if found.seed:  # a seed of the sitemap pipeline: its sitemaps only, no fetch
                 return Outcome(item, "status", md, Status.DISCOVERED), found.delay
         if not rules.allowed(url):
+            refused = self.http.refuses(url, names=True)  # its robots.txt lookup was refused
+            if refused:
+                set_value(md, ERROR_CAUSE, "private_address")
+                set_value(md, FETCH_EXCEPTION, refused)
+                return Outcome(item, "status", md, Status.ERROR), 0.0
             self._count("robots_denied")
             set_value(md, ERROR_CAUSE, "robots.txt")
             return Outcome(item, "status", md, Status.ERROR), 0.0

@@ -62,7 +62,7 @@ import ssl
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urljoin
 
 import aiohttp
@@ -121,6 +121,7 @@ def user_agent(conf: Mapping[str, Any]) -> str:
 # ---- private-address guard -------------------------------------------------------------------
 
 ALLOWED_NETWORKS_KEY = "http.allowed.networks"
+_REFUSED_NAMES = 10_000  # host names remembered as resolving to refused addresses
 DEADLINE_KEY = "fetcher.thread.timeout"
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _6TO4 = ipaddress.ip_network("2002::/16")
@@ -199,9 +200,11 @@ class GuardedResolver(AbstractResolver):
     """
 
     def __init__(self, inner: AbstractResolver | None = None,
-                 guard: AddressGuard | None = None) -> None:
+                 guard: AddressGuard | None = None,
+                 on_refused: Callable[[str, str], None] | None = None) -> None:
         self._inner = inner or ThreadedResolver()
         self._guard = guard or AddressGuard()
+        self._on_refused = on_refused
 
     async def resolve(self, host: str, port: int = 0,
                       family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
@@ -209,7 +212,10 @@ class GuardedResolver(AbstractResolver):
         allowed = [r for r in results if self._guard.allows(r["host"])]
         if not allowed:
             refused = ", ".join(sorted({r["host"] for r in results})) or "nothing"
-            raise PrivateAddressError(f"{host} resolves to non-public address(es): {refused}")
+            message = f"{host} resolves to non-public address(es): {refused}"
+            if self._on_refused is not None:
+                self._on_refused(host, message)
+            raise PrivateAddressError(message)
         return allowed
 
     async def close(self) -> None:
@@ -495,6 +501,7 @@ class HttpFetcher:
         self.max_decompressed = max_decompressed_size(conf)
         self.allow_private = C.get_bool(conf, "http.allow.private.addresses", False)
         self.guard = AddressGuard.from_conf(conf)
+        self._refused_names: dict[str, str] = {}  # host name -> why, oldest first
         self.trust_everything = C.get_bool(conf, "http.trust.everything", False)
         self.keepalive = C.get_float(conf, "http.keepalive.timeout", 15.0)
         threads = max(1, C.get_int(conf, FETCHER_THREADS_KEY, 10))
@@ -513,7 +520,7 @@ class HttpFetcher:
         if self._session is not None:
             return
         resolver = (self._inner_resolver if self.allow_private
-                    else GuardedResolver(self._inner_resolver, self.guard))
+                    else GuardedResolver(self._inner_resolver, self.guard, self._note_refused))
         connector = _PeerRecordingConnector(
             limit=self.pool_limit, limit_per_host=self.pool_limit_per_host,
             ssl=shared_ssl_context(self.trust_everything), resolver=resolver,
@@ -559,18 +566,27 @@ class HttpFetcher:
         res.elapsed = time.perf_counter() - t0
         return res
 
-    def refuses(self, url: str) -> str | None:
-        """Why the guard refuses ``url`` without a lookup (its host is an address it may not
-        reach), else ``None``; host names are judged when they are resolved."""
+    def refuses(self, url: str, names: bool = False) -> str | None:
+        """Why the guard refuses ``url`` without a request (its host is an address it may not
+        reach; with ``names``, also a host name that lately resolved only to such addresses, of
+        the last :data:`_REFUSED_NAMES`), else ``None``."""
         if self.allow_private:
             return None
         try:
             host = URL(url, encoded=True).host
         except (ValueError, TypeError):
             return None
-        if host and _is_ip_literal(host) and not self.guard.allows(host):
-            return f"{host} is not a public address"
-        return None
+        if not host:
+            return None
+        if _is_ip_literal(host):
+            return None if self.guard.allows(host) else f"{host} is not a public address"
+        return self._refused_names.get(host.lower()) if names else None
+
+    def _note_refused(self, host: str, message: str) -> None:
+        names = self._refused_names
+        names[host.lower()] = message
+        while len(names) > _REFUSED_NAMES:
+            names.pop(next(iter(names)))
 
     @staticmethod
     def _fail(res: FetchResult, cause: str, message: str) -> None:
