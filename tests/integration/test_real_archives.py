@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,22 @@ def html_pages():
                 continue
 
 
+@lru_cache(maxsize=1)
+def bad_digests() -> frozenset[str]:
+    """URLs of responses whose payload digest warcio, too, finds wrong."""
+    out = set()
+    for path in inputs().values():
+        with open(path, "rb") as fh:
+            try:
+                for rec in ArchiveIterator(fh, check_digests=True):
+                    rec.content_stream().read()
+                    if rec.rec_type == "response" and rec.digest_checker.passed is False:
+                        out.add(rec.rec_headers.get_header("WARC-Target-URI"))
+            except Exception:  # noqa: BLE001 - damaged files: what warcio read
+                continue
+    return frozenset(out)
+
+
 def urljoin(base: str, href: str) -> str:
     """RFC 3986 resolution of the characters as written (yarl; Python's urljoin drops empty path
     segments, which the standards keep); the filters' normaliser then encodes them."""
@@ -167,8 +184,10 @@ def test_every_readable_html_page_is_fetched_not_an_error(run, expected):
         statuses = {url: f.get(url) for url in expected}
     missing = sorted(u for u, s in statuses.items() if s is None)
     assert not missing, missing
+    # ERROR only for a payload that is not what was captured (warcio agrees its digest is wrong)
     wrong = {u: (s.status.value, s.metadata.get("error.cause"))
-             for u, s in statuses.items() if s.status.value not in ("FETCHED", "REDIRECTION")}
+             for u, s in statuses.items() if s.status.value not in ("FETCHED", "REDIRECTION")
+             and not (s.metadata.get("error.cause") == ["warc.digest"] and u in bad_digests())}
     assert not wrong, wrong
     assert len(expected) >= 60  # distinct pages: CC, iana.org, wget, wpull, browsertrix, …
     # bodies stored already de-chunked or decoded were read as they were, and said so
@@ -188,8 +207,8 @@ def test_every_outlink_the_filters_accept_is_in_the_frontier(run, expected):
 
 #: Inputs whose damage costs records that warcio still reads (it trusts a Content-Length that the
 #: record's end contradicts, or lines ending in CR CR LF); the reader reports each as a problem.
+#: (Records that end in too few or too many line ends are read: pywb's example-extra.warc.)
 DAMAGED = {
-    "pywb/example-extra.warc": "records followed by stray bytes instead of CRLF CRLF",
     "pywb/example.warc": "a record followed by stray bytes instead of CRLF CRLF",
     "pywb/example-url-agnostic-orig.warc.gz": "a warcinfo whose Content-Length exceeds its member",
     "pywb/example-url-agnostic-revisit.warc.gz": "a warcinfo whose Content-Length exceeds its member",

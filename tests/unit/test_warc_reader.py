@@ -110,6 +110,20 @@ def test_warc_018_heads_are_read_and_digests_checked():
     assert "block digest mismatch" in recs[0].problem
 
 
+def test_sloppy_record_ends_are_read_by_the_content_length():
+    """Writers that end a record with one CRLF, or with an extra LF (pywb's example-extra.warc):
+    the record is whole by its Content-Length; the copy gets the standard CRLF CRLF."""
+    recs = [G.record("response", f"http://x.example/{i}", G.http_response(b"<p>%d</p>" % i))
+            for i in range(3)]
+    data = recs[0][:-4] + b"\r\n" + recs[1][:-4] + b"\n\r\n\r\n" + recs[2][:-4] + b"\r\n"
+    got, probs = read(data)
+    assert [decompressed(r) for r in got] == recs
+    assert len(probs) == 3 and all("line-end" in p.message for p in probs)
+    # stray bytes that are not line ends: the record is skipped, as before
+    got, probs = read(recs[0][:-4] + b"m\r\n" + recs[1])
+    assert [decompressed(r) for r in got] == [recs[1]] and "does not end" in probs[0].message
+
+
 def test_a_record_over_the_size_limit_is_skipped():
     big = G.record("resource", "http://h.example/big", b"x" * 300_000)
     small = G.record("resource", "http://h.example/small", b"y")

@@ -312,11 +312,24 @@ def _plain_records(buf: _Buffer, max_record: int, verify: bool
         if length > max_record:
             raise WARCReadError(f"record of {length} bytes over the limit of {max_record}", offset)
         end = offset + bstart + length + 4
-        while buf.end < end:
-            if not buf.fill():
-                raise WARCReadError("truncated WARC record", offset)
+        while buf.end < end and buf.fill():
+            pass
+        if buf.end < end - 4:
+            raise WARCReadError("truncated WARC record", offset)
         raw = buf.bytes(offset, end)
-        if raw[-4:] != HEAD_END:  # a wrong Content-Length or a cut record: find the next one
+        if raw[-4:] != HEAD_END:
+            after = _line_ends_then_head(buf, end - 4)
+            if after is not None:  # a sloppy writer's record end: the record is whole
+                yield InputProblem(offset, f"WARC record ends with {after - end + 4} line-end "
+                                   "byte(s) instead of CRLF CRLF; read by its Content-Length")
+                fixed = buf.bytes(offset, end - 4) + HEAD_END
+                yield _make(str(offset), offset, offset, fixed, False, version, headers,
+                            fixed[bstart:-4], verify, after)
+                buf.drop_to(after)
+                continue
+            if buf.end < end:
+                raise WARCReadError("truncated WARC record", offset)
+            # a wrong Content-Length or a cut record: find the next one
             nxt = _next_plain_head(buf, offset + 1)
             yield InputProblem(offset, "WARC record does not end with CRLF CRLF (wrong "
                                "Content-Length or a cut record); skipped to "
@@ -327,6 +340,21 @@ def _plain_records(buf: _Buffer, max_record: int, verify: bool
         yield _make(str(offset), offset, offset, raw, False, version, headers,
                     raw[bstart:-4], verify, end)
         buf.drop_to(end)
+
+
+def _line_ends_then_head(buf: _Buffer, pos: int) -> int | None:
+    """Where a run of 1 to 8 CR/LF bytes at ``pos`` ends, when a WARC head or the end of the
+    stream follows it (some writers end a record with one CRLF, or three); None otherwise."""
+    while buf.end < pos + 16 and buf.fill():
+        pass
+    tail = buf.bytes(pos, min(buf.end, pos + 16))
+    run = len(tail) - len(tail.lstrip(b"\r\n"))
+    if not 1 <= run <= 8:
+        return None
+    rest = tail[run:]
+    if rest.startswith(b"WARC/") or (not rest and buf.end == pos + run):
+        return pos + run
+    return None
 
 
 def _next_plain_head(buf: _Buffer, after: int) -> int | None:
