@@ -310,10 +310,15 @@ class OpenSearchFrontier:
             lines.append(b'{"update":{"_index":%s,"_id":%s,"retry_on_conflict":3}}' % (
                 orjson.dumps(self.leases_index), orjson.dumps(key)))
             lines.append(orjson.dumps({
+                # a later block or pause stays; an active round's lease (its until is a TTL,
+                # not a pause) is taken over: the task loses it, its release changes nothing
                 "script": {"lang": "painless", "params": {"u": ms, "o": BLOCK_OWNER}, "source": (
-                    "if (ctx._source.until == null || ctx._source.until < params.u) {"
-                    " ctx._source.until = params.u; ctx._source.owner = params.o;"
-                    " ctx._source.active = false } else { ctx.op = 'none' }")},
+                    "def until = ctx._source.until; boolean active = ctx._source.active == true;"
+                    " if (!active && until != null && until >= params.u) {"
+                    " if (ctx._source.owner == params.o) { ctx.op = 'none' }"
+                    " else { ctx._source.owner = params.o } }"
+                    " else { ctx._source.until = params.u; ctx._source.owner = params.o;"
+                    " ctx._source.active = false }")},
                 "upsert": {"owner": BLOCK_OWNER, "until": ms, "active": False}}))
         _, res = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
                                      params={"filter_path": "errors,items.*.status"})
