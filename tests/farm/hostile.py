@@ -129,6 +129,14 @@ class Hostile:
         writer.write(data)
         await writer.drain()
 
+    async def drip(self, writer, ctype: str, byte: bytes) -> None:
+        """A 200 whose body comes one byte every 0.5 s for DRIP_SECONDS."""
+        await self.send(writer, f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\n"
+                                f"Content-Length: {DRIP_SECONDS * 2}\r\n\r\n".encode())
+        for _ in range(DRIP_SECONDS * 2):
+            await self.send(writer, byte)
+            await asyncio.sleep(0.5)
+
     # -- sites -----------------------------------------------------------------------------------
     async def site_traps(self, path: str, w) -> None:
         if path == "/robots.txt":
@@ -170,15 +178,9 @@ class Hostile:
             links = [f"/ok/{n + 1}"] if n < 2 else []
             return await self.send(w, response("200 OK", page(f"ok {n}", links)))
         if path == "/drip":
-            await self.send(w, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
-                               b"Content-Length: 1200\r\n\r\n")
-            for _ in range(DRIP_SECONDS * 2):
-                await self.send(w, b"x")
-                await asyncio.sleep(0.5)
-            return
+            return await self.drip(w, "text/html", b"x")
         if path == "/silent":
-            await asyncio.sleep(DRIP_SECONDS)
-            return
+            return await asyncio.sleep(DRIP_SECONDS)
         if path == "/endless-headers":
             await self.send(w, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n")
             for n in range(DRIP_SECONDS * 100):
@@ -315,15 +317,9 @@ class Hostile:
             body = "".join(f"Sitemap: {base}{p}\n" for p in SLOW_SITEMAPS)
             return await self.send(w, response("200 OK", body.encode(), "text/plain"))
         if path == "/drip.xml":
-            await self.send(w, b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\n"
-                               b"Content-Length: 5000\r\n\r\n")
-            for _ in range(DRIP_SECONDS * 2):
-                await self.send(w, b" ")
-                await asyncio.sleep(0.5)
-            return
+            return await self.drip(w, "application/xml", b" ")
         if path == "/silent.xml":
-            await asyncio.sleep(DRIP_SECONDS)
-            return
+            return await asyncio.sleep(DRIP_SECONDS)
         if path == "/bomb.xml.gz":
             return await self.send(w, response("200 OK", self.bomb, "application/gzip"))
         if path == "/throttle.xml" and not self.throttled.get("smslow"):
