@@ -174,3 +174,80 @@ def test_a_chain_of_redirects_ends_after_http_allow_redirects_max():
     assert not engine._may_redirect(md) and "http.allow.redirects.max=2" in md["redirect.refused"][0]
     unbounded = FetchEngine({**AGENT, "http.allow.redirects.max": -1}, lambda outcome: None)
     assert unbounded._may_redirect({"redirect.hops": ["99"]})
+
+
+class ThrottlingHttp(FakeHttp):
+    """robots.txt 404; the first page answers 429 with Retry-After, the others 200."""
+
+    def __init__(self, retry_after):
+        super().__init__({})
+        self.retry_after = retry_after
+
+    async def start(self):
+        pass
+
+    async def close(self):
+        pass
+
+    def refuses(self, url, names=False):
+        return None
+
+    async def fetch(self, url, content_limit=None):
+        self.requests.append(url)
+        if url.endswith("/robots.txt"):
+            return FetchResult(url=url, status=404)
+        if len(self.requests) == 2:
+            return FetchResult(url=url, status=429, headers=[("Retry-After", self.retry_after)])
+        return FetchResult(url=url, status=200, headers=[("Content-Type", "text/html")],
+                           content=b"<html></html>")
+
+
+def run_engine(urls, retry_after, submit_late=False, wait=5):
+    import threading
+    import time
+
+    got, done = [], threading.Event()
+
+    def on_outcome(out):
+        got.append(out)
+        if len(got) >= len(urls):
+            done.set()
+
+    engine = FetchEngine({**AGENT, "fetcher.server.delay": 0.0}, on_outcome)
+    engine.http = engine.robots.http = ThrottlingHttp(retry_after)
+    engine.start()
+    try:
+        for url in urls:
+            engine.submit(FetchItem(url, "a.example", {}))
+        done.wait(wait)
+        late = []
+        if submit_late:
+            engine.on_outcome = late.append
+            engine.submit(FetchItem("http://a.example/late", "a.example", {}))
+            time.sleep(0.2)
+        return got, late, engine
+    finally:
+        engine.stop()
+
+
+def test_a_long_retry_after_sends_the_queues_urls_back_to_the_frontier():
+    urls = [f"http://a.example/{i}" for i in range(3)]
+    got, late, engine = run_engine(urls, "100", submit_late=True)
+    first = next(o for o in got if o.item.url == urls[0])
+    assert first.status == Status.FETCH_ERROR and first.metadata["fetch.statusCode"] == ["429"]
+    until = float(first.metadata["_queue.block.until"][0])
+    assert 95 < until - __import__("time").time() <= 100  # the frontier blocks the queue
+    assert float(first.metadata["scheduler.delay.mins"][0]) == pytest.approx(100 / 60, abs=0.01)
+    assert sorted(o.item.url for o in got if o.kind == "held") == urls[1:]
+    assert [o.kind for o in late] == ["held"]  # arriving during the hold: sent back at once
+    assert engine.http.requests == ["http://a.example/robots.txt", urls[0]]
+
+
+def test_a_short_retry_after_keeps_the_urls_waiting_in_the_fetcher():
+    import time
+
+    urls = [f"http://a.example/{i}" for i in range(2)]
+    t0 = time.time()
+    got, _, engine = run_engine(urls, "1")
+    assert [o.kind for o in got] == ["status", "page"]  # no URL sent back
+    assert time.time() - t0 >= 1.0  # the second waited for the hold

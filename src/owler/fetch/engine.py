@@ -38,8 +38,7 @@ TTL when robots.txt could not be read): when to look again.
 Config keys: ``fetcher.threads.number``, ``fetcher.max.crawl.delay``,
 ``fetcher.max.crawl.delay.force``, ``fetcher.timeout.queue``, ``fetcher.queue.mode``,
 ``redirections.allowed``, ``http.allow.redirects.max``, ``fetcher.max.throttle.sleep``,
-``http.store.headers``,
-``protocol.md.prefix``, and those of
+``http.store.headers``, ``protocol.md.prefix``, and those of
 :mod:`owler.fetch.http`, :mod:`owler.fetch.politeness`, :mod:`owler.fetch.robots` and
 :mod:`owler.fetch.discovery`.
 """
@@ -278,6 +277,8 @@ class FetchEngine:
                         and delay is not None and delay > self.max_throttle_sleep):
                     # too long for the queue's URLs to wait here: back to the frontier, which
                     # holds the queue as well (the status update carries the block)
+                    if len(self._held) >= 10_000:  # hosts never seen again: drop ended holds
+                        self._held = {k: t for k, t in self._held.items() if t > now}
                     self._held[key] = now + delay
                     drained = self.queues.drain(key, now)
             sem.release()
@@ -301,6 +302,13 @@ class FetchEngine:
         set_value(md, QUEUE_BLOCK_UNTIL, f"{now + hold:.3f}")
         return hold
 
+    @staticmethod
+    def _refused(item: FetchItem, md: dict, why: str) -> Outcome:
+        """ERROR ``private_address``: the SSRF guard refuses the URL's host."""
+        set_value(md, ERROR_CAUSE, "private_address")
+        set_value(md, FETCH_EXCEPTION, why)
+        return Outcome(item, "status", md, Status.ERROR)
+
     def _may_redirect(self, md: dict) -> bool:
         """Whether a redirect's target may still be followed: fewer than
         ``http.allow.redirects.max`` redirects led here (``redirect.hops``); else the chain ends
@@ -320,9 +328,7 @@ class FetchEngine:
         url = item.url
         refused = self.http.refuses(url)
         if refused:  # not even its robots.txt is asked for
-            set_value(md, ERROR_CAUSE, "private_address")
-            set_value(md, FETCH_EXCEPTION, refused)
-            return Outcome(item, "status", md, Status.ERROR), 0.0
+            return self._refused(item, md, refused), 0.0
         rules = await self.robots.rules_for(url)
         found = self.discovery.look(url, md, rules)
         if found is not None:
@@ -332,9 +338,7 @@ class FetchEngine:
         if not rules.allowed(url):
             refused = self.http.refuses(url, names=True)  # its robots.txt lookup was refused
             if refused:
-                set_value(md, ERROR_CAUSE, "private_address")
-                set_value(md, FETCH_EXCEPTION, refused)
-                return Outcome(item, "status", md, Status.ERROR), 0.0
+                return self._refused(item, md, refused), 0.0
             self._count("robots_denied")
             set_value(md, ERROR_CAUSE, "robots.txt")
             return Outcome(item, "status", md, Status.ERROR), 0.0
