@@ -4,6 +4,7 @@ discovery (SitemapDiscovery.look), the queue of a URL (fetcher.queue.mode), and 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -204,7 +205,6 @@ class ThrottlingHttp(FakeHttp):
 
 def run_engine(urls, retry_after, submit_late=False, wait=5):
     import threading
-    import time
 
     got, done = [], threading.Event()
 
@@ -236,7 +236,7 @@ def test_a_long_retry_after_sends_the_queues_urls_back_to_the_frontier():
     first = next(o for o in got if o.item.url == urls[0])
     assert first.status == Status.FETCH_ERROR and first.metadata["fetch.statusCode"] == ["429"]
     until = float(first.metadata["_queue.block.until"][0])
-    assert 95 < until - __import__("time").time() <= 100  # the frontier blocks the queue
+    assert 95 < until - time.time() <= 100  # the frontier blocks the queue
     assert float(first.metadata["scheduler.delay.mins"][0]) == pytest.approx(100 / 60, abs=0.01)
     assert sorted(o.item.url for o in got if o.kind == "held") == urls[1:]
     assert [o.kind for o in late] == ["held"]  # arriving during the hold: sent back at once
@@ -244,8 +244,6 @@ def test_a_long_retry_after_sends_the_queues_urls_back_to_the_frontier():
 
 
 def test_a_short_retry_after_keeps_the_urls_waiting_in_the_fetcher():
-    import time
-
     urls = [f"http://a.example/{i}" for i in range(2)]
     t0 = time.time()
     got, _, engine = run_engine(urls, "1")
