@@ -44,6 +44,11 @@ def test_a_bad_fetcher_key_is_refused_before_storm_starts(tmp_path, topology):
               timeout=120)
     assert r.returncode == 2, r.stderr
     assert "configuration error: fetcher.queue.mode" in r.stderr and "byPlanet" in r.stderr
+    # the same for a cluster submission, before it even looks for the cluster
+    r = owler("cluster", "submit", topology, "--conf", str(conf_file(tmp_path)),
+              "-o", "http.allowed.networks=[10.0.0.0/33]", timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "configuration error: http.allowed.networks" in r.stderr and "10.0.0.0/33" in r.stderr
 
 
 def test_missing_java_is_a_clear_error(tmp_path):

@@ -72,6 +72,17 @@ def test_submit_to_a_cluster_that_is_not_up(tmp_path, monkeypatch):
         c.submit("nope", None, [])
 
 
+def test_submit_and_switch_check_the_topologys_keys_first(tmp_path, monkeypatch):
+    c = make(tmp_path)
+    monkeypatch.setattr(c, "wait_leader", lambda timeout: pytest.fail("checked too late"))
+    for bad in (["fetcher.queue.mode=byStreet"], ["http.allowed.networks=[10.0.0.300/8]"]):
+        with pytest.raises(ClusterError, match="configuration error: .*(fetcher.queue.mode|"
+                                               "http.allowed.networks)"):
+            c.submit("explorative", None, bad)
+        with pytest.raises(ClusterError, match="configuration error"):
+            c.switch("sitemap", None, bad)
+
+
 def test_format_status(tmp_path):
     c = make(tmp_path)
     doc = c.status()

@@ -270,7 +270,7 @@ def cmd_cluster(args) -> int:
         print(f"owler cluster {action}: {exc}", file=sys.stderr)
         text = str(exc)
         return 2 if ("unknown topology" in text or "already taken" in text
-                     or "no topology named" in text) else 1
+                     or "no topology named" in text or "configuration error" in text) else 1
     return 0
 
 

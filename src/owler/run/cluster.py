@@ -392,6 +392,21 @@ class StormCluster:
         if name not in names:
             raise ClusterError(f"unknown topology {name!r}; available: {', '.join(names)}")
 
+    def _check_conf(self, name: str, conf_file: str | None, options: list[str]) -> None:
+        """The topology's own check of its keys (as ``owler run`` does), before anything is
+        submitted or killed: a bad key is a clear error here, not a topology dying on the
+        cluster."""
+        from owler.run.runner import load_topology
+
+        check = getattr(load_topology(self.root, name), "check_conf", None)
+        if not callable(check):
+            return
+        try:
+            conf = C.load_conf(conf_file, options, root=self.root)
+            check(C.absolute_paths(conf, self.root))
+        except C.ConfError as exc:
+            raise ClusterError(f"configuration error: {exc}") from None
+
     def wait_leader(self, timeout: float) -> None:
         """Return once nimbus answers as leader; a clear error when the cluster is not up or
         nimbus is not the leader within ``timeout`` seconds (Nimbus refuses uploads until then)."""
@@ -416,6 +431,7 @@ class StormCluster:
                leader_timeout: float = 60.0) -> int:
         """``sparse submit -e local -n NAME`` once nimbus is leader; returns sparse's exit code."""
         self._check_topology(name)
+        self._check_conf(name, conf_file, options)
         self.wait_leader(leader_timeout)
         running = [t.name for t in self._cluster_info().topologies]
         if name in running and not force:
@@ -436,6 +452,7 @@ class StormCluster:
                leader_timeout: float = 60.0) -> tuple[list[str], int]:
         """Kill every running topology (each drains), then submit ``name``."""
         self._check_topology(name)
+        self._check_conf(name, conf_file, options)
         self.wait_leader(leader_timeout)
         killed = self.kill_all(self.kill_wait)
         return killed, self.submit(name, conf_file, options, leader_timeout=leader_timeout)
