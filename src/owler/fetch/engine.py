@@ -326,9 +326,6 @@ class FetchEngine:
     async def _process(self, key: str, item: FetchItem) -> tuple[Outcome, float | None]:
         md = md_copy(item.metadata)
         url = item.url
-        refused = self.http.refuses(url)
-        if refused:  # not even its robots.txt is asked for
-            return self._refused(item, md, refused), 0.0
         rules = await self.robots.rules_for(url)
         found = self.discovery.look(url, md, rules)
         if found is not None:
@@ -336,7 +333,9 @@ class FetchEngine:
             if found.seed:  # a seed of the sitemap pipeline: its sitemaps only, no fetch
                 return Outcome(item, "status", md, Status.DISCOVERED), found.delay
         if not rules.allowed(url):
-            refused = self.http.refuses(url, names=True)  # its robots.txt lookup was refused
+            # a refused address (or a name resolving to one) already failed its robots.txt
+            # lookup, before any connection: say so rather than blame robots.txt
+            refused = self.http.refuses(url, names=True)
             if refused:
                 return self._refused(item, md, refused), 0.0
             self._count("robots_denied")

@@ -116,7 +116,7 @@ class BasicURLNormalizer(URLFilter):
         # ;name=value parameters of any path segment (e.g. /app;jsessionid=.../page)
         sep = base.find("//")
         start = base.find("/", sep + 2) if sep >= 0 else 0
-        if start >= 0 and ";" in base[start:] and self.query_elements_to_remove:
+        if start >= 0 and base.find(";", start) >= 0 and self.query_elements_to_remove:
             drop = self.query_elements_to_remove
             segments = base[start:].split("/")
             for k, seg in enumerate(segments):

@@ -396,14 +396,11 @@ class StormCluster:
         """The topology's own check of its keys (as ``owler run`` does), before anything is
         submitted or killed: a bad key is a clear error here, not a topology dying on the
         cluster."""
-        from owler.run.runner import load_topology
+        from owler.run.runner import check_topology_conf, load_topology
 
-        check = getattr(load_topology(self.root, name), "check_conf", None)
-        if not callable(check):
-            return
         try:
-            conf = C.load_conf(conf_file, options, root=self.root)
-            check(C.absolute_paths(conf, self.root))
+            check_topology_conf(load_topology(self.root, name), self.root,
+                                C.load_conf(conf_file, options, root=self.root))
         except C.ConfError as exc:
             raise ClusterError(f"configuration error: {exc}") from None
 

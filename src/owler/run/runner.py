@@ -62,6 +62,14 @@ def topology_names(root: Path) -> list[str]:
     return sorted(p.stem for p in (root / "topologies").glob("*.py") if not p.stem.startswith("_"))
 
 
+def check_topology_conf(topology, root: Path, conf: dict) -> None:
+    """Run the topology class's own ``check_conf`` of its keys, when it has one (``owler run``
+    and ``owler cluster submit`` call it before anything starts). Raises :class:`ConfError`."""
+    check = getattr(topology, "check_conf", None)
+    if callable(check):
+        check(C.absolute_paths(dict(conf), root))
+
+
 def load_topology(root: Path, name: str):
     """The streamparse Topology class defined in ``topologies/<name>.py``."""
     path = root / "topologies" / f"{name}.py"
@@ -145,12 +153,10 @@ class LocalRun:
     def prepare(self) -> tuple[Path, Path]:
         home = check_runtime(self.root)
         cls = load_topology(self.root, self.name)
-        check = getattr(cls, "check_conf", None)  # a topology may check its keys up front
-        if callable(check):
-            try:
-                check(C.absolute_paths(dict(self.conf), self.root))
-            except C.ConfError as exc:
-                raise RunError(f"configuration error: {exc}", 2) from None
+        try:
+            check_topology_conf(cls, self.root, self.conf)
+        except C.ConfError as exc:
+            raise RunError(f"configuration error: {exc}", 2) from None
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         self.run_dir.mkdir(parents=True)
