@@ -44,7 +44,7 @@ class WARCWriterBolt(OwlerComponent, Bolt):
             self.fail(tup)
             return
         self.ack(tup)
-        self.count("records")
+        self.count("revisits" if md.get(wire.RAW_REVISIT) else "records")
         self.count("bytes", n)
         self.write_stats()
 

@@ -25,6 +25,12 @@ Config keys read:
   empty disables blacklisting. A missing folder is an empty blacklist (watched for appearance).
 - ``blacklist.reload.interval`` (30): seconds between checks of the files' modification times by
   :meth:`Blacklist.maybe_reload`.
+
+The lists apply twice: to outlinks before they reach the frontier (the blacklist bolt), and to
+URLs the frontier already holds, just before they are fetched (the fetcher bolt,
+:meth:`Blacklist.refusal`): an entry added to a list stops the fetching of its URLs within
+``blacklist.reload.interval`` seconds, and each of them gets the final status ERROR with
+``error.cause=blacklist:<list name>`` (fetched again only when its list no longer names it).
 """
 
 from __future__ import annotations
@@ -41,12 +47,14 @@ import ada_url
 from owler import urls
 from owler.conf import get_float, get_str, resource_path
 
-__all__ = ["Blacklist", "ListStats"]
+__all__ = ["Blacklist", "ListStats", "CAUSE_PREFIX"]
 
 log = logging.getLogger(__name__)
 
 DIR_KEY = "blacklist.dir"
 RELOAD_INTERVAL_KEY = "blacklist.reload.interval"
+#: ``error.cause`` of a URL not fetched because a list names it: ``blacklist:<list name>``
+CAUSE_PREFIX = "blacklist:"
 
 _MAX_LOGGED_INVALID = 5
 _HOSTS_IPS = frozenset({"0.0.0.0", "127.0.0.1", "::1", "::", "0", "fe80::1%lo0", "255.255.255.255"})
@@ -282,3 +290,11 @@ class Blacklist:
                     if rest.startswith(prefix):
                         return list_name
         return None
+
+    def refusal(self, url: str, now: float | None = None) -> str | None:
+        """For a URL about to be fetched: the ``error.cause`` of its ERROR status when a list
+        names it (``blacklist:optout``), else None. Reloads the lists first when they are due
+        for a check (:meth:`maybe_reload`)."""
+        self.maybe_reload(now)
+        name = self.match(url)
+        return None if name is None else CAUSE_PREFIX + name

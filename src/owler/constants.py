@@ -66,6 +66,24 @@ FETCH_TIME = "fetch.time"
 DEPTH = "depth"
 URL_PATH = "url.path"
 SIGNATURE = "signature"
+#: the previous ``signature``, copied by the parser before it sets the new one (StormCrawler's
+#: MD5SignatureParseFilter ``keyNameCopy``): the adaptive scheduler compares the two
+SIGNATURE_OLD = "signatureOld"
+#: minutes between fetches that the adaptive scheduler keeps per URL (StormCrawler's name)
+FETCH_INTERVAL = "fetchInterval"
+#: the date to send as If-Modified-Since when set (StormCrawler's AdaptiveScheduler writes it with
+#: ``scheduler.adaptive.setLastModified``); else the server's own ``<prefix>last-modified``
+LAST_MODIFIED = "last-modified"
+#: the payload digest (``sha1:`` Base32, as WARC-Payload-Digest) and WARC-Date of the last full
+#: capture of a URL: a later response with the same digest, or a 304, is archived as a revisit
+#: record that refers to that capture (:mod:`owler.fetch.revisit`)
+CAPTURE_DIGEST = "capture.digest"
+CAPTURE_DATE = "capture.date"
+#: 64-bit SimHash of a page's text (16 hex digits), and the earlier page of the same host whose
+#: SimHash is within ``simhash.max.distance`` bits of it (:mod:`owler.parse.simhash`)
+SIMHASH = "simhash"
+NEAR_DUPLICATE_OF = "near.duplicate.of"
+IS_FEED = "isFeed"
 #: the anchor texts of an outlink (multi-valued; :mod:`owler.outlinks`)
 ANCHORS = "anchors"
 #: minutes from now until the URL is due, whatever its status (read by :mod:`owler.scheduler`)

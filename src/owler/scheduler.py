@@ -46,18 +46,16 @@ from typing import Any, Mapping
 
 from owler import conf as C
 from owler.conf import ConfError
-from owler.constants import (DELAY_MINS, FETCH_STATUS_CODE, SIGNATURE, SITEMAP_CHANGEFREQ,
-                             SITEMAP_PRIORITY, Status)
+from owler.constants import (DELAY_MINS, FETCH_INTERVAL, FETCH_STATUS_CODE, LAST_MODIFIED,
+                             SIGNATURE, SIGNATURE_OLD, SITEMAP_CHANGEFREQ, SITEMAP_PRIORITY, Status)
 from owler.metadata import first
 
 log = logging.getLogger(__name__)
 
 #: Key of the scheduler implementation (dotted path or a StormCrawler class name).
 SCHEDULER_CLASS_KEY = "scheduler.class"
-FETCH_INTERVAL_MD = "fetchInterval"
-SIGNATURE_OLD = "signatureOld"
+FETCH_INTERVAL_MD = FETCH_INTERVAL
 SIGNATURE_CHANGE_DATE = "signatureChangeDate"
-LAST_MODIFIED = "last-modified"
 #: sitemap changefreq → minutes ("never" → scheduler.sitemap.max.interval)
 CHANGEFREQ_MINUTES = {"always": 60.0, "hourly": 60.0, "daily": 1440.0, "weekly": 10080.0,
                       "monthly": 43200.0, "yearly": 525600.0}

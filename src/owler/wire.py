@@ -14,6 +14,8 @@ outlinks of a page) before metadata goes to the status stream, so they never rea
 from __future__ import annotations
 
 import base64
+import hashlib
+import time
 from typing import Mapping
 
 LATIN1 = "L"
@@ -28,6 +30,11 @@ RAW_HEADERS = "_raw.headers"
 RAW_IP = "_raw.ip"
 RAW_FETCH_TIME = "_raw.fetch_time"
 RAW_TRUNCATED = "_raw.truncated"
+#: the page is archived as a revisit record (:mod:`owler.fetch.revisit`): ``server-not-modified``
+#: (a 304) or ``identical-payload-digest`` (the payload of the last capture, not written again)
+RAW_REVISIT = "_raw.revisit"
+#: WARC-Payload-Digest of the content, worked out once by the fetcher for the WARC writer
+RAW_PAYLOAD_DIGEST = "_raw.payload_digest"
 #: set on a tuple its spout emits again after a failure: bolts that skip repeats must not skip
 #: what it carries, since its first emission may not have reached its end
 RAW_REPLAYED = "_raw.replayed"
@@ -71,3 +78,23 @@ def decode_headers(lines: list[str] | None) -> list[tuple[str, str]]:
 def strip_transient(md: Mapping[str, list[str]]) -> dict[str, list[str]]:
     """A copy of ``md`` without the ``_raw.*`` keys."""
     return {k: v for k, v in md.items() if not k.startswith(RAW_PREFIX)}
+
+
+def payload_digest(*parts: bytes) -> str:
+    """``sha1:`` + Base32 SHA-1 of the concatenated ``parts``: WARC's digest format (the WARC
+    writer's ``WARC-Payload-Digest`` and ``WARC-Block-Digest``, the fetcher's revisit check)."""
+    h = hashlib.sha1()
+    for p in parts:
+        h.update(p)
+    return "sha1:" + base64.b32encode(h.digest()).decode("ascii")
+
+
+def warc_date(ts: float) -> str:
+    """``ts`` (epoch seconds) as the WARC writer writes WARC-Date: UTC, microseconds, ``…Z``.
+    The fetcher records a capture's date with it, so that a revisit's WARC-Refers-To-Date is
+    the capture's WARC-Date to the character."""
+    secs = int(ts // 1)
+    micros = int(round((ts - secs) * 1_000_000))
+    if micros >= 1_000_000:  # rounding carried into the next second
+        secs, micros = secs + 1, 0
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{micros:06d}Z"

@@ -164,3 +164,15 @@ def test_large_list(tmp_path):
     # sanity only (not a benchmark): generous bounds that catch an O(entries) lookup
     assert load < 20, load
     assert lookup < 0.001, lookup
+
+
+def test_a_url_listed_after_it_entered_the_frontier_is_refused_after_the_reload(tmp_path):
+    (tmp_path / "optout.txt").write_text("# opt-outs\n")
+    bl = Blacklist(tmp_path, reload_interval=5)
+    url = "http://www.shop.example/page"
+    assert bl.refusal(url, now=100.0) is None
+    (tmp_path / "optout.txt").write_text("shop.example\n")
+    assert bl.refusal(url, now=102.0) is None  # not checked again before the interval
+    assert bl.refusal(url, now=106.0) == "blacklist:optout"
+    (tmp_path / "spam.txt").write_text("other.example\n")
+    assert bl.refusal("http://other.example/", now=112.0) == "blacklist:spam"

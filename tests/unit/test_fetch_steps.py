@@ -26,7 +26,7 @@ class FakeHttp:
         self.answers = answers
         self.requests = []
 
-    async def fetch(self, url, content_limit=None):
+    async def fetch(self, url, content_limit=None, extra_headers=None):
         self.requests.append(url)
         await asyncio.sleep(0.01)  # let concurrent callers pile up
         status, body, location = self.answers.get(url, (404, b"", None))
@@ -193,7 +193,7 @@ class ThrottlingHttp(FakeHttp):
     def refuses(self, url, names=False):
         return None
 
-    async def fetch(self, url, content_limit=None):
+    async def fetch(self, url, content_limit=None, extra_headers=None):
         self.requests.append(url)
         if url.endswith("/robots.txt"):
             return FetchResult(url=url, status=404)

@@ -242,3 +242,35 @@ def test_backoff_honours_retry_after_and_grows_without_it():
     assert b.hold("h", 503, None, now) == 10.0
     assert Backoff({"fetcher.backoff.base.secs": 10, "fetcher.backoff.max.secs": 15}).hold(
         "k", 503, None, now) == 10.0
+
+
+def test_per_site_delays_from_a_file_replace_the_queue_delay_and_are_reloaded(tmp_path, caplog):
+    import os
+
+    from owler.fetch.politeness import DelayOverrides
+
+    path = tmp_path / "politeness.txt"
+    path.write_text("# sites that asked\nslow.example 30\nfast.slow.example 2  # agreed\n"
+                    "10.0.0.1 5\nbroken line\nneg.example -1\n")
+    ov = DelayOverrides(path, reload_interval=10)
+    assert len(ov) == 3 and "broken line" in caplog.text and "neg.example" in caplog.text
+    assert ov.delay("slow.example") == 30 and ov.delay("www.slow.example") == 30
+    assert ov.delay("fast.slow.example") == 2 and ov.delay("a.fast.slow.example") == 2
+    assert ov.delay("example") is None and ov.delay("10.0.0.1") == 5
+    assert ov.delay("0.0.1") is None and ov.delay("other.example") is None
+    q = FetchQueues({"fetcher.server.delay": 1.0}, overrides=ov)
+    for key in ("www.slow.example", "other.example"):
+        q.add(key, key, now=0.0)
+    assert q.next_ready(0.0)[0] == "www.slow.example"
+    q.finish("www.slow.example", 1.0)
+    assert q.next_allowed("www.slow.example") == 31.0  # the site's 30 s, not the server delay
+    q.set_crawl_delay("other.example", 7)
+    assert q.default_delay("other.example") == 7
+    path.write_text("other.example 12\n")
+    os.utime(path, (1, 1))  # a changed file, whatever the clock's resolution
+    assert not ov.maybe_reload(5.0) and ov.delay("slow.example") == 30  # not yet
+    assert ov.maybe_reload(20.0)
+    assert ov.delay("slow.example") is None and q.default_delay("other.example") == 12
+    path.unlink()
+    assert ov.maybe_reload(40.0) and len(ov) == 0
+    assert DelayOverrides.from_conf({"fetcher.politeness.file": ""}).delay("x") is None

@@ -10,7 +10,10 @@ host's sitemaps, fetches it with :class:`owler.fetch.http.HttpFetcher` and hands
 
 Outcomes, with StormCrawler's semantics:
 
-- HTTP 2xx → ``kind="page"``: the content goes on to the parser and the WARC writer;
+- HTTP 2xx → ``kind="page"``: the content goes on to the parser and the WARC writer; a URL
+  fetched before is asked conditionally and a ``304`` is a page too, archived as a revisit
+  record, as is a ``200`` whose payload is the last capture's (:mod:`owler.fetch.revisit`); a
+  ``304`` to a request that was not conditional is ``FETCH_ERROR`` ``unsolicited_304``;
 - 3xx → ``REDIRECTION`` with ``_redirTo`` and the target as an outlink (``redirections.allowed``),
   unless ``http.allow.redirects.max`` (5) redirects led to the URL already (``redirect.hops``):
   a chain of redirects to ever new URLs ends there;
@@ -37,6 +40,7 @@ TTL when robots.txt could not be read): when to look again.
 
 Config keys: ``fetcher.threads.number``, ``fetcher.max.crawl.delay``,
 ``fetcher.max.crawl.delay.force``, ``fetcher.timeout.queue``, ``fetcher.queue.mode``,
+``fetcher.politeness.file`` (per-site delays, :class:`owler.fetch.politeness.DelayOverrides`),
 ``redirections.allowed``, ``http.allow.redirects.max``, ``fetcher.max.throttle.sleep``,
 ``http.store.headers``, ``protocol.md.prefix``, and those of
 :mod:`owler.fetch.http`, :mod:`owler.fetch.politeness`, :mod:`owler.fetch.robots` and
@@ -60,7 +64,8 @@ from owler.constants import (DELAY_MINS, ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STA
                              STORE_HEADERS_KEY, Status)
 from owler.fetch.discovery import SitemapDiscovery
 from owler.fetch.http import AddressGuard, FetchResult, HttpFetcher, redirect_target
-from owler.fetch.politeness import Backoff, FetchQueues
+from owler.fetch.politeness import Backoff, DelayOverrides, FetchQueues
+from owler.fetch.revisit import Revisits
 from owler.fetch.robots import RobotsSource
 from owler.metadata import copy as md_copy
 from owler.metadata import set_value
@@ -145,11 +150,13 @@ class FetchEngine:
         self.store_headers = C.get_bool(conf, STORE_HEADERS_KEY, False)
         self.md_prefix = C.get_str(conf, MD_PREFIX_KEY, "protocol.") or ""
         self.queue_mode = queue_mode(conf)
-        self.queues = FetchQueues(conf)
+        self.overrides = DelayOverrides.from_conf(conf)
+        self.queues = FetchQueues(conf, overrides=self.overrides)
         self.backoff = Backoff(conf)
         self.max_throttle_sleep = C.get_float(conf, "fetcher.max.throttle.sleep", 30.0)
         self._held: dict[str, float] = {}  # queue -> until, for holds too long to wait in memory
         self.http = HttpFetcher(conf)
+        self.revisits = Revisits(conf)
         self.discovery = SitemapDiscovery(conf)
         self.robots = RobotsSource(conf, self.http, count=self._count,
                                    on_new_rules=self.discovery.robots_read)
@@ -228,6 +235,7 @@ class FetchEngine:
         try:
             while not self._stopping:
                 now = time.time()
+                self.overrides.maybe_reload(time.monotonic())
                 if self.queue_timeout > 0:
                     with self._lock:
                         expired = self.queues.expire(now, self.queue_timeout)
@@ -355,7 +363,8 @@ class FetchEngine:
                 self.queues.set_crawl_delay(key, delay)
             delay = None  # stored on the queue: finish() applies it with the queue's own rules
 
-        res = await self.http.fetch(url)
+        conditional = self.revisits.conditional_headers(md)
+        res = await self.http.fetch(url, extra_headers=conditional)
         if res.status is None:
             cause = res.error_cause or "exception"
             set_value(md, ERROR_CAUSE, cause)
@@ -374,6 +383,9 @@ class FetchEngine:
                 delay = max(hold, self.queues.default_delay(key))
             return Outcome(item, "status", md, Status.FETCH_ERROR), delay
         status = Status.from_http_code(res.status)
+        if res.status == 304 and not conditional:  # no content to go by: not a fetch
+            set_value(md, ERROR_CAUSE, "unsolicited_304")
+            return Outcome(item, "status", md, Status.FETCH_ERROR), delay
         if status is Status.REDIRECTION:
             outlinks = []
             target = redirect_target(res)
@@ -384,6 +396,11 @@ class FetchEngine:
             return Outcome(item, "status", md, status, outlinks=outlinks), delay
         if status is Status.FETCH_ERROR:
             return Outcome(item, "status", md, status), delay
+        if res.status == 304:  # the last capture's content: archived as a revisit
+            self.revisits.note_not_modified(md, res.header)
+        else:
+            self.revisits.note_validators(md, res.header)
+            self.revisits.note_capture(md, res.content, res.fetch_time)
         # a page: keep what the WARC writer needs, transient (_raw.*), never persisted
         md[wire.RAW_REQUEST] = [res.request_bytes().decode("latin-1")]
         md[wire.RAW_STATUS_LINE] = [f"HTTP/{res.http_version or '1.1'} {res.status} {res.reason or ''}".rstrip()]

@@ -27,6 +27,14 @@ Semantics (StormCrawler's):
 
 :class:`Backoff` decides how long a server that throttles (429, 503) holds its queue.
 
+:class:`DelayOverrides`: per-site delays set by the operator (a site that asked to be crawled more
+slowly, up to 30 s in OWLer's practice; or one that agreed to faster), from the file
+``fetcher.politeness.file`` (``politeness.txt`` under ``resources/``), one ``host-or-domain
+seconds`` per line, ``#`` comments. An entry names a host and all its subdomains, the most specific
+entry wins, and it replaces the queue's delay (robots.txt Crawl-delay and ``fetcher.server.delay``
+alike). The file is read again when it changed, checked every
+``fetcher.politeness.reload.interval`` seconds (30); a bad line is logged and skipped.
+
 Config keys: ``fetcher.server.delay`` (1.0 s), ``fetcher.server.min.delay`` (0.0 s),
 ``fetcher.threads.per.queue`` (1), ``fetcher.max.urls.in.queues`` (-1 = unbounded),
 ``fetcher.max.queue.size`` (-1 = unbounded), ``fetcher.server.delay.force`` (false: a robots
@@ -41,6 +49,8 @@ import datetime as dt
 import email.utils
 import heapq
 import itertools
+import logging
+import os
 import time
 from collections import OrderedDict, deque
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
@@ -49,6 +59,8 @@ from owler import conf as C
 from owler.constants import QUEUE_TIMEOUT_KEY, SERVER_DELAY_KEY, THREADS_PER_QUEUE_KEY
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 class _Entry(Generic[T]):
@@ -76,9 +88,11 @@ class FetchQueues(Generic[T]):
     """The fetcher's politeness queues. See the module docstring for the semantics."""
 
     def __init__(self, conf: Mapping[str, Any] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 overrides: "DelayOverrides | None" = None) -> None:
         conf = conf or {}
         self.clock = clock
+        self.overrides = overrides
         self.server_delay = C.get_float(conf, SERVER_DELAY_KEY, 1.0)
         self.min_delay = C.get_float(conf, "fetcher.server.min.delay", 0.0)
         self.max_threads = max(1, C.get_int(conf, THREADS_PER_QUEUE_KEY, 1))
@@ -203,6 +217,10 @@ class FetchQueues(Generic[T]):
 
     def default_delay(self, queue_key: str) -> float:
         """The delay :meth:`finish` applies to ``queue_key`` when given none."""
+        if self.overrides is not None:
+            override = self.overrides.delay(queue_key)
+            if override is not None:
+                return override
         if self.max_threads > 1:
             return self.min_delay
         q = self._queues.get(queue_key)
@@ -379,3 +397,89 @@ class Backoff:
         if asked is not None:
             return asked if self.max_retry_after < 0 else min(asked, self.max_retry_after)
         return min(self.max_secs, self.base * self.factor ** (n - 1))
+
+
+class DelayOverrides:
+    """Per-site delays from a file, reloaded when it changes (module docstring)."""
+
+    def __init__(self, path: str | os.PathLike | None, reload_interval: float = 30.0) -> None:
+        self.path = path
+        self.reload_interval = reload_interval
+        self._delays: dict[str, float] = {}
+        self._stamp: tuple[int, int] | None = None
+        self._last_check = float("-inf")
+        self.maybe_reload(0.0)
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> "DelayOverrides":
+        name = (C.get_str(conf, "fetcher.politeness.file", "politeness.txt") or "").strip()
+        return cls(C.resource_path(name) if name else None,
+                   C.get_float(conf, "fetcher.politeness.reload.interval", 30.0))
+
+    def __len__(self) -> int:
+        return len(self._delays)
+
+    def maybe_reload(self, now: float) -> bool:
+        """Read the file again when it changed (checked at most every ``reload_interval``
+        seconds of ``now``, a monotonic clock); whether it did. A file that vanished leaves no
+        override; one that cannot be read keeps the last ones."""
+        if now - self._last_check < self.reload_interval or self.path is None:
+            return False
+        self._last_check = now
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            changed = self._stamp is not None
+            self._delays, self._stamp = {}, None
+            return changed
+        except OSError as exc:
+            log.error("cannot read the politeness file %s: %s", self.path, exc)
+            return False
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp == self._stamp:
+            return False
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as fh:
+                self._delays = self._parse(fh)
+        except OSError as exc:
+            log.error("cannot read the politeness file %s: %s", self.path, exc)
+            return False
+        self._stamp = stamp
+        log.info("politeness file %s: %d site delays", self.path, len(self._delays))
+        return True
+
+    def _parse(self, lines) -> dict[str, float]:
+        delays: dict[str, float] = {}
+        for lineno, raw in enumerate(lines, 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            try:
+                site, seconds = parts[0].lower().strip(".").removeprefix("*."), float(parts[1])
+                if len(parts) != 2 or not site or not 0 <= seconds <= 86400:
+                    raise ValueError
+            except (IndexError, ValueError):
+                log.warning("politeness file %s line %d: expected 'host-or-domain seconds' with "
+                            "0 <= seconds <= 86400, got %r", self.path, lineno, raw.rstrip("\n"))
+                continue
+            delays[site] = seconds
+        return delays
+
+    def delay(self, key: str) -> float | None:
+        """The delay set for the queue ``key`` (a host, a domain or an IP) or the closest of its
+        parent domains, else None."""
+        delays = self._delays
+        if not delays or not key:
+            return None
+        name = key.lower()
+        if name.replace(".", "").isdigit() or ":" in name:  # an IP: itself only
+            return delays.get(name)
+        while True:
+            value = delays.get(name)
+            if value is not None:
+                return value
+            i = name.find(".")
+            if i < 0:
+                return None
+            name = name[i + 1:]

@@ -12,6 +12,19 @@
   ``jsoup.treat.non.html.as.error`` turns it into ERROR;
 - a parse failure gives ERROR with ``error.source=parser`` and ``error.message``.
 
+Re-visits: the previous ``signature`` is kept as ``signatureOld`` before the new one is set (the
+adaptive scheduler compares them); a ``304`` (a conditional fetch whose content did not change,
+:mod:`owler.fetch.revisit`) is FETCHED with the metadata of the last fetch (signature, SimHash)
+and is not parsed again.
+
+Feeds: a non-HTML page served as RSS or Atom gets ``isFeed=true`` (the ``Feed`` tag of
+``frontier.tags``).
+
+Near-duplicates (``simhash.enabled``, true): the page's SimHash goes in ``simhash`` (16 hex
+digits); when an earlier page of the same host had one within ``simhash.max.distance`` bits
+(:class:`owler.parse.simhash.NearDuplicates`), ``near.duplicate.of`` names it, and with
+``simhash.skip.outlinks`` (false) the page's outlinks are not followed (BUbiNG's rule).
+
 The ``_raw.*`` transient keys are removed from the returned metadata.
 """
 
@@ -21,12 +34,19 @@ from dataclasses import dataclass, field
 
 from owler import conf as C
 from owler import wire
-from owler.constants import (ANCHORS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, MAX_OUTLINKS_KEY,
-                             SIGNATURE, Status)
-from owler.metadata import set_value
-from owler.parse.html import (SIGNATURE_TEXT_KEY, TEXT_NONE_KEY, TRACK_ANCHORS_KEY, is_html,
-                              parse_html)
+from owler.constants import (ANCHORS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, FETCH_STATUS_CODE,
+                             IS_FEED, MAX_OUTLINKS_KEY, NEAR_DUPLICATE_OF, SIGNATURE,
+                             SIGNATURE_OLD, SIMHASH, Status)
+from owler.metadata import first, set_value
+from owler.parse.html import (SIGNATURE_TEXT_KEY, SIMHASH_KEY, TEXT_NONE_KEY, TRACK_ANCHORS_KEY,
+                              is_html, parse_html)
+from owler.parse.simhash import NearDuplicates, to_hex
 from owler.status import MetadataTransfer
+from owler.urls import host_of
+
+#: Content-Types of RSS and Atom feeds
+FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml", "application/rdf+xml",
+                        "application/feed+json"})
 
 
 @dataclass(slots=True)
@@ -54,10 +74,21 @@ class PageHandler:
         # applied by parse_html itself
         self.max_outlinks = C.get_int(conf, MAX_OUTLINKS_KEY, -1)
         self.non_html_error = C.get_bool(conf, "jsoup.treat.non.html.as.error", False)
+        conf = self.conf = {**self.conf, SIMHASH_KEY: C.get_bool(conf, SIMHASH_KEY, True)}
+        self.near = NearDuplicates(conf) if conf[SIMHASH_KEY] else None
+        self.skip_near_outlinks = C.get_bool(conf, "simhash.skip.outlinks", False)
 
     def handle_page(self, url: str, content: bytes, metadata: dict) -> PageOutcome:
         headers = wire.decode_headers(metadata.get(wire.RAW_HEADERS))
         md = wire.strip_transient(metadata)
+        old_signature = md.pop(SIGNATURE, None)
+        if old_signature:
+            md[SIGNATURE_OLD] = old_signature
+        if first(md, FETCH_STATUS_CODE) == "304":  # not modified: what the last fetch found
+            if old_signature:
+                md[SIGNATURE] = old_signature
+            return PageOutcome(Status.FETCHED, md)
+        md.pop(NEAR_DUPLICATE_OF, None)
         header_map: dict[str, str] = {}
         robots_tags = []
         for name, value in headers:
@@ -67,7 +98,10 @@ class PageHandler:
             header_map.setdefault(lname, value)
         ctype = header_map.get("content-type")
         if not is_html(ctype, content):
-            set_value(md, "parse.mimetype", (ctype or "unknown").split(";")[0].strip())
+            mimetype = (ctype or "unknown").split(";")[0].strip()
+            set_value(md, "parse.mimetype", mimetype)
+            if mimetype.lower() in FEED_TYPES:
+                set_value(md, IS_FEED, "true")
             if self.non_html_error:
                 set_value(md, ERROR_SOURCE, "parser")
                 set_value(md, ERROR_MESSAGE, f"not HTML: {ctype}")
@@ -93,6 +127,14 @@ class PageHandler:
             set_value(md, "parse.charset", res.charset)
         if res.signature:
             set_value(md, SIGNATURE, res.signature)
+        near = None
+        if res.simhash is not None:
+            set_value(md, SIMHASH, to_hex(res.simhash))
+            near = self.near.check(host_of(url) or "", url, res.simhash)
+            if near:
+                set_value(md, NEAR_DUPLICATE_OF, near)
+        else:
+            md.pop(SIMHASH, None)
         if res.canonical:
             set_value(md, "canonical", res.canonical)
         if res.noindex:
@@ -107,6 +149,8 @@ class PageHandler:
             outlinks.append(res.meta_refresh)
         if 0 <= self.max_outlinks < len(outlinks):
             outlinks = outlinks[: self.max_outlinks]
+        if near and self.skip_near_outlinks:
+            outlinks = []
         return PageOutcome(Status.FETCHED, md, outlinks, res.text)
 
 

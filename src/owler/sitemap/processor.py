@@ -5,7 +5,8 @@ the finding itself is :mod:`owler.fetch.discovery`).
 
 Metadata keys (StormCrawler's where it has them):
 
-- ``isSitemap`` (``true`` on sitemaps, ``false`` on the pages a sitemap lists), ``foundSitemap``
+- ``isSitemap`` (``true`` on sitemaps, ``false`` on the pages a sitemap lists), ``isFeed``
+  (``true`` on a sitemap that turned out to be an RSS or Atom feed: the ``Feed`` tag), ``foundSitemap``
   (``true|false`` on the URL whose fetch first read its host's robots.txt with
   ``sitemap.discovery`` on), ``sitemap.lastModified`` (the entry's ``lastmod``, as
   ``YYYY-MM-DDTHH:MM:SSZ``), ``scheduler.delay.mins`` (``sitemap.schedule.delay`` staggering of
@@ -56,13 +57,13 @@ from typing import Any, Iterator, Mapping
 from owler import conf as C
 from owler import wire
 from owler.blacklist import Blacklist
-from owler.constants import (DELAY_MINS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, IS_SITEMAP,
-                             ON_SITEMAP, SITEMAP_CHANGEFREQ, SITEMAP_EXTENSIONS,
+from owler.constants import (DELAY_MINS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, IS_FEED,
+                             IS_SITEMAP, ON_SITEMAP, SITEMAP_CHANGEFREQ, SITEMAP_EXTENSIONS,
                              SITEMAP_LAST_MODIFIED, SITEMAP_PRIORITY, SITEMAP_SEED, SITEMAP_SEEDED,
                              URLFILTERS_FILE_KEY, Status)
 from owler.filters import URLFilters
 from owler.metadata import set_value
-from owler.sitemap.parser import Limits, SitemapError, SitemapResult, parse_sitemap
+from owler.sitemap.parser import ATOM, RSS, Limits, SitemapError, SitemapResult, parse_sitemap
 from owler.status import transfer_metadata
 from owler.urls import host_of, pay_level_domain, resolve
 
@@ -223,6 +224,8 @@ class SitemapProcessor:
             return SitemapOutcome(Status.FETCH_ERROR, md)
         self.counters["parse_ms"] += int((time.perf_counter() - started) * 1000)
         self.counters[f"kind/{result.kind}"] += 1
+        if result.kind in (RSS, ATOM):  # the Feed tag (frontier.tags)
+            md[IS_FEED] = ["true"]
         self.counters["dropped/no_location"] += result.dropped
         if result.truncated:
             self.counters[f"truncated/{result.truncated.split(':')[0]}"] += 1

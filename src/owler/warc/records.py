@@ -31,8 +31,6 @@ Rules applied here (and tested in ``tests/unit/test_warc_writer.py``):
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 import time
 import uuid
@@ -40,6 +38,8 @@ from typing import Iterable, Mapping, Sequence
 from urllib.parse import quote
 
 from zlib_ng import zlib_ng
+
+from owler import wire
 
 WARC_VERSION = "WARC/1.1"
 CRLF = b"\r\n"
@@ -53,11 +53,19 @@ CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-fo
 #: WARC/1.1 §5.13 reasons for ``WARC-Truncated``.
 TRUNCATED_REASONS = frozenset({"length", "time", "disconnect", "unspecified"})
 
+#: WARC/1.1 §6.7 revisit profiles, by the short names the fetcher uses (:mod:`owler.wire`)
+REVISIT_PROFILES = {
+    "identical-payload-digest":
+        "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
+    "server-not-modified": "http://netpreserve.org/warc/1.1/revisit/server-not-modified",
+}
+
 #: Headers the writer sets itself; ``extra_headers`` may not override them.
 RESERVED_HEADERS = frozenset(h.lower() for h in (
     "WARC-Type", "WARC-Record-ID", "WARC-Date", "Content-Length", "Content-Type",
     "WARC-Block-Digest", "WARC-Payload-Digest", "WARC-Target-URI", "WARC-Concurrent-To",
-    "WARC-Warcinfo-ID", "WARC-IP-Address", "WARC-Truncated", "WARC-Filename",
+    "WARC-Warcinfo-ID", "WARC-IP-Address", "WARC-Truncated", "WARC-Filename", "WARC-Profile",
+    "WARC-Refers-To-Target-URI", "WARC-Refers-To-Date",
 ))
 
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -83,24 +91,15 @@ def new_record_id() -> str:
 
 def warc_date(ts: float, precision: str = "us") -> str:
     """``ts`` (epoch seconds) as a WARC-Date: UTC, ``…T…Z``, microseconds or whole seconds."""
-    secs = int(ts // 1)
-    base = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-    if precision == "s":
-        return base + "Z"
     if precision == "us":
-        micros = int(round((ts - secs) * 1_000_000))
-        if micros >= 1_000_000:  # rounding carried into the next second
-            return warc_date(secs + 1, precision)
-        return f"{base}.{micros:06d}Z"
+        return wire.warc_date(ts)
+    if precision == "s":
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(ts // 1)))
     raise WARCFormatError(f"date precision must be 's' or 'us', not {precision!r}")
 
 
-def sha1_b32(*parts: bytes) -> str:
-    """``sha1:`` + Base32 digest of the concatenated ``parts``."""
-    h = hashlib.sha1()
-    for p in parts:
-        h.update(p)
-    return "sha1:" + base64.b32encode(h.digest()).decode("ascii")
+#: ``sha1:`` + Base32 digest of the concatenated parts
+sha1_b32 = wire.payload_digest
 
 
 def _idna_host(authority: str) -> str:

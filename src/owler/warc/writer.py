@@ -52,8 +52,8 @@ from typing import Any, Callable, Mapping
 
 from owler import conf as C
 from owler import wire
-from owler.constants import (WARC_DIR_KEY, WARC_PREFIX_KEY, WARC_ROTATION_SIZE_KEY,
-                             WARC_ROTATION_TIME_KEY)
+from owler.constants import (CAPTURE_DATE, CAPTURE_DIGEST, WARC_DIR_KEY, WARC_PREFIX_KEY,
+                             WARC_ROTATION_SIZE_KEY, WARC_ROTATION_TIME_KEY)
 from owler.warc import records as R
 
 log = logging.getLogger("owler.warc")
@@ -78,6 +78,7 @@ class WARCStats:
     records: int = 0
     requests: int = 0
     responses: int = 0
+    revisits: int = 0
     raw_records: int = 0
     bytes: int = 0
     files_opened: int = 0
@@ -231,6 +232,9 @@ class WARCWriter:
             payload=payload,
             ip=(md.get(wire.RAW_IP) or [None])[0],
             truncated=(md.get(wire.RAW_TRUNCATED) or [None])[0],
+            revisit=(md.get(wire.RAW_REVISIT) or [None])[0],
+            refers_to_date=(md.get(CAPTURE_DATE) or [None])[0],
+            payload_digest=(md.get(wire.RAW_PAYLOAD_DIGEST) or md.get(CAPTURE_DIGEST) or [None])[0],
         )
 
     def write_exchange(self, url: str, *, fetch_time: float | None,
@@ -239,8 +243,17 @@ class WARCWriter:
                        ip: str | None = None, truncated: str | None = None,
                        extra_headers: Mapping[str, Any] | None = None,
                        identified_payload_type: str | None = None,
-                       payload_decoded: bool = True) -> int:
+                       payload_decoded: bool = True, revisit: str | None = None,
+                       refers_to_date: str | None = None,
+                       payload_digest: str | None = None) -> int:
         """Write ``request`` (if given) and ``response`` records; return compressed bytes written.
+
+        With ``revisit`` (``server-not-modified`` or ``identical-payload-digest``) the response is
+        a ``revisit`` record of that profile instead (WARC 1.1 §6.7): its block is the HTTP
+        head alone, and it refers to the earlier capture of the same URI
+        (``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` = ``refers_to_date``, the
+        capture's WARC-Date, when known). ``payload_digest`` is the WARC-Payload-Digest when the
+        caller has it (the payload's; for a 304 the capture's), else it is computed.
 
         ``payload`` is the body after transfer decoding (and after content decoding when
         ``payload_decoded``); headers are fixed up accordingly (:mod:`owler.warc.records`).
@@ -251,10 +264,15 @@ class WARCWriter:
         if truncated is not None and truncated not in R.TRUNCATED_REASONS:
             raise R.WARCFormatError(f"WARC-Truncated must be one of {sorted(R.TRUNCATED_REASONS)}, "
                                     f"not {truncated!r}")
+        if revisit is not None and revisit not in R.REVISIT_PROFILES:
+            raise R.WARCFormatError(f"revisit profile must be one of {sorted(R.REVISIT_PROFILES)},"
+                                    f" not {revisit!r}")
         uri = R.target_uri(url)
         extra = R.check_extra_headers(extra_headers)
         line, protocol = R.http_status_line(status_line)
         http_head = R.http_response_head(line, response_headers, len(payload), payload_decoded)
+        if payload_digest is None and (revisit is None or payload):
+            payload_digest = R.sha1_b32(payload)
         req_head = (R.http_request_head(request_line_and_headers)
                     if request_line_and_headers is not None else None)
         date = R.warc_date(self.clock() if fetch_time is None else fetch_time, self.date_precision)
@@ -273,15 +291,25 @@ class WARCWriter:
                  ("WARC-Block-Digest", R.sha1_b32(req_head))]
             members.append(R.gzip_member((R.record_head(h, len(req_head)), req_head, R.RECORD_END),
                                          self.gzip_level))
-        h = [("WARC-Type", "response"), ("WARC-Record-ID", resp_id), *common]
+        if revisit is not None:  # the block is the HTTP head; the payload is the capture's
+            payload = b""
+        h = [("WARC-Type", "response" if revisit is None else "revisit"),
+             ("WARC-Record-ID", resp_id), *common]
         if req_id:
             h.append(("WARC-Concurrent-To", req_id))
+        if revisit is not None:
+            h.append(("WARC-Profile", R.REVISIT_PROFILES[revisit]))
+            h.append(("WARC-Refers-To-Target-URI", uri))
+            if refers_to_date:
+                h.append(("WARC-Refers-To-Date", R.warc_value("WARC-Refers-To-Date",
+                                                              refers_to_date)))
         if protocol:
             h.append(("WARC-Protocol", protocol))
-        if truncated:
+        if truncated and revisit is None:
             h.append(("WARC-Truncated", truncated))
         h.append(("Content-Type", R.RESPONSE_CONTENT_TYPE))
-        h.append(("WARC-Payload-Digest", R.sha1_b32(payload)))
+        if payload_digest:
+            h.append(("WARC-Payload-Digest", R.warc_value("WARC-Payload-Digest", payload_digest)))
         h.append(("WARC-Block-Digest", R.sha1_b32(http_head, payload)))
         if identified_payload_type:
             h.append(("WARC-Identified-Payload-Type",
@@ -294,7 +322,10 @@ class WARCWriter:
         resp_offset = offset + (len(members[0]) if req_head is not None else 0)
         n = sum(len(m) for m in members)
         self.last_record = WrittenRecord(self._final_name, resp_offset, len(members[-1]), resp_id)
-        self.stats.responses += 1
+        if revisit is None:
+            self.stats.responses += 1
+        else:
+            self.stats.revisits += 1
         self.stats.requests += 1 if req_head is not None else 0
         self.stats.records += len(members)
         self._after_write()

@@ -1,0 +1,260 @@
+"""Re-visits: conditional requests and what a re-fetch leaves in the metadata
+(owler.fetch.revisit), through the fetch engine against a real HTTP server on loopback; revisit
+records (owler.warc.writer) read back by warcio and checked by ``warcio check``; the parser's
+signatureOld and 304 handling (owler.parse.page)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import subprocess
+import sys
+import threading
+from email.utils import formatdate
+
+import pytest
+from aiohttp import web
+from warcio.archiveiterator import ArchiveIterator
+
+from owler import wire
+from owler.constants import CAPTURE_DATE, CAPTURE_DIGEST, Status
+from owler.fetch.engine import FetchEngine, FetchItem
+from owler.fetch.revisit import IDENTICAL, NOT_MODIFIED, Revisits
+from owler.parse.page import PageHandler
+from owler.warc.writer import WARCWriter
+
+AGENT = {"http.agent.name": "OWLer-py", "http.allow.private.addresses": True,
+         "fetcher.server.delay": 0.0, "http.robots.file.skip": True}
+PAGE = b"<html><head><title>t</title></head><body><p>" + b"words " * 40 + b"</p></body></html>"
+LAST_MODIFIED = formatdate(1_700_000_000, usegmt=True)
+
+
+# -- the rules ------------------------------------------------------------------------------------
+
+def test_conditional_headers_come_from_the_stored_validators():
+    r = Revisits({})
+    assert r.conditional_headers({}) is None
+    md = {"protocol.etag": ['"v1"'], "protocol.last-modified": [LAST_MODIFIED]}
+    assert r.conditional_headers(md) == {"If-None-Match": '"v1"', "If-Modified-Since": LAST_MODIFIED}
+    # StormCrawler's last-modified (the adaptive scheduler's change date) goes first
+    md["last-modified"] = ["Tue, 14 Nov 2023 00:00:00 GMT"]
+    assert r.conditional_headers(md)["If-Modified-Since"] == "Tue, 14 Nov 2023 00:00:00 GMT"
+    assert r.conditional_headers({"protocol.etag": ['"a"\r\nX-Evil: 1']}) is None
+    assert Revisits({"http.conditional.requests": False}).conditional_headers(md) is None
+    assert Revisits({"protocol.md.prefix": "p."}).conditional_headers({"p.etag": ["x"]}) == {
+        "If-None-Match": "x"}
+
+
+def test_validators_of_the_answer_replace_the_stored_ones():
+    r = Revisits({})
+    md = {"protocol.etag": ['"old"'], "protocol.last-modified": [LAST_MODIFIED]}
+    r.note_validators(md, {"ETag": '"new"'}.get)
+    assert md == {"protocol.etag": ['"new"']}  # the server no longer sends Last-Modified
+
+
+def test_a_capture_is_new_unless_its_payload_is_the_last_captures():
+    r = Revisits({})
+    md: dict = {}
+    r.note_capture(md, b"payload", 1_700_000_000.25)
+    digest = wire.payload_digest(b"payload")
+    assert md[CAPTURE_DIGEST] == [digest] and md[CAPTURE_DATE] == ["2023-11-14T22:13:20.250000Z"]
+    assert wire.RAW_REVISIT not in md
+    again = {CAPTURE_DIGEST: [digest], CAPTURE_DATE: md[CAPTURE_DATE]}
+    r.note_capture(again, b"payload", 1_800_000_000)
+    assert again[wire.RAW_REVISIT] == [IDENTICAL]
+    assert again[CAPTURE_DATE] == md[CAPTURE_DATE]  # still the full capture's date
+    changed = {CAPTURE_DIGEST: [digest], CAPTURE_DATE: md[CAPTURE_DATE]}
+    r.note_capture(changed, b"other", 1_800_000_000)
+    assert wire.RAW_REVISIT not in changed and changed[CAPTURE_DIGEST] != [digest]
+    off = {CAPTURE_DIGEST: [digest], CAPTURE_DATE: md[CAPTURE_DATE]}
+    Revisits({"warc.revisit.identical": False}).note_capture(off, b"payload", 1_800_000_000)
+    assert wire.RAW_REVISIT not in off and off[CAPTURE_DATE] != md[CAPTURE_DATE]
+
+
+# -- the engine against a real server -------------------------------------------------------------
+
+class Server:
+    """/etag answers 304 to its ETag, /lm to If-Modified-Since, /blind always 304, /plain 200."""
+
+    def __init__(self):
+        self.seen: list[tuple[str, dict]] = []
+        self.port = 0
+        self._ready = threading.Event()
+        self._loop = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.seen.append((request.path, dict(request.headers)))
+        if request.path == "/etag":
+            if request.headers.get("If-None-Match") == '"v1"':
+                return web.Response(status=304, headers={"ETag": '"v1"'})
+            return web.Response(body=PAGE, content_type="text/html", headers={"ETag": '"v1"'})
+        if request.path == "/lm":
+            if request.headers.get("If-Modified-Since") == LAST_MODIFIED:
+                return web.Response(status=304)
+            return web.Response(body=PAGE, content_type="text/html",
+                                headers={"Last-Modified": LAST_MODIFIED})
+        if request.path == "/blind":
+            return web.Response(status=304)
+        return web.Response(body=PAGE, content_type="text/html")
+
+    def __enter__(self):
+        threading.Thread(target=self._run, daemon=True).start()
+        assert self._ready.wait(10)
+        return self
+
+    def _run(self):
+        self._loop = asyncio.new_event_loop()
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", self.handle)
+        runner = web.AppRunner(app)
+        self._loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        self._loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+
+    def __exit__(self, *exc):
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+def fetch_all(conf, items):
+    got, done = [], threading.Event()
+
+    def on_outcome(out):
+        got.append(out)
+        if len(got) == len(items):
+            done.set()
+
+    engine = FetchEngine({**AGENT, **conf}, on_outcome)
+    engine.start()
+    try:
+        for url, md in items:
+            engine.submit(FetchItem(url, "127.0.0.1", md))
+        assert done.wait(20)
+    finally:
+        engine.stop()
+    return {o.item.url: o for o in got}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with Server() as s:
+        yield s
+
+
+def test_a_refetch_is_conditional_and_a_304_is_a_page_archived_as_a_revisit(server):
+    first = fetch_all({}, [(server.url("/etag"), {}), (server.url("/lm"), {})])
+    md1 = {k: v for k, v in first[server.url("/etag")].metadata.items()
+           if not k.startswith("_raw.")}
+    assert md1["protocol.etag"] == ['"v1"'] and md1[CAPTURE_DIGEST] == [wire.payload_digest(PAGE)]
+    md2 = {k: v for k, v in first[server.url("/lm")].metadata.items() if not k.startswith("_raw.")}
+    assert md2["protocol.last-modified"] == [LAST_MODIFIED] and "protocol.etag" not in md2
+    server.seen.clear()
+    again = fetch_all({}, [(server.url("/etag"), md1), (server.url("/lm"), md2)])
+    sent = dict(server.seen)
+    assert sent["/etag"]["If-None-Match"] == '"v1"'
+    assert sent["/lm"]["If-Modified-Since"] == LAST_MODIFIED
+    for path, md in (("/etag", md1), ("/lm", md2)):
+        out = again[server.url(path)]
+        assert out.kind == "page" and out.content == b"", path
+        assert out.metadata["fetch.statusCode"] == ["304"]
+        assert out.metadata[wire.RAW_REVISIT] == [NOT_MODIFIED]
+        assert out.metadata[CAPTURE_DATE] == md[CAPTURE_DATE]  # refers to the full capture
+        assert out.metadata[CAPTURE_DIGEST] == md[CAPTURE_DIGEST]
+    # turned off: no validators sent, a full 200
+    server.seen.clear()
+    off = fetch_all({"http.conditional.requests": False}, [(server.url("/etag"), md1)])
+    assert "If-None-Match" not in dict(server.seen)["/etag"]
+    assert off[server.url("/etag")].metadata[wire.RAW_REVISIT] == [IDENTICAL]
+
+
+def test_an_unsolicited_304_is_not_a_fetch(server):
+    out = fetch_all({}, [(server.url("/blind"), {})])[server.url("/blind")]
+    assert out.kind == "status" and out.status is Status.FETCH_ERROR
+    assert out.metadata["error.cause"] == ["unsolicited_304"]
+
+
+def test_an_unchanged_200_is_a_revisit_of_identical_payload(server):
+    first = fetch_all({}, [(server.url("/plain"), {})])[server.url("/plain")]
+    md = {k: v for k, v in first.metadata.items() if not k.startswith("_raw.")}
+    assert wire.RAW_REVISIT not in first.metadata
+    again = fetch_all({}, [(server.url("/plain"), md)])[server.url("/plain")]
+    assert again.kind == "page" and again.content == PAGE
+    assert again.metadata[wire.RAW_REVISIT] == [IDENTICAL]
+    assert again.metadata[CAPTURE_DATE] == md[CAPTURE_DATE]
+
+
+# -- revisit records ------------------------------------------------------------------------------
+
+def exchange(revisit=None, payload=PAGE, status="HTTP/1.1 200 OK", fetch_time=1_700_000_100.0,
+             capture_date="2023-11-14T22:13:20.250000Z"):
+    md = {wire.RAW_REQUEST: ["GET /p HTTP/1.1\r\nHost: a.example\r\n\r\n"],
+          wire.RAW_STATUS_LINE: [status],
+          wire.RAW_HEADERS: wire.encode_headers([("Content-Type", "text/html"),
+                                                 ("Content-Encoding", "gzip")]),
+          wire.RAW_FETCH_TIME: [repr(fetch_time)],
+          CAPTURE_DIGEST: [wire.payload_digest(PAGE)], CAPTURE_DATE: [capture_date]}
+    if revisit:
+        md[wire.RAW_REVISIT] = [revisit]
+    return "http://a.example/p", payload, md
+
+
+def test_revisit_records_refer_to_the_capture_and_pass_warcio_check(tmp_path):
+    with WARCWriter(tmp_path, partition="00") as w:
+        w.write_page(*exchange(fetch_time=1_700_000_000.25))  # the capture
+        w.write_page(*exchange(IDENTICAL))
+        w.write_page(*exchange(NOT_MODIFIED, b"", "HTTP/1.1 304 Not Modified"))
+        assert (w.stats.responses, w.stats.revisits) == (1, 2)
+    path = next(tmp_path.glob("*.warc.gz"))
+    with open(path, "rb") as fh:
+        recs = [(r.rec_type, r.rec_headers, r.content_stream().read())
+                for r in ArchiveIterator(fh) if r.rec_type in ("response", "revisit")]
+    (_, orig, body), (_, same, same_body), (_, nm, nm_body) = recs
+    assert body == PAGE and same_body == b"" and nm_body == b""
+    assert same.get_header("WARC-Profile").endswith("/revisit/identical-payload-digest")
+    assert nm.get_header("WARC-Profile").endswith("/revisit/server-not-modified")
+    for h in (same, nm):
+        assert h.get_header("WARC-Refers-To-Target-URI") == orig.get_header("WARC-Target-URI")
+        assert h.get_header("WARC-Refers-To-Date") == orig.get_header("WARC-Date")
+        assert h.get_header("WARC-Payload-Digest") == orig.get_header("WARC-Payload-Digest")
+    check = subprocess.run([sys.executable, "-m", "warcio.cli", "check", "-v", str(path)],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "digest pass" in check.stdout and "fail" not in check.stdout
+
+
+def test_an_unknown_revisit_profile_is_refused(tmp_path):
+    with WARCWriter(tmp_path, partition="00") as w, pytest.raises(ValueError, match="profile"):
+        w.write_page(*exchange("bogus"))
+
+
+# -- the parser -----------------------------------------------------------------------------------
+
+def page_md(**extra):
+    md = {wire.RAW_HEADERS: ["Content-Type: text/html"], "fetch.statusCode": ["200"]}
+    md.update({k: [v] for k, v in extra.items()})
+    return md
+
+
+def test_the_parser_keeps_the_old_signature_and_does_not_parse_a_304():
+    handler = PageHandler({})
+    sig = hashlib.md5(PAGE).hexdigest()  # noqa: S324
+    out = handler.handle_page("http://a.example/p", PAGE, page_md(signature="0" * 32))
+    assert out.metadata["signatureOld"] == ["0" * 32] and out.metadata["signature"] == [sig]
+    nm = page_md(signature=sig, simhash="00ff00ff00ff00ff")
+    nm["fetch.statusCode"] = ["304"]
+    out = handler.handle_page("http://a.example/p", b"", nm)
+    assert out.status is Status.FETCHED and not out.outlinks
+    assert out.metadata["signature"] == out.metadata["signatureOld"] == [sig]
+    assert out.metadata["simhash"] == ["00ff00ff00ff00ff"]
+
+
+def test_a_feed_served_as_rss_is_tagged():
+    md = page_md()
+    md[wire.RAW_HEADERS] = ["Content-Type: application/rss+xml; charset=utf-8"]
+    out = PageHandler({}).handle_page("http://a.example/feed", b"<rss/>", md)
+    assert out.metadata["isFeed"] == ["true"] and out.status is Status.FETCHED

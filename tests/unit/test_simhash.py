@@ -1,0 +1,104 @@
+"""SimHash and the per-host near-duplicate memory (owler.parse.simhash), on real pages: the
+articles in the WARC samples of tests/data/warc (Common Crawl and wget crawls), not text written
+for the test; and the parser's near.duplicate.of (owler.parse.page)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from owler import wire
+from owler.parse.html import _rough_text
+from owler.parse.page import PageHandler
+from owler.parse.simhash import MIN_FEATURES, NearDuplicates, distance, from_hex, simhash64, to_hex
+from selectolax.lexbor import LexborHTMLParser
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "warc"
+
+
+def real_pages() -> list[tuple[str, bytes]]:
+    pages = {}
+    for name in ("CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc",
+                 "dolma-sample-0000.warc.gz", "dolma-sample-0001.warc.gz"):
+        with open(DATA / name, "rb") as fh:
+            for rec in ArchiveIterator(fh):
+                ctype = rec.http_headers.get_header("Content-Type") if rec.http_headers else ""
+                if rec.rec_type == "response" and "html" in (ctype or ""):
+                    body = rec.content_stream().read()
+                    if len(body) > 5000:
+                        pages.setdefault(body, rec.rec_headers.get_header("WARC-Target-URI"))
+    return [(url, body) for body, url in pages.items()]
+
+
+@pytest.fixture(scope="module")
+def texts():
+    out = []
+    for url, body in real_pages():
+        text = _rough_text(LexborHTMLParser(body))
+        if len(text.split()) >= 300:
+            out.append(text)
+    assert len(out) >= 10
+    return out
+
+
+def test_distinct_pages_are_far_apart_and_small_edits_stay_close(texts):
+    hashes = [simhash64(t) for t in texts]
+    far = [distance(a, b) for a, b in itertools.combinations(hashes, 2)]
+    close = []
+    rnd = random.Random(7)
+    for text in texts:
+        words = text.split()
+        for _ in range(max(1, len(words) // 200)):  # 0.5 % of the words changed
+            words[rnd.randrange(len(words))] = "changed"
+        close.append(distance(simhash64(text), simhash64(" ".join(words))))
+    # different pages: rarely within 3 bits (the default threshold); edits: mostly within it
+    assert sum(d <= 3 for d in far) <= 0.02 * len(far), sorted(far)[:20]
+    assert sorted(close)[len(close) // 2] <= 3, close
+    assert sum(far) / len(far) > 20
+
+
+def test_the_same_text_gives_the_same_hash_and_short_texts_none():
+    text = "the quick brown fox jumps over the lazy dog " * 5
+    assert simhash64(text) == simhash64(text.upper()) == simhash64(text.replace(" ", "\n  "))
+    assert simhash64("") is None and simhash64("a few words only") is None
+    assert simhash64(" ".join(f"w{i}" for i in range(MIN_FEATURES))) is not None
+    # a script written without spaces still gets features
+    assert simhash64("日本語の文章には単語の間に空白がありません。" * 10) is not None
+    h = simhash64(text)
+    assert from_hex(to_hex(h)) == h and len(to_hex(h)) == 16 and from_hex("zz") is None
+
+
+def test_the_host_memory_names_an_earlier_page_of_the_same_host_only():
+    near = NearDuplicates({"simhash.max.distance": 3, "simhash.host.memory": 2,
+                           "simhash.hosts.max": 2})
+    assert near.check("a", "http://a/1", 0b1111) is None
+    assert near.check("a", "http://a/1", 0b1111) is None  # itself, fetched again
+    assert near.check("b", "http://b/1", 0b0111) is None  # another host
+    assert near.check("a", "http://a/2", 0b0000_0111) == "http://a/1"  # 1 bit away
+    assert near.check("a", "http://a/3", 0b1111_0000_0000) is None  # 6 bits away
+    assert near.check("a", "http://a/4", 0b1111) == "http://a/2"  # a/1 forgotten (memory 2)
+    near.check("c", "http://c/1", 1)  # a third host: the least recently seen (b) goes
+    assert near.check("b", "http://b/2", 0b0111) is None
+
+
+def test_the_parser_marks_a_near_duplicate_and_may_drop_its_outlinks():
+    body = "".join(f"<p>paragraph {i} of a long article about crawling the web</p>"
+                   for i in range(40))
+    page = f"<html><body>{body}<a href='/next'>next</a></body></html>"
+    other = page.replace("paragraph 7 of", "paragraph seven of")
+    md = {wire.RAW_HEADERS: ["Content-Type: text/html"]}
+    handler = PageHandler({})
+    first = handler.handle_page("http://a.example/1", page.encode(), dict(md))
+    assert len(first.metadata["simhash"][0]) == 16 and "near.duplicate.of" not in first.metadata
+    second = handler.handle_page("http://a.example/2", other.encode(), dict(md))
+    assert second.metadata["near.duplicate.of"] == ["http://a.example/1"] and second.outlinks
+    strict = PageHandler({"simhash.skip.outlinks": True})
+    strict.handle_page("http://a.example/1", page.encode(), dict(md))
+    assert strict.handle_page("http://a.example/2", other.encode(), dict(md)).outlinks == []
+    off = PageHandler({"simhash.enabled": False}).handle_page("http://a.example/1",
+                                                              page.encode(), dict(md))
+    assert "simhash" not in off.metadata
