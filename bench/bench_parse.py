@@ -1,6 +1,7 @@
 """Benchmark: owler.parse.html.parse_html on a realistic 75 KB page with ~200 links.
 
-Compared in the same run (interleaved rounds, median) against
+Compared in the same run (interleaved rounds, median), as the parser bolt runs it (no text
+extraction) with and without the SimHash of near-duplicate detection (simhash.enabled), and against
 - a bare loop: selectolax lexbor ``css('a[href]')`` + ``ada_url.join_url`` (the floor), and
 - bs4 + lxml with ``urllib.parse.urljoin`` (the library the request named).
 
@@ -132,6 +133,18 @@ def owler_parse(url: str, content: bytes) -> object:
     return parse_html(url, content, {"content-type": "text/html; charset=utf-8"})
 
 
+BOLT_CONF = {"textextractor.no.text": True}  # the parser bolt's: no text unless it is needed
+
+
+def owler_bolt(url: str, content: bytes) -> object:
+    return parse_html(url, content, {"content-type": "text/html; charset=utf-8"}, conf=BOLT_CONF)
+
+
+def owler_bolt_simhash(url: str, content: bytes) -> object:
+    return parse_html(url, content, {"content-type": "text/html; charset=utf-8"},
+                      conf={**BOLT_CONF, "simhash.enabled": True})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
@@ -140,7 +153,10 @@ def main() -> None:
     page = make_page()
     res = parse_html(PAGE_URL, page, {"content-type": "text/html; charset=utf-8"})
     n_a = len(bare_loop(PAGE_URL, page))
-    methods = {"owler parse_html (full)": owler_parse, "bare lexbor + ada join": bare_loop}
+    methods = {"owler parse_html (full)": owler_parse,
+               "owler parse_html, as the parser bolt (no text)": owler_bolt,
+               "owler parse_html, as the parser bolt + SimHash": owler_bolt_simhash,
+               "bare lexbor + ada join": bare_loop}
     try:
         import bs4  # noqa: F401
         import lxml  # noqa: F401

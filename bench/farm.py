@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 SECTIONS = 8
@@ -72,6 +73,29 @@ class Web:
         self.not_found = _response(404, "text/html", b"<html><body>not found</body></html>")
         self.private = _response(200, "text/html", b"<html><body>private</body></html>")
         self.pages: list[dict[bytes, bytes]] = [self._host(i) for i in range(n_hosts)]
+        self.pass_no = 1
+        self._changed: dict[tuple[int, bytes], bytes] = {}
+
+    def revisit(self, host: int, path: bytes, resp: bytes, request_headers: bytes) -> bytes:
+        """A page as a re-crawl sees it (``GET /__pass2`` starts the second pass): by a hash of
+        its path, a quarter of the pages send an ETag and answer ``304`` to it, a quarter never
+        change and send no validator, and half change in the second pass."""
+        kind = zlib.crc32(path) % 4
+        if kind == 0:
+            tag = b'"%08x"' % zlib.crc32(path)
+            if b"if-none-match: " + tag in request_headers.lower():
+                return b"HTTP/1.1 304 Not Modified\r\nETag: " + tag + b"\r\n\r\n"
+            head, _, body = resp.partition(b"\r\n\r\n")
+            return head + b"\r\nETag: " + tag + b"\r\n\r\n" + body
+        if kind == 1 or self.pass_no < 2:
+            return resp
+        changed = self._changed.get((host, path))
+        if changed is None:
+            head, _, body = resp.partition(b"\r\n\r\n")
+            body = body.replace(b"</body>", b"<p>changed in pass 2</p></body>", 1)
+            changed = self._changed[(host, path)] = _response(200, "text/html; charset=utf-8",
+                                                              body)
+        return changed
 
     def _text(self, rng: random.Random, n: int) -> str:
         start = rng.randrange(0, len(self.corpus) - n - 1)
@@ -208,18 +232,24 @@ class Server(asyncio.Protocol):
             line, _, headers = head.partition(b"\r\n")
             parts = line.split(b" ")
             path = parts[1] if len(parts) > 2 else b"/"
-            self.transport.write(self.answer(path))
+            self.transport.write(self.answer(path, headers))
             if b"connection: close" in headers.lower():
                 self.transport.close()
                 return
 
-    def answer(self, path: bytes) -> bytes:
+    def answer(self, path: bytes, headers: bytes = b"") -> bytes:
         st = self.stats
+        if path == b"/__pass2":  # the second pass of a re-crawl begins: counts start again
+            self.web.pass_no = 2
+            st.__init__()
+            return _response(200, "text/plain", b"pass 2\n")
         st.requests += 1
         if path == b"/__stats":
             return _response(200, "application/json", json.dumps(st.as_dict()).encode())
         path = path.split(b"?", 1)[0]
         resp = self.web.pages[self.host].get(path)
+        if resp is not None and path != b"/robots.txt":
+            resp = self.web.revisit(self.host, path, resp, headers)
         now = time.time()
         if path.startswith(b"/private/"):
             st.private += 1

@@ -2,7 +2,8 @@
 
 Input ``url, key, metadata`` grouped by ``key`` (one queue in one task: politeness holds across
 tasks). A URL that a blacklist names by now (an opt-out added after it entered the frontier) is
-not fetched: ERROR with ``error.cause=blacklist:<list>`` (:meth:`owler.blacklist.Blacklist.refusal`). Output: pages on ``default``, statuses on ``status``, redirect targets on ``outlinks``, and
+not fetched: ERROR with ``error.cause=blacklist:<list>``, checked by the engine just before the
+fetch (:meth:`owler.blacklist.Blacklist.refusal`). Output: pages on ``default``, statuses on ``status``, redirect targets on ``outlinks``, and
 the sitemaps found for a host (checked by :meth:`owler.sitemap.processor.EntryGate.found`) as
 DISCOVERED on ``status``. Emits and acks happen on the engine's thread, anchored to the input; a
 full queue fails the tuple (back-pressure). Counters: ``Outcome.counters``, ``engine.snapshot``.
@@ -17,7 +18,7 @@ from streamparse import Bolt, Stream
 
 from owler import wire
 from owler.blacklist import Blacklist
-from owler.constants import (ERROR_CAUSE, FETCH_EXCEPTION, FETCHED_FIELDS, OUTLINKS_FIELDS, OUTLINKS_STREAM,
+from owler.constants import (FETCH_EXCEPTION, FETCHED_FIELDS, OUTLINKS_FIELDS, OUTLINKS_STREAM,
                              STATUS_FIELDS, STATUS_STREAM, Status)
 from owler.fetch.engine import FetchEngine, FetchItem, Outcome
 from owler.sitemap.processor import EntryGate
@@ -33,9 +34,10 @@ class FetcherBolt(StatusEmitter, Bolt):
 
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
-        self.engine = FetchEngine(storm_conf, self._emit_outcome)
+        blacklist = Blacklist.from_conf(storm_conf)  # checked just before each fetch
+        self.engine = FetchEngine(storm_conf, self._emit_outcome,
+                                  refuse=lambda url: blacklist.refusal(url, time.monotonic()))
         self.gate = None  # EntryGate, built on the first sitemap found
-        self.blacklist = Blacklist.from_conf(storm_conf)
         self.engine.start()
 
     def process(self, tup):
@@ -46,14 +48,6 @@ class FetcherBolt(StatusEmitter, Bolt):
             self.count("malformed")
             self.report_error(f"malformed tuple dropped: {tup.values!r:.300}")
             self.ack(tup)
-            return
-        refused = self.blacklist.refusal(item.url, time.monotonic())
-        if refused:  # listed since it entered the frontier: a final status, no request
-            item.metadata[ERROR_CAUSE] = [refused]
-            self.count(f"error.cause/{refused}")
-            self.emit_status(item.url, item.metadata, Status.ERROR, anchors=[tup])
-            self.ack(tup)
-            self.write_stats()
             return
         if not self.engine.submit(item):
             self.count("queue_full")

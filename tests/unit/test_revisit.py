@@ -121,7 +121,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}{path}"
 
 
-def fetch_all(conf, items):
+def fetch_all(conf, items, refuse=None):
     got, done = [], threading.Event()
 
     def on_outcome(out):
@@ -129,7 +129,7 @@ def fetch_all(conf, items):
         if len(got) == len(items):
             done.set()
 
-    engine = FetchEngine({**AGENT, **conf}, on_outcome)
+    engine = FetchEngine({**AGENT, **conf}, on_outcome, refuse=refuse)
     engine.start()
     try:
         for url, md in items:
@@ -170,6 +170,15 @@ def test_a_refetch_is_conditional_and_a_304_is_a_page_archived_as_a_revisit(serv
     off = fetch_all({"http.conditional.requests": False}, [(server.url("/etag"), md1)])
     assert "If-None-Match" not in dict(server.seen)["/etag"]
     assert off[server.url("/etag")].metadata[wire.RAW_REVISIT] == [IDENTICAL]
+
+
+def test_a_url_refused_just_before_its_fetch_gets_the_cause_and_no_request(server):
+    server.seen.clear()
+    got = fetch_all({}, [(server.url("/plain"), {}), (server.url("/etag"), {})],
+                    refuse=lambda url: "blacklist:optout" if url.endswith("/plain") else None)
+    out = got[server.url("/plain")]
+    assert out.status is Status.ERROR and out.metadata["error.cause"] == ["blacklist:optout"]
+    assert [path for path, _ in server.seen] == ["/etag"]
 
 
 def test_an_unsolicited_304_is_not_a_fetch(server):

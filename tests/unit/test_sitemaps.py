@@ -191,3 +191,14 @@ def test_the_sitemaps_a_fetcher_found_are_checked_and_described(conf, tmp_path):
     assert other["sitemap.hosts"] == ["a.example.org"]  # cross-submission: who named it
     assert counts["sitemaps/found"] == 2 and counts["sitemaps/blacklisted/spam"] == 1
     assert sum(n for k, n in counts.items() if k.startswith("sitemaps/rejected/")) == 1
+
+
+def test_a_sitemap_that_is_a_feed_gets_the_feed_tag(conf):
+    rss = (b'<?xml version="1.0"?><rss version="2.0"><channel><title>news</title>'
+           b"<item><link>http://a.com/n/1</link></item></channel></rss>")
+    out, entries = run(SitemapProcessor(conf), "http://a.com/feed.xml", rss)
+    assert out.metadata["isFeed"] == ["true"] and "http://a.com/n/1" in entries
+    out, _ = run(SitemapProcessor(conf), "http://a.com/s.xml", urlset("http://a.com/p"))
+    assert "isFeed" not in out.metadata
+    from owler.frontier import tag_rules
+    assert ("isFeed", "true", "Feed") in tag_rules(conf["frontier.tags"])  # the Feed tag

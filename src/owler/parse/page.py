@@ -22,7 +22,8 @@ Feeds: a non-HTML page served as RSS or Atom gets ``isFeed=true`` (the ``Feed`` 
 
 Near-duplicates (``simhash.enabled``, true): the page's SimHash goes in ``simhash`` (16 hex
 digits); when an earlier page of the same host had one within ``simhash.max.distance`` bits
-(:class:`owler.parse.simhash.NearDuplicates`), ``near.duplicate.of`` names it, and with
+(:class:`owler.parse.simhash.NearDuplicates`), ``near.duplicate.of`` names it (a page whose
+SimHash did not change keeps the mark it had, when the memory no longer knows), and with
 ``simhash.skip.outlinks`` (false) the page's outlinks are not followed (BUbiNG's rule).
 
 The ``_raw.*`` transient keys are removed from the returned metadata.
@@ -88,7 +89,8 @@ class PageHandler:
             if old_signature:
                 md[SIGNATURE] = old_signature
             return PageOutcome(Status.FETCHED, md)
-        md.pop(NEAR_DUPLICATE_OF, None)
+        old_simhash = first(md, SIMHASH)
+        old_near = md.pop(NEAR_DUPLICATE_OF, None)
         header_map: dict[str, str] = {}
         robots_tags = []
         for name, value in headers:
@@ -133,6 +135,8 @@ class PageHandler:
             near = self.near.check(host_of(url) or "", url, res.simhash)
             if near:
                 set_value(md, NEAR_DUPLICATE_OF, near)
+            elif old_near and old_simhash == md[SIMHASH][0]:  # unchanged: still a duplicate
+                md[NEAR_DUPLICATE_OF] = old_near
         else:
             md.pop(SIMHASH, None)
         if res.canonical:

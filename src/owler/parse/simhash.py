@@ -1,13 +1,15 @@
 """Near-duplicate pages: a 64-bit SimHash of the page text (Charikar 2002; Manku, Jain and Das
 Sarma 2007 for its use on web pages), and a per-host memory of the SimHashes seen.
 
-The SimHash (:func:`simhash64`): the features are the 8-byte shingles of the lower-cased UTF-8
-text, whitespace runs made one space, that start at each word (a word and the start of the next), or, in a text with few spaces
+The SimHash (:func:`simhash64`): the features are the 8-byte shingles of the UTF-8 text (ASCII
+letters lower-cased, whitespace runs made one space) that start at each word (a word and the start of the next), or, in a text with few spaces
 (Chinese, Japanese, Thai), at every fourth byte; each shingle is hashed to 64 bits
 (SplitMix64's finaliser), and bit *i* of the SimHash is set when it is set in more than half of
-the feature hashes (a feature counts as often as it occurs). Pages that share most of their text
+the feature hashes (a feature counts as often as it occurs). A text of more than
+:data:`MAX_FEATURES` features is represented by a sample of about that many, chosen by a hash of
+the first three bytes of each word (so two versions of a page keep the same ones). Pages that share most of their text
 get SimHashes a few bits apart; Manku et al. found 3 bits of 64 right for 8 billion pages. The
-work is done by numpy on whole arrays: about 70 µs for a page of 1,100 words (``bench/``).
+work is done by numpy on whole arrays (``bench/bench_parse.py``, BENCHMARKS.md).
 A text with fewer than :data:`MIN_FEATURES` features gets no SimHash: short pages (an error
 page, a redirect notice) are all "near-duplicates" of each other and say nothing.
 
@@ -25,6 +27,7 @@ from collections import OrderedDict
 from typing import Any, Mapping
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from owler import conf as C
 
@@ -32,10 +35,15 @@ from owler import conf as C
 MIN_FEATURES = 16
 SHINGLE = 8
 _PAD = b" " * SHINGLE
-_OFFSETS = np.arange(SHINGLE)
 _SPACE = 32
 _WS_TO_SPACE = bytes.maketrans(b"\t\n\r\x0b\x0c", b"     ")
 _PAD_ARRAY = np.frombuffer(_PAD, dtype=np.uint8)
+#: features hashed at most: a longer text's features are sampled by a hash of their own
+MAX_FEATURES = 2048
+_BYTE_OFFSETS = np.arange(SHINGLE, dtype=np.intp) * 256
+#: row v: the 8 bits of byte value v, least significant first
+_BITS_OF_BYTE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1,
+                              bitorder="little").astype(np.int64)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -52,7 +60,7 @@ def simhash64(text: str) -> int | None:
     """The 64-bit SimHash of ``text`` (module docstring), None for a text too short."""
     if not text:
         return None
-    raw = np.frombuffer(text.lower().encode("utf-8", "surrogatepass").translate(_WS_TO_SPACE),
+    raw = np.frombuffer(text.encode("utf-8", "surrogatepass").lower().translate(_WS_TO_SPACE),
                         dtype=np.uint8)
     # one space between words, whatever the markup left: the features do not depend on it
     space = raw == _SPACE
@@ -68,11 +76,18 @@ def simhash64(text: str) -> int | None:
     starts = np.concatenate(([0], starts))
     if len(starts) < MIN_FEATURES:
         return None
-    shingles = np.ascontiguousarray(b[starts[:, None] + _OFFSETS]).view("<u8").ravel()
+    if len(starts) > MAX_FEATURES:  # a long text: a sample chosen by the words' first bytes
+        w = b.astype(np.uint32)
+        pick = (w[starts] * 0x9E37 + w[starts + 1] * 0x7F4B + w[starts + 2] * 0x1F1D) & 0xFFFF
+        starts = starts[pick < (MAX_FEATURES << 16) // len(starts)]
+    windows = as_strided(b, shape=(n, SHINGLE), strides=(1, 1))  # a view: no copy
+    shingles = windows[starts].view("<u8").ravel().astype(np.uint64)
     with np.errstate(over="ignore"):
-        hashes = _mix(shingles.astype(np.uint64))
-    bits = np.unpackbits(hashes.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    ones = bits.sum(axis=0, dtype=np.int64)
+        hashes = _mix(shingles)
+    # bit counts per position: one histogram of the bytes of every hash, by byte position
+    counts = np.bincount((hashes.view(np.uint8).reshape(-1, 8) + _BYTE_OFFSETS).ravel(),
+                         minlength=8 * 256).reshape(8, 256)
+    ones = (counts @ _BITS_OF_BYTE).ravel()
     packed = np.packbits(ones * 2 > len(hashes), bitorder="little")
     return int.from_bytes(packed.tobytes(), "little")
 

@@ -1,0 +1,253 @@
+"""Re-crawls on real Storm (local mode), on both frontiers: two passes of the explorative crawl
+over the re-visit farm (tests/farm/revisit.py) with the adaptive scheduler. The second pass asks
+conditionally and gets 304s, archives revisit records that warcio check accepts and that name a
+capture of the first pass, keeps unchanged pages longer and changing ones shorter, and marks
+near-duplicates. On the SQLite run, a host added to the opt-out list mid-crawl gets no request
+after the reload interval, its URLs end ERROR blacklist:optout, and its per-site delay from the
+politeness file holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from owler.frontier import open_frontier
+from owler.conf import load_conf
+from tests.farm import revisit as R
+from tests.integration.cli import owler
+
+ROOT = Path(__file__).resolve().parents[2]
+OPTOUT_DELAY = 1.0  # the politeness file's delay for the opt-out host
+RELOAD = 1.0
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def farm(tmp_path_factory):
+    log = tmp_path_factory.mktemp("revisit-farm") / "access.log"
+    proc = subprocess.Popen([sys.executable, "-m", "tests.farm.revisit", "--log", str(log)],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        ready = proc.stdout.readline().split()
+        assert ready and ready[0] == "READY", "the re-visit farm did not start"
+        yield {"port": int(ready[1]), "log": log}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def log_entries(farm, since: float = 0.0) -> list[dict]:
+    return [e for e in (json.loads(line) for line in farm["log"].read_text().splitlines()
+                        if line.strip()) if e["t"] >= since]
+
+
+def start_pass(farm, n: int) -> None:
+    req = urllib.request.Request(f"http://{R.SITE}:{farm['port']}/__pass/{n}", method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+
+
+def crawl_twice(farm, work: Path, backend: str, optout: bool) -> dict:
+    (work / "blacklists").mkdir(parents=True)
+    (work / "blacklists" / "optout.txt").write_text("# webmaster opt-outs\n")
+    (work / "politeness.txt").write_text(f"{R.OPTOUT} {OPTOUT_DELAY}\n")
+    conf = work / "conf.yaml"
+    conf.write_text(backend + f"warc.dir: {work / 'warc'}\n"
+                    f"owler.work.dir: {work}\n"
+                    f"http.allowed.networks: [{R.NETWORK}]\n"
+                    "scheduler.class: AdaptiveScheduler\n"
+                    "fetchInterval.default: 1\n"
+                    "scheduler.adaptive.fetchInterval.min: 0.2\n"
+                    "scheduler.adaptive.fetchInterval.max: 10\n"
+                    "fetcher.server.delay: 0.2\n"
+                    f"blacklist.dir: {work / 'blacklists'}\n"
+                    f"blacklist.reload.interval: {RELOAD}\n"
+                    f"fetcher.politeness.file: {work / 'politeness.txt'}\n"
+                    "fetcher.politeness.reload.interval: 1\n")
+    port = farm["port"]
+    seeds = f"http://{R.SITE}:{port}/\n" + (f"http://{R.OPTOUT}:{port}/\n" if optout else "")
+    (work / "seeds.txt").write_text(seeds)
+    owler("inject", str(work / "seeds.txt"), "--conf", str(conf))
+    start_pass(farm, 1)
+    out: dict = {"work": work, "conf": conf, "port": port}
+    t1 = time.time()
+    listed: dict = {}
+    stop = threading.Event()
+
+    def opt_out_mid_crawl():  # after a few of its pages, the webmaster opts out
+        while not stop.is_set():
+            pages = [e for e in log_entries(farm, t1)
+                     if e["host"] == R.OPTOUT and e["path"].startswith("/o/")]
+            if len(pages) >= 4:
+                (work / "blacklists" / "optout.txt").write_text(f"{R.OPTOUT}\n")
+                listed["t"] = time.time()
+                return
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=opt_out_mid_crawl, daemon=True)
+    if optout:
+        watcher.start()
+    out["run1"] = owler("run", "explorative", "--conf", str(conf), "--idle-exit", "6",
+                        "--time", "300", check=False)
+    stop.set()
+    out["listed"] = listed.get("t")
+    out["pass1"] = (t1, time.time())
+    with open_frontier(load_conf(str(conf))) as f:
+        due = [r.next_fetch_date for r in records(f, port).values()
+               if r.status.value == "FETCHED" and r.next_fetch_date]
+    start_pass(farm, 2)
+    time.sleep(max(0.0, max(due) - time.time()) + 1)  # every page of pass 1 is due again
+    t2 = time.time()
+    out["run2"] = owler("run", "explorative", "--conf", str(conf), "--idle-exit", "6",
+                        "--time", "300", check=False)
+    out["pass2"] = (t2, time.time())
+    with open_frontier(load_conf(str(conf))) as f:
+        out["records"] = records(f, port)
+    return out
+
+
+def records(frontier, port: int) -> dict:
+    urls = [f"http://{R.SITE}:{port}/"] + [
+        f"http://{R.SITE}:{port}/{kind}/{n}" for kind, count in R.PAGES.items()
+        for n in range(1, count + 1)] + [f"http://{R.OPTOUT}:{port}/"] + [
+        f"http://{R.OPTOUT}:{port}/o/{n}" for n in range(1, R.OPTOUT_PAGES + 1)]
+    return {u: r for u in urls if (r := frontier.get(u)) is not None}
+
+
+@pytest.fixture(scope="module")
+def sqlite_crawl(farm, tmp_path_factory):
+    work = tmp_path_factory.mktemp("recrawl-sqlite")
+    return crawl_twice(farm, work, f"frontier.sqlite.path: {work / 'frontier.sqlite'}\n",
+                       optout=True)
+
+
+@pytest.fixture(scope="module")
+def opensearch_crawl(farm, opensearch, sqlite_crawl, tmp_path_factory):  # one crawl at a time
+    index = f"recrawl-{uuid.uuid4().hex[:8]}"
+    return crawl_twice(farm, tmp_path_factory.mktemp("recrawl-os"),
+                       opensearch.conf_lines(index) + "spout.ttl.purgatory: 5\n"
+                       "frontier.lease.ttl: 30\n", optout=False)
+
+
+def warc_records(work: Path) -> list[tuple[str, dict, bytes]]:
+    out = []
+    for path in sorted((work / "warc").glob("*.warc.gz")):
+        check = subprocess.run([sys.executable, "-m", "warcio.cli", "check", str(path)],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, (path, check.stdout, check.stderr)
+        with open(path, "rb") as fh:
+            for rec in ArchiveIterator(fh):
+                if rec.rec_type in ("response", "revisit"):
+                    out.append((rec.rec_type, dict(rec.rec_headers.headers),
+                                rec.content_stream().read()))
+    return out
+
+
+def judge_two_passes(crawl, farm) -> None:
+    for run in ("run1", "run2"):
+        assert crawl[run].returncode == 0, crawl[run].stdout[-3000:] + crawl[run].stderr[-3000:]
+    port = crawl["port"]
+    site = f"http://{R.SITE}:{port}"
+    first = {e["path"]: e for e in log_entries(farm, crawl["pass1"][0])
+             if e["host"] == R.SITE and e["t"] < crawl["pass1"][1]}
+    second = {e["path"]: e for e in log_entries(farm, crawl["pass2"][0])
+              if e["host"] == R.SITE and e["t"] < crawl["pass2"][1]}
+    pages = [f"/{kind}/{n}" for kind, count in R.PAGES.items() for n in range(1, count + 1)]
+    assert all(first[p]["status"] == 200 and not first[p]["inm"] for p in pages)
+    # pass 2: every page again, conditionally where validators were given; 304s
+    assert set(pages) <= set(second), sorted(set(pages) - set(second))
+    for n in range(1, 5):
+        assert second[f"/etag/{n}"]["inm"] == f'W/"e{n}"' and second[f"/etag/{n}"]["status"] == 304
+        assert second[f"/lm/{n}"]["ims"] and second[f"/lm/{n}"]["status"] == 304
+        assert not second[f"/plain/{n}"]["inm"] and second[f"/plain/{n}"]["status"] == 200
+
+    # the archive: pass 1 full captures, pass 2 revisits of them (changing pages: new captures)
+    by_uri: dict[str, list] = defaultdict(list)
+    for kind, headers, body in warc_records(crawl["work"]):
+        by_uri[headers["WARC-Target-URI"]].append((kind, headers, body))
+    for path in pages:
+        recs = by_uri[site + path]
+        assert len(recs) == 2, (path, [r[0] for r in recs])
+        (k1, h1, b1), (k2, h2, b2) = recs
+        assert k1 == "response" and b1
+        kind = path.split("/")[1]
+        if kind == "changing":
+            assert k2 == "response" and b2 != b1
+            continue
+        profile = "server-not-modified" if kind in ("etag", "lm") else "identical-payload-digest"
+        assert k2 == "revisit" and h2["WARC-Profile"].endswith("/" + profile) and b2 == b"", path
+        # resolvable: the revisit names the capture's URI, date and payload digest
+        assert h2["WARC-Refers-To-Target-URI"] == h1["WARC-Target-URI"]
+        assert h2["WARC-Refers-To-Date"] == h1["WARC-Date"]
+        assert h2["WARC-Payload-Digest"] == h1["WARC-Payload-Digest"]
+
+    # the frontier: intervals follow the change rate (min 0.2, default 1, incr/decr 0.5)
+    recs = crawl["records"]
+    for path in pages:
+        r = recs[site + path]
+        md = r.metadata
+        assert r.status.value == "FETCHED", path
+        assert md["capture.digest"] and md["simhash"] and md["signature"], path
+        interval = float(md["fetchInterval"][0])
+        if path.startswith("/changing/"):
+            assert interval == pytest.approx(0.5 * 0.6 + 0.5 * 0.2, abs=0.01), path  # shorter
+        else:
+            assert interval == pytest.approx(0.6 * 1.5, abs=0.01), path  # longer
+        # the next fetch date is that interval after the second fetch
+        fetched = second[path]["t"]
+        assert abs(r.next_fetch_date - (fetched + interval * 60)) < 3, path
+        if path.startswith("/etag/"):
+            assert md["protocol.etag"][0].startswith('W/"e')
+        if path.startswith("/lm/"):
+            assert md["protocol.last-modified"]
+    # near-duplicates: the article pages, each marked against an earlier one; no other page
+    dups = [site + f"/dup/{n}" for n in range(1, 4)]
+    marked = {u: recs[u].metadata.get("near.duplicate.of", [None])[0] for u in dups}
+    assert sum(1 for v in marked.values() if v) >= 2 and all(v in dups for v in marked.values()
+                                                             if v), marked
+    others = [site + p for p in pages if not p.startswith("/dup/")]
+    assert not [u for u in others if "near.duplicate.of" in recs[u].metadata]
+
+
+def test_a_second_pass_revisits_cheaply_on_sqlite(sqlite_crawl, farm):
+    judge_two_passes(sqlite_crawl, farm)
+
+
+def test_a_second_pass_revisits_cheaply_on_opensearch(opensearch_crawl, farm):
+    judge_two_passes(opensearch_crawl, farm)
+
+
+def test_an_opt_out_added_mid_crawl_stops_the_crawl_of_the_host(sqlite_crawl, farm):
+    crawl = sqlite_crawl
+    listed = crawl["listed"]
+    assert listed, "the opt-out host was not crawled"
+    asked = [e for e in log_entries(farm, crawl["pass1"][0])
+             if e["host"] == R.OPTOUT and e["t"] < crawl["pass2"][1]]
+    late = [e for e in asked if e["t"] > listed + RELOAD + OPTOUT_DELAY + 0.5]
+    assert not late, late  # within the reload interval (and the fetch then in progress)
+    fetched = {e["path"] for e in asked if e["path"].startswith("/o/")}
+    assert 4 <= len(fetched) < R.OPTOUT_PAGES
+    recs = crawl["records"]
+    base = f"http://{R.OPTOUT}:{crawl['port']}"
+    refused = [u for u in (f"{base}/o/{n}" for n in range(1, R.OPTOUT_PAGES + 1))
+               if u[len(base):] not in fetched]
+    for url in refused:
+        r = recs[url]
+        assert r.status.value == "ERROR" and r.metadata["error.cause"] == ["blacklist:optout"], url
+    # the per-site delay of the politeness file held while the host was crawled
+    times = sorted(e["t"] for e in asked if e["path"] != "/robots.txt")
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert gaps and min(gaps) >= OPTOUT_DELAY - 0.05, gaps
