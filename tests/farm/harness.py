@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -11,6 +12,24 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.farm.server import SITES, host_addr
+
+
+@contextlib.contextmanager
+def farm_module(module: str, log: Path):
+    """Run ``python -m <module> --log LOG`` (a farm that prints ``READY <port> …``) for the
+    duration of the block; yields the fields of its READY line after the word."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", module, "--log", str(log)], cwd=root,
+                            stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        ready = proc.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            raise RuntimeError(f"{module} did not start")
+        yield ready[1:]
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 class FarmProcess:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,9 +20,9 @@ from warcio.archiveiterator import ArchiveIterator
 
 from owler.frontier.sqlite import SQLiteFrontier
 from tests.farm import hostile as H
+from tests.farm.harness import farm_module
 from tests.integration.cli import owler
 
-ROOT = Path(__file__).resolve().parents[2]
 TRAP_DEPTH = 12
 MAX_OUTLINKS = 500
 
@@ -35,16 +32,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def farm(tmp_path_factory):
     log = tmp_path_factory.mktemp("hostile-farm") / "access.log"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.farm.hostile", "--log", str(log)],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        ready = proc.stdout.readline().split()
-        assert ready and ready[0] == "READY", "the hostile farm did not start"
-        yield {"port": int(ready[1]), "canary": int(ready[2]), "log": log}
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with farm_module("tests.farm.hostile", log) as ready:
+        yield {"port": int(ready[0]), "canary": int(ready[1]), "log": log}
 
 
 def run_crawl(farm, work: Path, topology: str, seeds: str) -> dict:

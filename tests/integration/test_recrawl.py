@@ -9,7 +9,6 @@ politeness file holds."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -25,9 +24,9 @@ from warcio.archiveiterator import ArchiveIterator
 from owler.frontier import open_frontier
 from owler.conf import load_conf
 from tests.farm import revisit as R
+from tests.farm.harness import farm_module
 from tests.integration.cli import owler
 
-ROOT = Path(__file__).resolve().parents[2]
 OPTOUT_DELAY = 1.0  # the politeness file's delay for the opt-out host
 RELOAD = 1.0
 
@@ -37,16 +36,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def farm(tmp_path_factory):
     log = tmp_path_factory.mktemp("revisit-farm") / "access.log"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.farm.revisit", "--log", str(log)],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        ready = proc.stdout.readline().split()
-        assert ready and ready[0] == "READY", "the re-visit farm did not start"
-        yield {"port": int(ready[1]), "log": log}
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with farm_module("tests.farm.revisit", log) as ready:
+        yield {"port": int(ready[0]), "log": log}
 
 
 def log_entries(farm, since: float = 0.0) -> list[dict]:

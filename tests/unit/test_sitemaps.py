@@ -202,3 +202,9 @@ def test_a_sitemap_that_is_a_feed_gets_the_feed_tag(conf):
     assert "isFeed" not in out.metadata
     from owler.frontier import tag_rules
     assert ("isFeed", "true", "Feed") in tag_rules(conf["frontier.tags"])  # the Feed tag
+
+
+def test_a_sitemap_not_modified_since_its_last_fetch_is_fetched_without_entries(conf):
+    md = {"isSitemap": ["true"], "fetch.statusCode": ["304"], "isFeed": ["true"]}
+    out, entries = run(SitemapProcessor(conf), "http://a.com/feed.xml", b"", md)
+    assert out.status is Status.FETCHED and not entries and out.metadata["isFeed"] == ["true"]

@@ -89,7 +89,7 @@ class PageHandler:
             if old_signature:
                 md[SIGNATURE] = old_signature
             return PageOutcome(Status.FETCHED, md)
-        old_simhash = first(md, SIMHASH)
+        old_simhash = md.pop(SIMHASH, None)  # what a new parse gives replaces them
         old_near = md.pop(NEAR_DUPLICATE_OF, None)
         header_map: dict[str, str] = {}
         robots_tags = []
@@ -135,10 +135,8 @@ class PageHandler:
             near = self.near.check(host_of(url) or "", url, res.simhash)
             if near:
                 set_value(md, NEAR_DUPLICATE_OF, near)
-            elif old_near and old_simhash == md[SIMHASH][0]:  # unchanged: still a duplicate
+            elif old_near and old_simhash == md[SIMHASH]:  # unchanged: still a duplicate
                 md[NEAR_DUPLICATE_OF] = old_near
-        else:
-            md.pop(SIMHASH, None)
         if res.canonical:
             set_value(md, "canonical", res.canonical)
         if res.noindex:

@@ -5,9 +5,10 @@ The SimHash (:func:`simhash64`): the features are the 8-byte shingles of the UTF
 letters lower-cased, whitespace runs made one space) that start at each word (a word and the start of the next), or, in a text with few spaces
 (Chinese, Japanese, Thai), at every fourth byte; each shingle is hashed to 64 bits
 (SplitMix64's finaliser), and bit *i* of the SimHash is set when it is set in more than half of
-the feature hashes (a feature counts as often as it occurs). A text of more than
-:data:`MAX_FEATURES` features is represented by a sample of about that many, chosen by a hash of
-the first three bytes of each word (so two versions of a page keep the same ones). Pages that share most of their text
+the feature hashes (a feature counts as often as it occurs). Only the first
+:data:`MAX_BYTES` of a text are read, and a text of more than :data:`MAX_FEATURES` features is
+represented by a sample of about that many, chosen by a hash of the first three bytes of each
+word (so two versions of a page keep the same ones): a long page costs what a short one does. Pages that share most of their text
 get SimHashes a few bits apart; Manku et al. found 3 bits of 64 right for 8 billion pages. The
 work is done by numpy on whole arrays (``bench/bench_parse.py``, BENCHMARKS.md).
 A text with fewer than :data:`MIN_FEATURES` features gets no SimHash: short pages (an error
@@ -38,8 +39,10 @@ _PAD = b" " * SHINGLE
 _SPACE = 32
 _WS_TO_SPACE = bytes.maketrans(b"\t\n\r\x0b\x0c", b"     ")
 _PAD_ARRAY = np.frombuffer(_PAD, dtype=np.uint8)
-#: features hashed at most: a longer text's features are sampled by a hash of their own
-MAX_FEATURES = 2048
+#: bytes of text read at most (the start of a longer text), and features hashed at most (a
+#: sample of a text with more, chosen by content): they bound the cost of a long page
+MAX_BYTES = 16384
+MAX_FEATURES = 1024
 _BYTE_OFFSETS = np.arange(SHINGLE, dtype=np.intp) * 256
 #: row v: the 8 bits of byte value v, least significant first
 _BITS_OF_BYTE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1,
@@ -60,8 +63,11 @@ def simhash64(text: str) -> int | None:
     """The 64-bit SimHash of ``text`` (module docstring), None for a text too short."""
     if not text:
         return None
-    raw = np.frombuffer(text.encode("utf-8", "surrogatepass").lower().translate(_WS_TO_SPACE),
-                        dtype=np.uint8)
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) > MAX_BYTES:  # a long text: its start, cut at a space
+        cut = data.rfind(b" ", 0, MAX_BYTES)
+        data = data[:cut if cut > 0 else MAX_BYTES]
+    raw = np.frombuffer(data.lower().translate(_WS_TO_SPACE), dtype=np.uint8)
     # one space between words, whatever the markup left: the features do not depend on it
     space = raw == _SPACE
     drop = space.copy()
@@ -77,8 +83,8 @@ def simhash64(text: str) -> int | None:
     if len(starts) < MIN_FEATURES:
         return None
     if len(starts) > MAX_FEATURES:  # a long text: a sample chosen by the words' first bytes
-        w = b.astype(np.uint32)
-        pick = (w[starts] * 0x9E37 + w[starts + 1] * 0x7F4B + w[starts + 2] * 0x1F1D) & 0xFFFF
+        pick = ((b[starts].astype(np.uint32) * 0x9E37 + b[starts + 1].astype(np.uint32) * 0x7F4B
+                 + b[starts + 2].astype(np.uint32) * 0x1F1D) & 0xFFFF)
         starts = starts[pick < (MAX_FEATURES << 16) // len(starts)]
     windows = as_strided(b, shape=(n, SHINGLE), strides=(1, 1))  # a view: no copy
     shingles = windows[starts].view("<u8").ravel().astype(np.uint64)

@@ -40,6 +40,9 @@ the per-entry metadata (lastmod, isSitemap, extensions) cannot ride the one-tupl
 outlinks batch (URL strings), so sitemap entries go to the status updater as DISCOVERED status
 tuples, filtered where they are made, as StormCrawler's ``StatusEmitterBolt`` does.
 
+A sitemap fetched again that answers ``304 Not Modified`` (a conditional re-fetch,
+:mod:`owler.fetch.revisit`) is FETCHED as it was, without entries: they are in the frontier.
+
 Errors: a document that is not a usable sitemap gets FETCH_ERROR (StormCrawler: schedulable
 again, not a terminal ERROR a site could use to remove URLs) with ``error.source=sitemap
 parsing``, ``error.cause`` (``xml_entities``, ``not_a_sitemap``, ``malformed``, ``gzip``,
@@ -57,8 +60,9 @@ from typing import Any, Iterator, Mapping
 from owler import conf as C
 from owler import wire
 from owler.blacklist import Blacklist
-from owler.constants import (DELAY_MINS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, IS_FEED,
-                             IS_SITEMAP, ON_SITEMAP, SITEMAP_CHANGEFREQ, SITEMAP_EXTENSIONS,
+from owler.constants import (DELAY_MINS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE,
+                             FETCH_STATUS_CODE, IS_FEED, IS_SITEMAP, ON_SITEMAP,
+                             SITEMAP_CHANGEFREQ, SITEMAP_EXTENSIONS,
                              SITEMAP_LAST_MODIFIED, SITEMAP_PRIORITY, SITEMAP_SEED, SITEMAP_SEEDED,
                              URLFILTERS_FILE_KEY, Status)
 from owler.filters import URLFilters
@@ -211,6 +215,9 @@ class SitemapProcessor:
         if budget[1] >= self.max_sitemaps_host >= 0:
             self.counters["host_budget"] += 1
             md[TRUNCATED] = ["host_budget"]
+            return SitemapOutcome(Status.FETCHED, md)
+        if (md.get(FETCH_STATUS_CODE) or [""])[0] == "304":  # not modified: its entries are known
+            self.counters["not_modified"] += 1
             return SitemapOutcome(Status.FETCHED, md)
         budget[1] += 1
         started = time.perf_counter()
