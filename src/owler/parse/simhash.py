@@ -63,8 +63,10 @@ def simhash64(text: str) -> int | None:
     """The 64-bit SimHash of ``text`` (module docstring), None for a text too short."""
     if not text:
         return None
+    if len(text) > MAX_BYTES:  # a long text: its start (a character is one byte or more)
+        text = text[:MAX_BYTES]
     data = text.encode("utf-8", "surrogatepass")
-    if len(data) > MAX_BYTES:  # a long text: its start, cut at a space
+    if len(data) > MAX_BYTES:  # cut at a space
         cut = data.rfind(b" ", 0, MAX_BYTES)
         data = data[:cut if cut > 0 else MAX_BYTES]
     raw = np.frombuffer(data.lower().translate(_WS_TO_SPACE), dtype=np.uint8)
