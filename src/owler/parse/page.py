@@ -137,6 +137,7 @@ class PageHandler:
                 set_value(md, NEAR_DUPLICATE_OF, near)
             elif old_near and old_simhash == md[SIMHASH]:  # unchanged: still a duplicate
                 md[NEAR_DUPLICATE_OF] = old_near
+                near = old_near[0]
         if res.canonical:
             set_value(md, "canonical", res.canonical)
         if res.noindex:
