@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 
 #: Key of the scheduler implementation (dotted path or a StormCrawler class name).
 SCHEDULER_CLASS_KEY = "scheduler.class"
-FETCH_INTERVAL_MD = FETCH_INTERVAL
 SIGNATURE_CHANGE_DATE = "signatureChangeDate"
 #: sitemap changefreq → minutes ("never" → scheduler.sitemap.max.interval)
 CHANGEFREQ_MINUTES = {"always": 60.0, "hourly": 60.0, "daily": 1440.0, "weekly": 10080.0,
@@ -120,7 +119,7 @@ class DefaultScheduler:
         if minutes is None:
             minutes = self.custom_interval(status, metadata)
         if minutes is None and status in (Status.FETCHED, Status.REDIRECTION):
-            minutes = _minutes(first(metadata, FETCH_INTERVAL_MD), FETCH_INTERVAL_MD)
+            minutes = _minutes(first(metadata, FETCH_INTERVAL), FETCH_INTERVAL)
             if minutes is None and self.use_changefreq:
                 minutes = self.changefreq_interval(first(metadata, SITEMAP_CHANGEFREQ))
         if minutes is None:
@@ -191,19 +190,19 @@ class AdaptiveScheduler(DefaultScheduler):
     def schedule(self, status: Status, metadata: dict[str, list[str]], now: float) -> float | None:
         status = Status(status)
         if status != Status.FETCHED:
-            metadata.pop(FETCH_INTERVAL_MD, None)
+            metadata.pop(FETCH_INTERVAL, None)
             metadata.pop(SIGNATURE_CHANGE_DATE, None)
             if status == Status.ERROR and self.set_last_modified:
                 metadata.pop(LAST_MODIFIED, None)
             return super().schedule(status, metadata, now)
         signature = first(metadata, SIGNATURE)
-        base = _minutes(first(metadata, FETCH_INTERVAL_MD), FETCH_INTERVAL_MD)
+        base = _minutes(first(metadata, FETCH_INTERVAL), FETCH_INTERVAL)
         if base is None or base < 0:
-            base = self.interval(status, {k: v for k, v in metadata.items() if k != FETCH_INTERVAL_MD})
+            base = self.interval(status, {k: v for k, v in metadata.items() if k != FETCH_INTERVAL})
         if base == -1:
             return None
         if signature is None:
-            metadata[FETCH_INTERVAL_MD] = [_fmt(base)]
+            metadata[FETCH_INTERVAL] = [_fmt(base)]
             return now + base * 60.0
         old = first(metadata, SIGNATURE_OLD)
         not_modified = first(metadata, FETCH_STATUS_CODE) == "304"
@@ -214,7 +213,7 @@ class AdaptiveScheduler(DefaultScheduler):
             interval = (1.0 - self.decr) * base + self.decr * self.min_interval
             if self.set_last_modified:
                 metadata[LAST_MODIFIED] = [_http_date(now)]
-        metadata[FETCH_INTERVAL_MD] = [_fmt(interval)]
+        metadata[FETCH_INTERVAL] = [_fmt(interval)]
         metadata.pop(SIGNATURE_OLD, None)
         return now + interval * 60.0
 

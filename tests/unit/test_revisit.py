@@ -267,3 +267,13 @@ def test_a_feed_served_as_rss_is_tagged():
     md[wire.RAW_HEADERS] = ["Content-Type: application/rss+xml; charset=utf-8"]
     out = PageHandler({}).handle_page("http://a.example/feed", b"<rss/>", md)
     assert out.metadata["isFeed"] == ["true"] and out.status is Status.FETCHED
+
+
+def test_a_full_response_never_takes_the_stored_capture_digest(tmp_path):
+    url, _, md = exchange()  # a stale capture.digest in the metadata, no _raw.payload_digest
+    with WARCWriter(tmp_path, partition="00") as w:
+        w.write_page(url, b"new content", md)
+    with open(next(tmp_path.glob("*.warc.gz")), "rb") as fh:
+        rec = next(r for r in ArchiveIterator(fh) if r.rec_type == "response")
+        assert rec.rec_headers.get_header("WARC-Payload-Digest") == wire.payload_digest(
+            b"new content")

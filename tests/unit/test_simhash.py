@@ -14,7 +14,7 @@ from warcio.archiveiterator import ArchiveIterator
 from owler import wire
 from owler.parse.html import _rough_text
 from owler.parse.page import PageHandler
-from owler.parse.simhash import MIN_FEATURES, NearDuplicates, distance, from_hex, simhash64, to_hex
+from owler.parse.simhash import MIN_FEATURES, NearDuplicates, distance, simhash64, to_hex
 from selectolax.lexbor import LexborHTMLParser
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "warc"
@@ -69,7 +69,7 @@ def test_the_same_text_gives_the_same_hash_and_short_texts_none():
     # a script written without spaces still gets features
     assert simhash64("日本語の文章には単語の間に空白がありません。" * 10) is not None
     h = simhash64(text)
-    assert from_hex(to_hex(h)) == h and len(to_hex(h)) == 16 and from_hex("zz") is None
+    assert int(to_hex(h), 16) == h and len(to_hex(h)) == 16
 
 
 def test_the_host_memory_names_an_earlier_page_of_the_same_host_only():

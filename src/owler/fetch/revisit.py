@@ -38,6 +38,7 @@ from typing import Any, Mapping
 from owler import conf as C
 from owler import wire
 from owler.constants import CAPTURE_DATE, CAPTURE_DIGEST, LAST_MODIFIED, MD_PREFIX_KEY
+from owler.metadata import first
 
 NOT_MODIFIED = "server-not-modified"
 IDENTICAL = "identical-payload-digest"
@@ -45,10 +46,10 @@ ETAG = "etag"
 SERVER_LAST_MODIFIED = "last-modified"
 
 
-def _first(md: Mapping[str, list[str]], key: str) -> str | None:
-    values = md.get(key)
-    if values:
-        value = str(values[0]).strip()
+def _one_line(value: str | None) -> str | None:
+    """``value`` stripped, when it can go in a header line (not empty, no CR or LF)."""
+    if value:
+        value = str(value).strip()
         if value and "\r" not in value and "\n" not in value:
             return value
     return None
@@ -71,31 +72,30 @@ class Revisits:
         if not self.conditional:
             return None
         headers = {}
-        etag = _first(md, self.etag_key)
+        etag = _one_line(first(md, self.etag_key))
         if etag:
             headers["If-None-Match"] = etag
-        since = _first(md, LAST_MODIFIED) or _first(md, self.last_modified_key)
+        since = (_one_line(first(md, LAST_MODIFIED))
+                 or _one_line(first(md, self.last_modified_key)))
         if since:
             headers["If-Modified-Since"] = since
         return headers or None
 
-    def note_validators(self, md: dict, header) -> None:
+    def note_validators(self, md: dict, header, keep_missing: bool = False) -> None:
         """Keep the answer's ``ETag`` and ``Last-Modified`` (``header(name)`` reads the
-        response), dropping stored ones the answer no longer has."""
+        response); stored ones the answer no longer has are dropped, unless ``keep_missing``."""
         for key, name in ((self.etag_key, "ETag"), (self.last_modified_key, "Last-Modified")):
-            value = header(name)
-            if value and value.strip() and "\r" not in value and "\n" not in value:
-                md[key] = [value.strip()]
-            else:
+            value = _one_line(header(name))
+            if value:
+                md[key] = [value]
+            elif not keep_missing:
                 md.pop(key, None)
 
     def note_not_modified(self, md: dict, header) -> None:
         """A 304 to a conditional request: archive a ``server-not-modified`` revisit; validators
-        the 304 carries replace the stored ones (RFC 9110 §15.4.5: it sends those a 200 would)."""
-        for key, name in ((self.etag_key, "ETag"), (self.last_modified_key, "Last-Modified")):
-            value = header(name)
-            if value and value.strip() and "\r" not in value and "\n" not in value:
-                md[key] = [value.strip()]
+        the 304 carries replace the stored ones (RFC 9110 §15.4.5: it sends those a 200 would),
+        the others stay."""
+        self.note_validators(md, header, keep_missing=True)
         md[wire.RAW_REVISIT] = [NOT_MODIFIED]
 
     def note_capture(self, md: dict, content: bytes, fetch_time: float) -> None:
@@ -103,8 +103,7 @@ class Revisits:
         (``warc.revisit.identical``), else this fetch is the new capture."""
         digest = wire.payload_digest(content)
         md[wire.RAW_PAYLOAD_DIGEST] = [digest]
-        if (self.identical and _first(md, CAPTURE_DIGEST) == digest
-                and _first(md, CAPTURE_DATE) is not None):
+        if self.identical and first(md, CAPTURE_DIGEST) == digest and first(md, CAPTURE_DATE):
             md[wire.RAW_REVISIT] = [IDENTICAL]
             return
         md[CAPTURE_DIGEST] = [digest]

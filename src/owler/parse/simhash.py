@@ -104,14 +104,6 @@ def to_hex(value: int) -> str:
     return f"{value:016x}"
 
 
-def from_hex(text: str | None) -> int | None:
-    try:
-        value = int(str(text), 16)
-    except (TypeError, ValueError):
-        return None
-    return value if 0 <= value < 1 << 64 else None
-
-
 def distance(a: int, b: int) -> int:
     """Hamming distance of two SimHashes."""
     return (a ^ b).bit_count()

@@ -223,6 +223,8 @@ class WARCWriter:
         its transient metadata (``_raw.*``, :mod:`owler.wire`)."""
         fetch_time = float((md.get(wire.RAW_FETCH_TIME) or ["0"])[0]) or None
         request = (md.get(wire.RAW_REQUEST) or [None])[0]
+        revisit = (md.get(wire.RAW_REVISIT) or [None])[0]
+        digest = md.get(wire.RAW_PAYLOAD_DIGEST) or (md.get(CAPTURE_DIGEST) if revisit else None)
         return self.write_exchange(
             url,
             fetch_time=fetch_time,
@@ -232,9 +234,9 @@ class WARCWriter:
             payload=payload,
             ip=(md.get(wire.RAW_IP) or [None])[0],
             truncated=(md.get(wire.RAW_TRUNCATED) or [None])[0],
-            revisit=(md.get(wire.RAW_REVISIT) or [None])[0],
+            revisit=revisit,
             refers_to_date=(md.get(CAPTURE_DATE) or [None])[0],
-            payload_digest=(md.get(wire.RAW_PAYLOAD_DIGEST) or md.get(CAPTURE_DIGEST) or [None])[0],
+            payload_digest=digest[0] if digest else None,
         )
 
     def write_exchange(self, url: str, *, fetch_time: float | None,
