@@ -277,3 +277,35 @@ def test_a_full_response_never_takes_the_stored_capture_digest(tmp_path):
         rec = next(r for r in ArchiveIterator(fh) if r.rec_type == "response")
         assert rec.rec_headers.get_header("WARC-Payload-Digest") == wire.payload_digest(
             b"new content")
+
+
+def test_revisit_records_carry_what_revisits_of_other_writers_carry(tmp_path):
+    """The revisit records of StormCrawler (its WARC module's test archive) and of the crawl
+    behind pywb's dupes.warc.gz, read in place: every WARC header both have, ours has too, and
+    ours, like theirs, holds an HTTP head and no payload."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    theirs = []
+    for path in (root.parent / "shared" / "testdata" / "warc" / "stormcrawler" / "test.warc.gz",
+                 root / ".work" / "testdata" / "pywb-2.10.0" / "warcs" / "dupes.warc.gz"):
+        assert path.is_file(), f"{path} is missing (make setup fetches the pywb samples)"
+        with open(path, "rb") as fh:
+            rec = next(r for r in ArchiveIterator(fh) if r.rec_type == "revisit")
+            theirs.append((rec.rec_headers, rec.http_headers, rec.content_stream().read()))
+    common = set.intersection(*({k.lower() for k, _ in h.headers} for h, _, _ in theirs))
+    assert {"warc-profile", "warc-refers-to-target-uri", "warc-refers-to-date",
+            "warc-payload-digest"} <= common
+    with WARCWriter(tmp_path, partition="00") as w:
+        w.write_page(*exchange(IDENTICAL))
+        w.write_page(*exchange(NOT_MODIFIED, b"", "HTTP/1.1 304 Not Modified"))
+    with open(next(tmp_path.glob("*.warc.gz")), "rb") as fh:
+        ours = [(r.rec_headers, r.http_headers, r.content_stream().read())
+                for r in ArchiveIterator(fh) if r.rec_type == "revisit"]
+    assert len(ours) == 2
+    for headers, http, body in ours + theirs:
+        assert http is not None and http.statusline and body == b""
+        assert headers.get_header("WARC-Profile").rsplit("/", 1)[-1] in (IDENTICAL, NOT_MODIFIED)
+    for headers, _, _ in ours:
+        assert common <= {k.lower() for k, _ in headers.headers}, common - {
+            k.lower() for k, _ in headers.headers}
