@@ -280,15 +280,14 @@ def test_a_full_response_never_takes_the_stored_capture_digest(tmp_path):
 
 
 def test_revisit_records_carry_what_revisits_of_other_writers_carry(tmp_path):
-    """The revisit records of StormCrawler (its WARC module's test archive) and of the crawl
-    behind pywb's dupes.warc.gz, read in place: every WARC header both have, ours has too, and
-    ours, like theirs, holds an HTTP head and no payload."""
+    """The revisit records of two crawls shipped with pywb 2.10.0 (iana.org in dupes.warc.gz,
+    example.com in example.warc.gz; downloaded by make setup, read in place): every WARC header
+    they all have, ours have too, and ours, like theirs, hold an HTTP head and no payload."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    warcs = Path(__file__).resolve().parents[2] / ".work" / "testdata" / "pywb-2.10.0" / "warcs"
     theirs = []
-    for path in (root.parent / "shared" / "testdata" / "warc" / "stormcrawler" / "test.warc.gz",
-                 root / ".work" / "testdata" / "pywb-2.10.0" / "warcs" / "dupes.warc.gz"):
+    for path in (warcs / "dupes.warc.gz", warcs / "example.warc.gz"):
         assert path.is_file(), f"{path} is missing (make setup fetches the pywb samples)"
         with open(path, "rb") as fh:
             rec = next(r for r in ArchiveIterator(fh) if r.rec_type == "revisit")
