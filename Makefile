@@ -30,7 +30,7 @@ apt: .work/.apt.stamp
 	@mkdir -p .work && touch $@
 
 venv: $(BIN)/.installed
-$(BIN)/.installed: requirements.txt pyproject.toml
+$(BIN)/.installed: requirements.txt pyproject.toml setup.py src/owler/parse/_simhash.pyx
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q 'setuptools<66' wheel
 	$(BIN)/pip install -q -r requirements.txt

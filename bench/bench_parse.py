@@ -5,6 +5,11 @@ extraction) with and without the SimHash of near-duplicate detection (simhash.en
 - a bare loop: selectolax lexbor ``css('a[href]')`` + ``ada_url.join_url`` (the floor), and
 - bs4 + lxml with ``urllib.parse.urljoin`` (the library the request named).
 
+A second table times the SimHash alone, compiled (``owler/parse/_simhash.pyx``) against its numpy
+reference, over the body texts of 180 pages of the benchmark farm taken in turn: a new text at
+every call, as in a crawl (one text timed over and over lets the branch predictor learn it, which
+hid a threefold cost in a first version of the loop).
+
 Ratios matter, not absolutes. Run: ``.venv/bin/python bench/bench_parse.py [--rounds N]``.
 """
 
@@ -23,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import ada_url  # noqa: E402
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
-from owler.parse.html import parse_html  # noqa: E402
+from owler.parse import simhash  # noqa: E402
+from owler.parse.html import _rough_text, parse_html  # noqa: E402
 
 PAGE_URL = "https://news.example.com/world/2024/05/article-123.html?ref=home"
 WORDS = (
@@ -181,6 +187,45 @@ def main() -> None:
     for name, ts in times.items():
         med = statistics.median(ts)
         print(f"| {name} | {med:,.0f} | {1e6 / med:,.0f} | {med / base:.2f} |")
+    simhash_table(args.rounds)
+
+
+def farm_texts(n_hosts: int = 6, n_pages: int = 30) -> list[bytes]:
+    """The body texts of the benchmark farm's pages, cut as simhash64 cuts them."""
+    from farm import Web  # bench/farm.py, beside this file
+
+    texts = []
+    for host in Web(n_hosts, n_pages, seed=1, port=8080).pages:
+        for path, resp in host.items():
+            if path.endswith(b".html") or path == b"/":
+                tree = LexborHTMLParser(resp.partition(b"\r\n\r\n")[2])
+                texts.append(simhash._utf8_start(_rough_text(tree)))
+    return texts
+
+
+def simhash_table(rounds: int) -> None:
+    texts = farm_texts()
+    impls = {"numpy (reference)": simhash.simhash_numpy}
+    if simhash.IMPLEMENTATION == "compiled":
+        impls["compiled loop"] = simhash.simhash_compiled
+    else:
+        print("(the compiled SimHash is not built: `make setup`)")
+    times: dict[str, list[float]] = {k: [] for k in impls}
+    for _ in range(rounds):
+        for name, fn in impls.items():
+            t0 = time.perf_counter()
+            for data in texts:
+                fn(data)
+            times[name].append((time.perf_counter() - t0) / len(texts) * 1e6)
+    mean = sum(map(len, texts)) / len(texts)
+    print(f"\nSimHash alone: {len(texts)} farm page texts (mean {mean:,.0f} B, at most "
+          f"{simhash.MAX_BYTES:,}), each once per round; {rounds} rounds\n")
+    ref = statistics.median(times["numpy (reference)"])
+    print("| SimHash | µs/text (median) | x vs numpy |")
+    print("|---|---:|---:|")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"| {name} | {med:,.1f} | {med / ref:.2f} |")
 
 
 if __name__ == "__main__":

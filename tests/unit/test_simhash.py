@@ -14,6 +14,7 @@ from warcio.archiveiterator import ArchiveIterator
 from owler import wire
 from owler.parse.html import _rough_text
 from owler.parse.page import PageHandler
+from owler.parse import simhash
 from owler.parse.simhash import MIN_FEATURES, NearDuplicates, distance, simhash64, to_hex
 from selectolax.lexbor import LexborHTMLParser
 
@@ -70,6 +71,41 @@ def test_the_same_text_gives_the_same_hash_and_short_texts_none():
     assert simhash64("日本語の文章には単語の間に空白がありません。" * 10) is not None
     h = simhash64(text)
     assert int(to_hex(h), 16) == h and len(to_hex(h)) == 16
+
+
+def test_the_values_are_fixed_whichever_implementation_computes_them():
+    # SimHashes are stored in the status index and compared with later fetches: a value may never
+    # change with the implementation (or a release)
+    cases = [("the quick brown fox jumps over the lazy dog " * 5, "01d0dea33d330471"),
+             ("日本語の文章には単語の間に空白がありません。" * 10, "efe137755f97242f"),
+             (" ".join(f"word{i % 997} of a long page" for i in range(4000)), "200955ce5715e9b5")]
+    for text, expected in cases:
+        data = simhash._utf8_start(text)
+        assert to_hex(simhash.simhash_numpy(data)) == expected
+        assert to_hex(simhash.simhash_compiled(data)) == expected
+        assert to_hex(simhash64(text)) == expected
+
+
+def test_the_compiled_loop_is_built_and_gives_numpys_values(texts):
+    # make setup builds it (setup.py); a checkout without it would run at five times the cost
+    assert simhash.IMPLEMENTATION == "compiled"
+    rnd = random.Random(11)
+    alphabet = "ab cdE\t\n\r\x0b\x0c  xyzZ 中文日本語ไทย éß.,"
+    words = ["the", "Of", "web", "crawler", "x", "naïve", "日本語", "  ", "\n\n", "Straße"]
+    samples = list(texts) + [t[:n] for t in texts[:5] for n in (0, 1, 7, 8, 9, 40, 200, 3000)]
+    for _ in range(400):
+        n = rnd.choice([0, 1, 5, 16, 17, 40, 120, 1000, 6000, 20000])
+        if rnd.random() < 0.5:  # character soup: runs of whitespace, scripts without spaces
+            samples.append("".join(rnd.choice(alphabet) for _ in range(n)))
+        else:
+            samples.append(" ".join(rnd.choice(words) for _ in range(n // 4)))
+    nones = 0
+    for text in samples:
+        data = simhash._utf8_start(text)
+        expected = simhash.simhash_numpy(data)
+        assert simhash.simhash_compiled(data) == expected, text[:200]
+        nones += expected is None
+    assert nones > 20 and len(samples) - nones > 100  # both outcomes were compared
 
 
 def test_the_host_memory_names_an_earlier_page_of_the_same_host_only():

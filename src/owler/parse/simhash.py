@@ -2,15 +2,18 @@
 Sarma 2007 for its use on web pages), and a per-host memory of the SimHashes seen.
 
 The SimHash (:func:`simhash64`): the features are the 8-byte shingles of the UTF-8 text (ASCII
-letters lower-cased, whitespace runs made one space) that start at each word (a word and the start of the next), or, in a text with few spaces
-(Chinese, Japanese, Thai), at every fourth byte; each shingle is hashed to 64 bits
-(SplitMix64's finaliser), and bit *i* of the SimHash is set when it is set in more than half of
-the feature hashes (a feature counts as often as it occurs). Only the first
-:data:`MAX_BYTES` of a text are read, and a text of more than :data:`MAX_FEATURES` features is
-represented by a sample of about that many, chosen by a hash of the first three bytes of each
-word (so two versions of a page keep the same ones): a long page costs what a short one does. Pages that share most of their text
-get SimHashes a few bits apart; Manku et al. found 3 bits of 64 right for 8 billion pages. The
-work is done by numpy on whole arrays (``bench/bench_parse.py``, BENCHMARKS.md).
+letters lower-cased, whitespace runs made one space) that start at each word (a word and the start
+of the next), or, in a text with few spaces (Chinese, Japanese, Thai), at every fourth byte; each
+shingle is hashed to 64 bits (SplitMix64's finaliser), and bit *i* of the SimHash is set when it is
+set in more than half of the feature hashes (a feature counts as often as it occurs). Only the
+first :data:`MAX_BYTES` of a text are read, and a text of more than :data:`MAX_FEATURES` features
+is represented by a sample of about that many, chosen by a hash of the first three bytes of each
+word (so two versions of a page keep the same ones): a long page costs what a short one does. Pages
+that share most of their text get SimHashes a few bits apart; Manku et al. found 3 bits of 64 right
+for 8 billion pages. The work is done in one pass by a compiled loop (``_simhash.pyx``, built by
+``make setup``), or, where it is not built, by numpy on whole arrays at five times the cost
+(:data:`IMPLEMENTATION` says which; the two give the same values: ``tests/unit/test_simhash.py``;
+figures in BENCHMARKS.md).
 A text with fewer than :data:`MIN_FEATURES` features gets no SimHash: short pages (an error
 page, a redirect notice) are all "near-duplicates" of each other and say nothing.
 
@@ -59,16 +62,20 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def simhash64(text: str) -> int | None:
-    """The 64-bit SimHash of ``text`` (module docstring), None for a text too short."""
-    if not text:
-        return None
+def _utf8_start(text: str) -> bytes:
+    """The text's first MAX_BYTES as UTF-8, cut at a space when the encoding is longer."""
     if len(text) > MAX_BYTES:  # a long text: its start (a character is one byte or more)
         text = text[:MAX_BYTES]
     data = text.encode("utf-8", "surrogatepass")
-    if len(data) > MAX_BYTES:  # cut at a space
+    if len(data) > MAX_BYTES:
         cut = data.rfind(b" ", 0, MAX_BYTES)
         data = data[:cut if cut > 0 else MAX_BYTES]
+    return data
+
+
+def simhash_numpy(data: bytes) -> int | None:
+    """The SimHash of UTF-8 ``data`` (at most MAX_BYTES) with numpy: the reference for the
+    compiled loop, and what runs where it is not built."""
     raw = np.frombuffer(data.lower().translate(_WS_TO_SPACE), dtype=np.uint8)
     # one space between words, whatever the markup left: the features do not depend on it
     space = raw == _SPACE
@@ -98,6 +105,28 @@ def simhash64(text: str) -> int | None:
     ones = (counts @ _BITS_OF_BYTE).ravel()
     packed = np.packbits(ones * 2 > len(hashes), bitorder="little")
     return int.from_bytes(packed.tobytes(), "little")
+
+
+def simhash_compiled(data: bytes) -> int | None:
+    """The same SimHash by the compiled loop of ``_simhash.pyx``."""
+    return _compiled(data, MIN_FEATURES, MAX_FEATURES)
+
+
+try:
+    from owler.parse._simhash import simhash_utf8 as _compiled
+except ImportError:  # not built (setup.py), or built for another Python
+    IMPLEMENTATION = "numpy"
+    _simhash_utf8 = simhash_numpy
+else:
+    IMPLEMENTATION = "compiled"
+    _simhash_utf8 = simhash_compiled
+
+
+def simhash64(text: str) -> int | None:
+    """The 64-bit SimHash of ``text`` (module docstring), None for a text too short."""
+    if not text:
+        return None
+    return _simhash_utf8(_utf8_start(text))
 
 
 def to_hex(value: int) -> str:
