@@ -59,6 +59,14 @@ mkdir -p "$home/lib-owler" "$home/classes"
 javac -nowarn -d "$home/classes" -cp "$home/lib/*:$home/lib-flux/*" "$here"/java/*.java \
     "$here"/multilang/*.java
 (cd "$home/classes" && jar cf "$home/lib-owler/owler-storm.jar" .)
+# The agent that binds Storm's servers to one address (storm/java/LoopbackBind.java): its own jar
+# with a manifest naming it and the ASM of Storm's lib/ (workers do not have lib/ on their classpath).
+asm_jar=$(cd "$home/lib" && ls asm-[0-9]*.jar | head -1)
+[ -n "$asm_jar" ] || { echo "install.sh: no asm jar in $home/lib" >&2; exit 1; }
+printf 'Premain-Class: eu.ows.owler.storm.LoopbackBind\nClass-Path: ../lib/%s\n' "$asm_jar" \
+    > "$home/classes/agent.mf"
+(cd "$home/classes" && jar cfm "$home/lib-owler/owler-bind-agent.jar" agent.mf \
+    eu/ows/owler/storm/LoopbackBind*.class)
 rm -rf "$home/classes"
 
 mkdir -p "$home/conf" "$home/log4j2" "$home/public" "$home/bin" "$home/extlib" "$home/extlib-daemon"

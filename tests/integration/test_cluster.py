@@ -6,6 +6,7 @@ the cluster's bad input. The cluster uses config.json's env "local" ports (nimbu
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import signal
@@ -82,6 +83,35 @@ def processes_with(marker: bytes) -> list[int]:
     return pids
 
 
+def listening() -> dict[int, set[str]]:
+    """Port -> the addresses a socket listens on (TCP, IPv4 and IPv6), from /proc/net."""
+    out: dict[int, set[str]] = {}
+    for table, size in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        with open(table) as fh:
+            next(fh)
+            for line in fh:
+                fields = line.split()
+                if fields[3] != "0A":  # LISTEN
+                    continue
+                addr_hex, port_hex = fields[1].split(":")
+                raw = bytes.fromhex(addr_hex)
+                # the kernel prints each 32-bit word in host (little-endian) order
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, size, 4))
+                ip = ipaddress.ip_address(raw)
+                if ip.version == 6 and ip.ipv4_mapped:
+                    ip = ip.ipv4_mapped
+                out.setdefault(int(port_hex, 16), set()).add(str(ip))
+    return out
+
+
+def assert_on_loopback(ports) -> None:
+    """Each of ``ports`` that listens does so on loopback addresses, never on every address."""
+    found = listening()
+    for port in ports:
+        for addr in found.get(port, ()):
+            assert ipaddress.ip_address(addr).is_loopback, (port, addr, "listens beyond loopback")
+
+
 def status(conf: Path) -> dict:
     return json.loads(ok(owler("status", "--conf", str(conf), "--json")).stdout)
 
@@ -119,6 +149,9 @@ def test_up_is_idempotent_and_status_reports_every_daemon(cluster):
     assert summary["supervisors"] == 1 and summary["slotsTotal"] == 2
     assert summary["stormVersion"] == (ROOT / "storm" / "VERSION").read_text().strip()
     assert ui("/api/v1/supervisor/summary")["supervisors"][0]["host"] == "127.0.0.1"
+    # Storm binds its Thrift servers to every address unless told otherwise (LoopbackBind.java)
+    assert_on_loopback(DEFAULT_PORTS)
+    assert all(p in listening() for p in (2181, 6627, 6628, 8080))
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +184,7 @@ def crawl(cluster, opensearch, tmp_path_factory):
         ok(out["submit"])
         out["list"] = sparse("list", "-e", "local")
         wait_for("pages fetched", lambda: status(conf)["FETCHED"] >= 3, 180)
+        out["listening"] = listening()  # the worker's port included
 
         # kill -9 the WARC writer's Python process: its worker dies and Storm restarts it
         marker = b"bolts.warc_writer.WARCWriterBolt"
@@ -206,6 +240,12 @@ def table_column(text: str, column: int = 0) -> str:
     """A texttable column's cells joined (streamparse wraps long cells over several lines)."""
     return "".join(line.split("|")[column + 1].strip() for line in text.splitlines()
                    if line.startswith("|"))
+
+
+def test_the_worker_listens_on_loopback_only(crawl):
+    assert any(p in crawl["listening"] for p in (6700, 6701))
+    for port in (6700, 6701):
+        assert crawl["listening"].get(port, {"127.0.0.1"}) == {"127.0.0.1"}
 
 
 def test_submit_list_and_stats(crawl):

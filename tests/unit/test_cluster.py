@@ -25,12 +25,42 @@ def test_storm_yaml_keeps_everything_on_loopback_and_in_the_work_folder(tmp_path
     assert conf["nimbus.seeds"] == ["127.0.0.1"] and conf["ui.host"] == "127.0.0.1"
     assert conf["storm.local.hostname"] == "127.0.0.1"
     assert conf["nimbus.thrift.port"] == 6637
-    assert conf["supervisor.slots.ports"] == [6710, 6711, 6712]
     assert conf["storm.local.dir"].startswith(str(tmp_path))
     assert conf["storm.log.dir"].startswith(str(tmp_path))
     assert conf["nimbus.childopts"] == "-Xmx1g"
+    node = yaml.safe_load(c.nodes[0].storm_yaml.read_text())
+    assert node["supervisor.slots.ports"] == [6710, 6711, 6712]
+    assert node["storm.local.hostname"] == "127.0.0.1" and node["supervisor.thrift.port"] == 6628
+    assert node["nimbus.thrift.port"] == 6637 and node["nimbus.childopts"] == "-Xmx1g"
     zoo = (c.conf_dir / "zoo.cfg").read_text()
     assert "clientPortAddress=127.0.0.1" in zoo and "clientPort=2181" in zoo
+
+
+def test_each_supervisor_is_a_node_of_its_own(tmp_path):
+    c = make(tmp_path, **{"cluster.supervisors": 3})
+    c._write_confs()
+    confs = [yaml.safe_load(n.storm_yaml.read_text()) for n in c.nodes]
+    assert [x["storm.local.hostname"] for x in confs] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    assert [x["supervisor.slots.ports"] for x in confs] == [[6700, 6701], [6710, 6711], [6720, 6721]]
+    assert [x["supervisor.thrift.port"] for x in confs] == [6628, 6629, 6630]
+    local_dirs = {x["storm.local.dir"] for x in confs} | {x["storm.log.dir"] for x in confs}
+    assert len(local_dirs) == 6 and all(d.startswith(str(c.base / "nodes")) for d in local_dirs)
+    assert all(x["nimbus.seeds"] == ["127.0.0.1"] for x in confs)
+    assert all(x["storm.scheduler"].endswith("DefaultScheduler") for x in confs)
+    # each node's workers bind its own address (Storm would bind every address)
+    assert [x["worker.childopts"].split()[-1] for x in confs] == [
+        f"-Dowler.bind.host=127.0.0.{k}" for k in (1, 2, 3)]
+    assert all("-javaagent:" in x["worker.childopts"] for x in confs)
+    assert c.daemons() == ["zookeeper", "nimbus", "supervisor-1", "supervisor-2", "supervisor-3",
+                           "ui"]
+    assert c.log_file("supervisor-2") == c.base / "nodes" / "127.0.0.2" / "logs" / "supervisor.log"
+    # a node started by an earlier `up --supervisors 3` is still stopped by a `down` of one
+    one = make(tmp_path)
+    c.run_dir.mkdir(parents=True)
+    (c.run_dir / "supervisor-3.pid").write_text("1 6630")
+    assert [n.host for n in one.known_nodes()] == ["127.0.0.1", "127.0.0.3"]
+    with pytest.raises(ConfError, match="must all differ"):  # node 2's first slot would be 6710
+        make(tmp_path, **{"cluster.supervisors": 2, "cluster.slots": "[6700, 6710]"})
 
 
 @pytest.mark.parametrize("key,value,message", [
@@ -39,6 +69,8 @@ def test_storm_yaml_keeps_everything_on_loopback_and_in_the_work_folder(tmp_path
     ("cluster.ui.port", "6627", "must all differ"),
     ("cluster.nimbus.port", "80", "1025..65535"),
     ("cluster.storm.conf", "[1]", "map of storm.yaml keys"),
+    ("cluster.supervisors", "0", "1..9"),
+    ("cluster.supervisors", "10", "1..9"),
 ])
 def test_bad_cluster_keys(tmp_path, key, value, message):
     with pytest.raises(ConfError, match=message):
@@ -88,4 +120,4 @@ def test_format_status(tmp_path):
     doc = c.status()
     assert doc["up"] is False and not doc["daemons"]["nimbus"]["running"]
     text = format_status(doc)
-    assert "nimbus      not running" in text and "topologies: none" in text
+    assert "nimbus       not running" in text and "topologies: none" in text

@@ -234,13 +234,18 @@ def cmd_services(args) -> int:
 
 
 def cmd_cluster(args) -> int:
-    """``owler cluster up|down|status|submit|kill|switch``: a single-node Storm cluster on
-    127.0.0.1 and the topologies on it (:mod:`owler.run.cluster`); exit 2 for an unknown topology
-    or a port already taken."""
+    """``owler cluster up|down|status|submit|kill|switch``: a Storm cluster of one or more
+    supervisors on loopback addresses and the topologies on it (:mod:`owler.run.cluster`); exit 2
+    for an unknown topology or a port already taken."""
     from owler.run.cluster import ClusterError, StormCluster, dumps, format_status
 
-    cluster = StormCluster.from_conf(_conf(args))
     action = args.action
+    if args.supervisors is not None:
+        if action != "up":
+            print(f"owler cluster {action}: --supervisors goes with `up` only", file=sys.stderr)
+            return 2
+        args.option = [*(args.option or []), f"cluster.supervisors={args.supervisors}"]
+    cluster = StormCluster.from_conf(_conf(args))
     try:
         if action in ("submit", "kill", "switch") and not args.topology:
             print(f"owler cluster {action}: name the topology", file=sys.stderr)
@@ -316,13 +321,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="status: one JSON object per service")
     s.set_defaults(func=cmd_services)
 
-    s = sub.add_parser("cluster", help="a single-node Storm cluster on 127.0.0.1; submit, kill, "
-                                       "switch topologies")
+    s = sub.add_parser("cluster", help="a Storm cluster on loopback addresses (one or more "
+                                       "supervisors); submit, kill, switch topologies")
     s.add_argument("action", choices=["up", "down", "status", "submit", "kill", "switch"])
     s.add_argument("topology", nargs="?", metavar="TOPOLOGY",
                    help="submit/kill/switch: explorative, sitemap or warc2warc")
     _add_conf_args(s)
     s.add_argument("--force", action="store_true", help="submit: replace a running topology")
+    s.add_argument("--supervisors", type=int, default=None, metavar="N",
+                   help="up: N supervisors, each a node with its own 127.0.0.k address "
+                        "(cluster.supervisors, default 1)")
     s.add_argument("--timeout", type=float, default=240.0, metavar="SECONDS",
                    help="up: how long to wait for the daemons; submit/kill/switch: for a leader")
     s.add_argument("--json", action="store_true", help="status: one JSON object")

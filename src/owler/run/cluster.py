@@ -1,9 +1,19 @@
-"""A single-node Apache Storm cluster on 127.0.0.1: ZooKeeper, nimbus, supervisor and the Storm UI.
+"""An Apache Storm cluster on loopback addresses: ZooKeeper, nimbus, one or more supervisors and the
+Storm UI.
 
 ``owler cluster up`` starts, in this order and each only when it is not running yet, ZooKeeper
-(Debian's package), Storm's nimbus and supervisor, and the project's Storm UI server (the
-installation's ``storm ui``: Maven Central has no ``storm-webapp``), and waits until nimbus is the
-leader, the supervisor has offered its slots and the UI answers. ``down`` kills the running
+(Debian's package), Storm's nimbus, ``cluster.supervisors`` supervisors (``--supervisors N``, 1),
+and the project's Storm UI server (the installation's ``storm ui``: Maven Central has no
+``storm-webapp``), and waits until nimbus is the leader, every supervisor has offered its slots
+and the UI answers. Each supervisor stands for one machine of a real cluster (a *node*):
+supervisor *k* (1, 2, …) has its own ``storm.local.hostname`` 127.0.0.k, its own
+``storm.local.dir``, logs and ``storm.yaml`` under ``nodes/127.0.0.k/``, its own Thrift port
+(``cluster.supervisor.port`` + k − 1) and worker ports (``cluster.slots`` + 10 (k − 1)); its
+workers and their Python components live in its process group, so that killing the group is
+losing the machine. Nimbus schedules with Storm's ``DefaultScheduler``, which spreads a topology's
+workers over the supervisors (``topology.workers`` ≥ 2 puts them on different nodes); ``status``
+says which node and port each component runs on. ``up --supervisors N`` on a running cluster adds
+the nodes it lacks. ``down`` kills the running
 topologies (each gets ``cluster.kill.wait`` seconds to drain, so the Python components close their
 WARC files), stops the daemons and everything they started (the supervisor's workers and their
 Python components are in its process group), and removes the cluster's state, so that the next
@@ -11,19 +21,20 @@ Python components are in its process group), and removes the cluster's state, so
 to call twice. A port that another process holds, a missing installation, or a daemon that does not
 come up gives a clear error, and stops what this call started: no orphaned daemons.
 
-Everything lives under ``<owler.work.dir>/cluster``: ``conf/storm.yaml`` (written by ``up``; the
-supervisor hands it on to the workers), ``conf/zoo.cfg``, ``logs/`` (``nimbus.log``,
-``supervisor.log``, ``ui.log``, ``zookeeper.out``, and the workers' logs under
-``logs/workers-artifacts/<topology id>/<port>/worker.log``), ``run/*.pid``, ``zookeeper/`` and
-``storm-local/``.
+Everything lives under ``<owler.work.dir>/cluster``: ``conf/storm.yaml`` (nimbus and the UI; written
+by ``up``), ``conf/zoo.cfg``, ``logs/`` (``nimbus.log``, ``ui.log``, ``zookeeper.out``), ``run/*.pid``,
+``zookeeper/``, ``storm-local/`` (nimbus), and per node ``nodes/<host>/``: ``storm.yaml`` (the
+supervisor hands it on to its workers), ``storm-local/``, and ``logs/`` (``supervisor.log``, the
+workers' logs under ``logs/workers-artifacts/<topology id>/<port>/worker.log``).
 
 The workers run the Python components with the project's virtualenv: the supervisor starts with
 the virtualenv's ``bin`` first on its ``PATH``, where streamparse's ``streamparse_run`` is found
 (``config.json`` env ``local`` sets ``use_virtualenv: false`` for that reason).
 
 Config keys (the crawler conf, ``--conf`` / ``-o``): ``owler.work.dir``, ``cluster.zookeeper.port``
-(2181), ``cluster.nimbus.port`` (6627), ``cluster.supervisor.port`` (6628), ``cluster.slots``
-([6700, 6701]: one worker each), ``cluster.ui.port`` (8080), ``cluster.worker.heap.mb`` (768),
+(2181), ``cluster.nimbus.port`` (6627), ``cluster.supervisors`` (1, at most
+:data:`MAX_SUPERVISORS`), ``cluster.supervisor.port`` (6628), ``cluster.slots`` ([6700, 6701]: one
+worker each, per node), ``cluster.ui.port`` (8080), ``cluster.worker.heap.mb`` (768),
 ``cluster.kill.wait`` (30 s), ``cluster.storm.conf`` (a map of further storm.yaml keys).
 ``config.json``'s env ``local`` must name the same nimbus and UI ports.
 """
@@ -39,6 +50,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -50,10 +62,17 @@ from owler.constants import STORM_HOSTNAME_KEY
 from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 from owler.run.runner import storm_home
 
-DAEMONS = ("zookeeper", "nimbus", "supervisor", "ui")
+MAX_SUPERVISORS = 9
+#: worker ports of node k are cluster.slots + SLOT_STRIDE * (k - 1)
+SLOT_STRIDE = 10
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 UI_CLASS = "eu/ows/owler/storm/UiServer.class"
+#: the Java agent that binds Storm's Thrift and Netty servers to one address (LoopbackBind.java)
+BIND_AGENT = Path("lib-owler") / "owler-bind-agent.jar"
+
+
+_YAML_HEAD = "# Written by `owler cluster up` (owler/run/cluster.py); edit cluster.* keys instead.\n"
 
 
 class ClusterError(RuntimeError):
@@ -72,23 +91,52 @@ def nimbus_client(port: int, host: str = "127.0.0.1", timeout_ms: int = 10000):
                        trans_factory=TFramedTransportFactory())
 
 
+@dataclass(frozen=True)
+class Node:
+    """One supervisor of the cluster, standing for one machine (module docstring)."""
+
+    index: int  # 1, 2, ...
+    base: Path  # <cluster>/nodes/<host>
+    thrift_port: int
+    slots: tuple[int, ...]
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.{self.index}"
+
+    @property
+    def name(self) -> str:
+        return f"supervisor-{self.index}"
+
+    @property
+    def storm_yaml(self) -> Path:
+        return self.base / "storm.yaml"
+
+    @property
+    def logs(self) -> Path:
+        return self.base / "logs"
+
+
 class StormCluster:
-    """One single-node Storm cluster (module docstring)."""
+    """A Storm cluster on loopback addresses (module docstring)."""
 
     def __init__(self, root: Path, work: Path, *, zookeeper_port: int = 2181,
                  nimbus_port: int = 6627, supervisor_port: int = 6628,
                  slots: tuple[int, ...] = (6700, 6701), ui_port: int = 8080,
                  worker_heap_mb: int = 768, kill_wait: int = 30,
-                 extra: Mapping[str, Any] | None = None) -> None:
+                 extra: Mapping[str, Any] | None = None, supervisors: int = 1) -> None:
         self.root = Path(root)
         self.base = Path(work) / "cluster"
         self.home = storm_home(self.root)
-        self.ports = {"zookeeper": [zookeeper_port], "nimbus": [nimbus_port],
-                      "supervisor": [supervisor_port, *slots], "ui": [ui_port]}
+        self.supervisor_port = supervisor_port
+        self.slots = tuple(slots)
+        self.nodes = [self.node(k) for k in range(1, supervisors + 1)]
+        self.ports = {"zookeeper": [zookeeper_port], "nimbus": [nimbus_port], "ui": [ui_port]}
+        for node in self.nodes:
+            self.ports[node.name] = [node.thrift_port, *node.slots]
         self.nimbus_port = nimbus_port
         self.ui_port = ui_port
         self.zookeeper_port = zookeeper_port
-        self.slots = tuple(slots)
         self.worker_heap_mb = worker_heap_mb
         self.kill_wait = kill_wait
         self.extra = dict(extra or {})
@@ -117,7 +165,8 @@ class StormCluster:
             supervisor_port=C.get_int(conf, "cluster.supervisor.port", 6628),
             slots=slot_ports, ui_port=C.get_int(conf, "cluster.ui.port", 8080),
             worker_heap_mb=C.get_int(conf, "cluster.worker.heap.mb", 768),
-            kill_wait=C.get_int(conf, "cluster.kill.wait", 30), extra=extra)
+            kill_wait=C.get_int(conf, "cluster.kill.wait", 30), extra=extra,
+            supervisors=_supervisors(conf))
         ports = [p for ps in cluster.ports.values() for p in ps]
         for p in ports:
             if not 1024 < p < 65536:
@@ -126,19 +175,51 @@ class StormCluster:
             raise C.ConfError(f"cluster ports must all differ, got {ports}")
         return cluster
 
-    # -- files ------------------------------------------------------------------------------------
+    # -- nodes and files --------------------------------------------------------------------------
+    def node(self, index: int) -> Node:
+        host = f"127.0.0.{index}"
+        return Node(index, self.base / "nodes" / host, self.supervisor_port + index - 1,
+                    tuple(p + SLOT_STRIDE * (index - 1) for p in self.slots))
+
+    def known_nodes(self) -> list[Node]:
+        """The configured nodes and any other whose supervisor a pid file names (started by an
+        earlier ``up --supervisors N`` with a larger N)."""
+        indexes = {n.index for n in self.nodes}
+        for f in self.run_dir.glob("supervisor-*.pid"):
+            tail = f.stem.rpartition("-")[2]
+            if tail.isdigit() and 1 <= int(tail) <= MAX_SUPERVISORS:
+                indexes.add(int(tail))
+        return [self.node(k) for k in sorted(indexes)]
+
+    def daemons(self, nodes: list[Node] | None = None) -> list[str]:
+        """Daemon names in start order."""
+        return ["zookeeper", "nimbus", *(n.name for n in (nodes or self.nodes)), "ui"]
+
+    def _node_of(self, name: str) -> Node | None:
+        if name.startswith("supervisor-") and name[11:].isdigit():
+            return self.node(int(name[11:]))
+        return None
+
+    def daemon_ports(self, name: str) -> list[int]:
+        node = self._node_of(name)
+        return [node.thrift_port, *node.slots] if node else self.ports[name]
+
     def pid_file(self, name: str) -> Path:
         return self.run_dir / f"{name}.pid"
 
     def log_file(self, name: str) -> Path:
+        node = self._node_of(name)
+        if node is not None:
+            return node.logs / "supervisor.log"
         return self.logs / ("zookeeper.out" if name == "zookeeper" else f"{name}.log")
 
     @property
     def ui_url(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
 
-    def storm_conf(self) -> dict[str, Any]:
-        """The cluster's storm.yaml: everything on 127.0.0.1, state and logs under ``base``."""
+    def storm_conf(self, node: Node | None = None) -> dict[str, Any]:
+        """The storm.yaml of nimbus and the UI (or of ``node``'s supervisor and workers):
+        everything on loopback addresses, state and logs under ``base``."""
         conf: dict[str, Any] = {
             "storm.zookeeper.servers": ["127.0.0.1"],
             "storm.zookeeper.port": self.zookeeper_port,
@@ -147,8 +228,6 @@ class StormCluster:
             STORM_HOSTNAME_KEY: "127.0.0.1",
             "storm.local.dir": str(self.base / "storm-local"),
             "storm.log.dir": str(self.logs),
-            "supervisor.slots.ports": list(self.slots),
-            "supervisor.thrift.port": self.ports["supervisor"][0],
             "ui.host": "127.0.0.1",
             "ui.port": self.ui_port,
             "worker.heap.memory.mb": self.worker_heap_mb,
@@ -163,16 +242,35 @@ class StormCluster:
             "topology.stats.sample.rate": 1.0,
             "executor.metrics.frequency.secs": 5,
             "supervisor.worker.shutdown.sleep.secs": 3,
+            # EvenScheduler: a topology's workers go to different supervisors when it can
+            "storm.scheduler": "org.apache.storm.scheduler.DefaultScheduler",
         }
+        if node is not None:
+            conf.update({STORM_HOSTNAME_KEY: node.host,
+                         "storm.local.dir": str(node.base / "storm-local"),
+                         "storm.log.dir": str(node.logs),
+                         "supervisor.slots.ports": list(node.slots),
+                         "supervisor.thrift.port": node.thrift_port})
         conf.update(self.extra)
+        if node is not None:  # the node's workers listen on its address only
+            conf["worker.childopts"] = f"{conf['worker.childopts']} {self.bind_opts(node.host)}"
         return conf
+
+    def bind_opts(self, host: str) -> str:
+        """JVM options that make Storm's servers listen on ``host`` only (Storm binds them to
+        every address and has no setting for it: storm/java/LoopbackBind.java)."""
+        return f"-javaagent:{self.home / BIND_AGENT} -Dowler.bind.host={host}"
+
+    def _write_node_conf(self, node: Node) -> None:
+        node.logs.mkdir(parents=True, exist_ok=True)
+        node.storm_yaml.write_text(_YAML_HEAD + yaml.safe_dump(self.storm_conf(node), sort_keys=True))
 
     def _write_confs(self) -> None:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.storm_yaml.write_text(
-            "# Written by `owler cluster up` (owler/cluster.py); edit cluster.* keys instead.\n"
-            + yaml.safe_dump(self.storm_conf(), sort_keys=True))
+        self.storm_yaml.write_text(_YAML_HEAD + yaml.safe_dump(self.storm_conf(), sort_keys=True))
+        for node in self.nodes:
+            self._write_node_conf(node)
         data = self.base / "zookeeper" / "data"
         data.mkdir(parents=True, exist_ok=True)
         (self.conf_dir / "zoo.cfg").write_text(
@@ -196,6 +294,9 @@ class StormCluster:
             has_ui = False
         if not has_ui:
             raise ClusterError(f"the project's Storm UI server is not built ({jar}): run `make setup`")
+        if not (self.home / BIND_AGENT).exists():
+            raise ClusterError(f"the project's bind agent is not built ({self.home / BIND_AGENT}): "
+                               "run `make setup`")
         if not ZOOKEEPER_JAR.exists():
             raise ClusterError(f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): "
                                "run `make setup` (Debian package zookeeper)")
@@ -207,28 +308,53 @@ class StormCluster:
 
     def status(self) -> dict[str, Any]:
         daemons = {}
-        for name in DAEMONS:
+        nodes = self.known_nodes()
+        for name in self.daemons(nodes):
             found = self.running(name)
             daemons[name] = {"running": found is not None, "pid": found[0] if found else None,
-                             "port": found[1] if found else self.ports[name][0],
+                             "port": found[1] if found else self.daemon_ports(name)[0],
                              "log": str(self.log_file(name))}
+            node = self._node_of(name)
+            if node is not None:
+                daemons[name].update(host=node.host, slots=list(node.slots))
         doc: dict[str, Any] = {"daemons": daemons, "nimbus_leader": False, "supervisors": [],
                                "topologies": [], "ui": self.ui_url, "storm_yaml": str(self.storm_yaml),
                                "logs": str(self.logs)}
         if daemons["nimbus"]["running"]:
             try:
                 info = self._cluster_info(timeout_ms=5000)
-            except ClusterError as exc:
-                doc["nimbus_error"] = str(exc)
-            else:
                 doc["nimbus_leader"] = any(n.isLeader for n in info.nimbuses)
-                doc["supervisors"] = [{"host": s.host, "slots": s.num_workers,
-                                       "slots_used": s.num_used_workers} for s in info.supervisors]
+                doc["supervisors"] = sorted(
+                    ({"host": s.host, "slots": s.num_workers, "slots_used": s.num_used_workers}
+                     for s in info.supervisors), key=lambda d: d["host"])
                 doc["topologies"] = [{"name": t.name, "id": t.id, "status": t.status,
                                       "uptime_secs": t.uptime_secs, "workers": t.num_workers,
-                                      "executors": t.num_executors} for t in info.topologies]
+                                      "executors": t.num_executors,
+                                      "placement": self.placement(t.id)}
+                                     for t in info.topologies]
+            except ClusterError as exc:
+                doc["nimbus_error"] = str(exc)
         doc["up"] = all(d["running"] for d in daemons.values()) and doc["nimbus_leader"]
         return doc
+
+    def placement(self, topology_id: str) -> dict[str, list[str]]:
+        """Where each component of a topology runs: ``{component: ["host:port", ...]}`` (its
+        workers, sorted; Storm's own ``__acker`` and ``__system`` left out)."""
+        try:
+            client = nimbus_client(self.nimbus_port, timeout_ms=5000)
+        except (OSError, socket.timeout) as exc:
+            raise ClusterError(f"nimbus at 127.0.0.1:{self.nimbus_port} does not answer: {exc}") from exc
+        try:
+            info = client.getTopologyInfo(topology_id)
+        except Exception as exc:  # noqa: BLE001 - Thrift errors of every kind
+            raise ClusterError(f"nimbus at 127.0.0.1:{self.nimbus_port}: {exc}") from exc
+        finally:
+            client.close()
+        where: dict[str, set[str]] = {}
+        for ex in info.executors or []:
+            if not ex.component_id.startswith("__"):
+                where.setdefault(ex.component_id, set()).add(f"{ex.host}:{ex.port}")
+        return {c: sorted(v) for c, v in sorted(where.items())}
 
     def _cluster_info(self, timeout_ms: int = 10000):
         try:
@@ -248,7 +374,7 @@ class StormCluster:
         started: list[str] = []
         deadline = time.monotonic() + timeout
         try:
-            for name in DAEMONS:
+            for name in self.daemons():
                 found = self.running(name)
                 if found is not None:
                     if found[1] != self.ports[name][0]:
@@ -259,10 +385,14 @@ class StormCluster:
                     continue
                 if name == "zookeeper" or not self.storm_yaml.exists():
                     self._write_confs()  # a fresh ZooKeeper means a fresh cluster state
+                node = self._node_of(name)
+                if node is not None:  # a node added to a running cluster gets its conf here
+                    self._write_node_conf(node)
+                host = node.host if node is not None else "127.0.0.1"
                 for port in self.ports[name]:
-                    if port_open(port):
+                    if port_open(port, host):
                         raise ClusterError(
-                            f"port {port} on 127.0.0.1 ({name}) is already taken by another "
+                            f"port {port} on {host} ({name}) is already taken by another "
                             f"process; stop it or choose other cluster.* ports")
                 pid = self._start(name)
                 started.append(name)
@@ -273,9 +403,10 @@ class StormCluster:
             raise
         if not started:
             return f"cluster already up: nimbus 127.0.0.1:{self.nimbus_port}, UI {self.ui_url}"
+        nodes = "; ".join(f"{n.host} slots {', '.join(map(str, n.slots))}" for n in self.nodes)
         return (f"cluster up: zookeeper 127.0.0.1:{self.zookeeper_port}, nimbus "
-                f"127.0.0.1:{self.nimbus_port} (leader), supervisor with slots "
-                f"{', '.join(map(str, self.slots))}, Storm UI {self.ui_url}; logs in {self.logs}")
+                f"127.0.0.1:{self.nimbus_port} (leader), {len(self.nodes)} supervisor(s) ({nodes}), "
+                f"Storm UI {self.ui_url}; logs in {self.logs}")
 
     def _command(self, name: str) -> list[str]:
         if name == "zookeeper":
@@ -283,33 +414,47 @@ class StormCluster:
             java = str(Path(java) / "bin" / "java") if java else "java"
             return [java, "-Xmx256m", "-cp", f"{ZOOKEEPER_JAR}:/etc/zookeeper/conf", ZOOKEEPER_MAIN,
                     str(self.conf_dir / "zoo.cfg")]
+        node = self._node_of(name)
+        if node is not None:
+            return [sys.executable, str(self.home / "bin" / "storm"), "--config",
+                    str(node.storm_yaml), "supervisor"]
         return [sys.executable, str(self.home / "bin" / "storm"), "--config", str(self.storm_yaml),
                 name]
 
     def _start(self, name: str) -> int:
+        node = self._node_of(name)
+        logs = node.logs if node is not None else self.logs
         env = dict(os.environ)
-        env["STORM_LOG_DIR"] = str(self.logs)
+        env["STORM_LOG_DIR"] = str(logs)
+        if name == "nimbus" or node is not None:  # ZooKeeper and the UI have their own setting
+            env["STORM_JAVA_OPTS"] = (env.get("STORM_JAVA_OPTS", "") + " "
+                                      + self.bind_opts(node.host if node else "127.0.0.1")).strip()
         venv_bin = str(Path(sys.executable).parent)
         # the workers find `streamparse_run` (and the project's Python) on the supervisor's PATH
         env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
-        out_path = self.logs / f"{name}.out" if name != "zookeeper" else self.log_file(name)
-        self.logs.mkdir(parents=True, exist_ok=True)
+        out_path = self._out_file(name)
+        logs.mkdir(parents=True, exist_ok=True)
         with open(out_path, "ab") as out:
             try:
                 proc = subprocess.Popen(self._command(name), stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=subprocess.STDOUT, cwd=self.base, env=env,
-                                        start_new_session=True)
+                                        stderr=subprocess.STDOUT, cwd=node.base if node else self.base,
+                                        env=env, start_new_session=True)
             except FileNotFoundError as exc:
                 raise ClusterError(f"cannot start {name}: {exc} (install Java 17: `make setup`)")
         write_pid_file(self.pid_file(name), proc.pid, self.ports[name][0])
         return proc.pid
+
+    def _out_file(self, name: str) -> Path:
+        if name == "zookeeper":
+            return self.log_file(name)
+        return self.log_file(name).with_suffix(".out")
 
     def _wait_ready(self, name: str, pid: int, deadline: float) -> None:
         last = ""
         while time.monotonic() < deadline:
             if not alive(pid):
                 raise ClusterError(f"{name} exited while starting; see {self.log_file(name)}:\n"
-                                   + _tail(self.log_file(name)) + _tail(self.logs / f"{name}.out"))
+                                   + _tail(self.log_file(name)) + _tail(self._out_file(name)))
             try:
                 if self._ready(name):
                     return
@@ -326,9 +471,10 @@ class StormCluster:
             if not port_open(self.nimbus_port):
                 return False
             return any(n.isLeader for n in self._cluster_info(timeout_ms=5000).nimbuses)
-        if name == "supervisor":
+        node = self._node_of(name)
+        if node is not None:
             info = self._cluster_info(timeout_ms=5000)
-            return any(s.num_workers > 0 for s in info.supervisors)
+            return any(s.host == node.host and s.num_workers > 0 for s in info.supervisors)
         try:
             with urllib.request.urlopen(f"{self.ui_url}/api/v1/cluster/summary", timeout=5) as r:
                 return r.status == 200
@@ -343,9 +489,11 @@ class StormCluster:
                 killed = self.kill_all(self.kill_wait)
             except ClusterError as exc:  # a nimbus that cannot answer is stopped all the same
                 print(f"owler cluster down: {exc}", file=sys.stderr)
-        stopped = [name for name in reversed(DAEMONS) if self._stop(name)]
+        stopped = [name for name in reversed(self.daemons(self.known_nodes())) if self._stop(name)]
         for state in ("storm-local", "zookeeper"):
             shutil.rmtree(self.base / state, ignore_errors=True)
+        for node_dir in (self.base / "nodes").glob("*"):
+            shutil.rmtree(node_dir / "storm-local", ignore_errors=True)
         if not stopped:
             return "cluster is not running"
         what = f"; killed topologies: {', '.join(killed)}" if killed else ""
@@ -455,19 +603,20 @@ class StormCluster:
         return killed, self.submit(name, conf_file, options, leader_timeout=leader_timeout)
 
     def _workers_running(self) -> bool:
-        """A worker JVM of this cluster is still alive (the supervisor's process group)."""
-        found = self.running("supervisor")
-        if found is None:
-            return False
+        """A worker JVM of this cluster is still alive (in a supervisor's process group)."""
         from owler.run.procs import group_members
 
-        for pid in group_members(found[0]):
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
+        for node in self.known_nodes():
+            found = self.running(node.name)
+            if found is None:
                 continue
-            if b"org.apache.storm.daemon.worker.Worker" in cmdline and alive(pid):
-                return True
+            for pid in group_members(found[0]):
+                try:
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"org.apache.storm.daemon.worker.Worker" in cmdline and alive(pid):
+                    return True
         return False
 
     def _stop(self, name: str, grace: float = 30.0) -> bool:
@@ -479,6 +628,13 @@ class StormCluster:
         stop_group(found[0], grace)
         pid_file.unlink(missing_ok=True)
         return True
+
+
+def _supervisors(conf: Mapping[str, Any]) -> int:
+    n = C.get_int(conf, "cluster.supervisors", 1)
+    if not 1 <= n <= MAX_SUPERVISORS:
+        raise C.ConfError(f"cluster.supervisors: expected 1..{MAX_SUPERVISORS}, got {n}")
+    return n
 
 
 def _four_letter(port: int, word: bytes) -> bytes:
@@ -500,10 +656,11 @@ def _tail(path: Path, lines: int = 12) -> str:
 
 def format_status(doc: Mapping[str, Any]) -> str:
     out = []
-    for name in DAEMONS:
-        d = doc["daemons"][name]
+    for name, d in doc["daemons"].items():
         state = f"running (pid {d['pid']}, port {d['port']})" if d["running"] else "not running"
-        out.append(f"{name:<11} {state}")
+        if d.get("host"):
+            state += f", node {d['host']}, slots {', '.join(map(str, d['slots']))}"
+        out.append(f"{name:<12} {state}")
     leader = "leader" if doc["nimbus_leader"] else "not leader"
     out.append(f"nimbus:     {leader}; supervisors: "
                + (", ".join(f"{s['host']} ({s['slots_used']}/{s['slots']} slots used)"
@@ -516,6 +673,8 @@ def format_status(doc: Mapping[str, Any]) -> str:
         for t in doc["topologies"]:
             out.append(f"  {t['name']:<16} {t['status']:<10} up {t['uptime_secs']} s, "
                        f"{t['workers']} worker(s), {t['executors']} executors  ({t['id']})")
+            for component, where in t.get("placement", {}).items():
+                out.append(f"    {component:<22} {', '.join(where)}")
     else:
         out.append("topologies: none")
     out.append(f"logs:       {doc['logs']}")

@@ -1,0 +1,178 @@
+"""A Storm cluster of two nodes on one machine: `owler cluster up --supervisors 2` (each supervisor
+with its own 127.0.0.k address, local dir, worker ports and logs), and the explorative topology
+spread over two workers on both nodes, with the OpenSearch frontier and its WARC files going to
+S3 (moto server). Checks where each component ran (nimbus's assignment, the workers' logs in each
+node's folder) and that the crawl is whole: every seed final, every FETCHED page once in the
+bucket. The cluster uses config.json's env "local" ports (nimbus 6627, UI 8080), as
+test_cluster.py does; the two modules run one after the other."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from collections import Counter
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.farm.harness import FarmProcess
+from tests.integration.test_cluster import (DEFAULT_PORTS, assert_on_loopback, listening, ok, owler,
+                                           processes_with, ui, wait_for)
+
+NODE_PORTS = (6629, 6710, 6711)  # node 2: supervisor Thrift port and worker slots
+HOSTS = {"127.0.0.1", "127.0.0.2"}
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory, s3_server):
+    work = tmp_path_factory.mktemp("nodes")
+    taken = [p for p in DEFAULT_PORTS + NODE_PORTS if p in listening()]
+    if taken:
+        pytest.fail(f"ports {taken} on 127.0.0.1 are taken: the cluster test needs them free")
+    opt = ["-o", f"owler.work.dir={work}"]
+    # the workers inherit the supervisors' environment: the S3 credentials of the moto server
+    saved = {k: os.environ.get(k) for k in s3_server.env}
+    os.environ.update(s3_server.env)
+    up = owler("cluster", "up", "--supervisors", "2", *opt)
+    try:
+        ok(up)
+        yield {"work": work, "opt": opt, "up": up}
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        down = owler("cluster", "down", *opt)
+        assert down.returncode == 0, down.stderr
+        marker = str(work).encode()
+        assert wait_for("no process of the cluster left",
+                        lambda: not processes_with(marker), 60, 1.0)
+        assert not [p for p in DEFAULT_PORTS + NODE_PORTS if p in listening()]
+
+
+def test_two_nodes_each_with_its_own_address_dirs_and_ports(nodes):
+    assert "2 supervisor(s)" in nodes["up"].stdout
+    doc = json.loads(ok(owler("cluster", "status", "--json", *nodes["opt"])).stdout)
+    assert doc["up"]
+    sups = {name: d for name, d in doc["daemons"].items() if name.startswith("supervisor")}
+    assert sorted(sups) == ["supervisor-1", "supervisor-2"] and all(d["running"] for d in sups.values())
+    assert sups["supervisor-2"]["host"] == "127.0.0.2" and sups["supervisor-2"]["slots"] == [6710, 6711]
+    assert doc["supervisors"] == [{"host": "127.0.0.1", "slots": 2, "slots_used": 0},
+                                  {"host": "127.0.0.2", "slots": 2, "slots_used": 0}]
+    assert {s["host"] for s in ui("/api/v1/supervisor/summary")["supervisors"]} == HOSTS
+    # nimbus on 127.0.0.1, each supervisor's Thrift port on its node's address only
+    found = listening()
+    assert found[6627] == {"127.0.0.1"} and found[6628] == {"127.0.0.1"}
+    assert found[6629] == {"127.0.0.2"}
+    assert_on_loopback(DEFAULT_PORTS)
+    for host in HOSTS:
+        assert (nodes["work"] / "cluster" / "nodes" / host / "logs" / "supervisor.log").exists()
+    text = ok(owler("cluster", "status", *nodes["opt"])).stdout
+    assert "supervisor-2" in text and "node 127.0.0.2, slots 6710, 6711" in text
+    again = ok(owler("cluster", "up", "--supervisors", "2", *nodes["opt"]))
+    assert "already up" in again.stdout
+    wrong = owler("cluster", "status", "--supervisors", "2", *nodes["opt"])
+    assert wrong.returncode == 2 and "--supervisors goes with `up` only" in wrong.stderr
+
+
+@pytest.fixture(scope="module")
+def spread_crawl(nodes, opensearch, s3_server, tmp_path_factory):
+    """The explorative crawl of the farm on two workers (one per node), OpenSearch frontier,
+    WARC files to S3."""
+    work = tmp_path_factory.mktemp("nodes-crawl")
+    bucket = s3_server.bucket("nodes-crawl")
+    conf = work / "conf.yaml"
+    conf.write_text(opensearch.conf_lines("nodes_crawl") + (
+        f"warc.dir: {work / 'warc'}\n"
+        f"warc.s3.bucket: {bucket}\n"
+        "warc.s3.prefix: crawl\n"
+        f"s3.endpoint: {s3_server.endpoint}\n"
+        f"owler.work.dir: {nodes['work']}\n"
+        "topology.workers: 2\n"
+        "http.allow.private.addresses: true\n"
+        "fetcher.server.delay: 0.3\n"
+        "http.timeout: 2000\n"
+        "spout.min.delay.queries: 500\n"
+        "topology.message.timeout.secs: 60\n"
+        "frontier.lease.ttl: 30\n"))
+    out: dict = {"work": work, "conf": conf, "bucket": bucket}
+    with FarmProcess(4, work / "access.log") as farm:
+        seeds = work / "seeds.txt"
+        seeds.write_text("\n".join(farm.seeds()) + "\n")
+        out["seeds"] = farm.seeds()
+        ok(owler("inject", str(seeds), "--conf", str(conf)))
+        ok(owler("cluster", "submit", "explorative", "--conf", str(conf)))
+
+        def placed():
+            doc = json.loads(ok(owler("cluster", "status", "--json", *nodes["opt"])).stdout)
+            topo = next((t for t in doc["topologies"] if t["name"] == "explorative"), None)
+            return topo and len(topo["placement"]) >= 7 and (doc, topo)
+        out["status_doc"], out["topology"] = wait_for("the topology's placement", placed, 120)
+        out["listening"] = wait_for("the workers' ports", lambda: (
+            f := listening()) and sum(p in f for p in (6700, 6701, 6710, 6711)) >= 2 and f, 60)
+
+        def finished():
+            st = json.loads(ok(owler("status", "--conf", str(conf), "--json")).stdout)
+            return st["due_now"] == 0 and st["FETCHED"] >= 10 and st
+        wait_for("the crawl to finish", finished, 400, 5)
+        time.sleep(6)  # nothing due: let the last statuses land
+        out["status"] = wait_for("the crawl to finish", finished, 60, 5)
+        out["final_doc"] = json.loads(ok(owler("cluster", "status", "--json", *nodes["opt"])).stdout)
+        # the kill drains the topology: the WARC writers close their files and upload them
+        ok(owler("cluster", "kill", "explorative", *nodes["opt"]))
+    yield out
+
+
+def test_components_run_on_both_nodes(spread_crawl, nodes):
+    topo = spread_crawl["topology"]
+    assert topo["workers"] == 2
+    placement = topo["placement"]
+    assert set(placement) >= {"spout", "partitioner", "fetcher", "parser", "warc", "urlfilter",
+                              "blacklist", "status"}
+    hosts = {w.split(":")[0] for where in placement.values() for w in where}
+    assert hosts == HOSTS, placement
+    # each worker logged under the folder of the node it ran on
+    for where in placement.values():
+        for worker in where:
+            host, port = worker.split(":")
+            logs = nodes["work"] / "cluster" / "nodes" / host / "logs" / "workers-artifacts"
+            assert list(logs.glob(f"{topo['id']}/{port}/worker.log")), (worker, logs)
+    assert [s["slots_used"] for s in spread_crawl["final_doc"]["supervisors"]] == [1, 1]
+    # each worker listens (for the tuples of the other) on its own node's address only
+    found = spread_crawl["listening"]
+    for where in placement.values():
+        for worker in where:
+            host, port = worker.split(":")
+            assert found[int(port)] == {host}, (worker, found.get(int(port)))
+
+
+def test_the_spread_crawl_is_whole(spread_crawl, opensearch, s3_server):
+    st = spread_crawl["status"]
+    assert st["due_now"] == 0
+    for seed in spread_crawl["seeds"]:
+        _, data = opensearch.request("POST", "/nodes_crawl/_search", {"query": {"term": {"url": seed}}})
+        hits = data["hits"]["hits"]
+        assert hits and hits[0]["_source"]["status"] != "DISCOVERED", (seed, hits)
+    opensearch.request("POST", "/nodes_crawl/_refresh")
+    _, data = opensearch.request("POST", "/nodes_crawl/_search", {
+        "size": 1000, "query": {"term": {"status": "FETCHED"}}, "_source": ["url"]})
+    fetched = {h["_source"]["url"] for h in data["hits"]["hits"]}
+    objects = wait_for("the WARC files in the bucket",
+                       lambda: s3_server.objects(spread_crawl["bucket"], "crawl/"), 60)
+    responses = []
+    for key, body in objects.items():
+        assert key.endswith(".warc.gz"), key
+        for rec in ArchiveIterator(io.BytesIO(body), check_digests="raise"):
+            rec.content_stream().read()
+            if rec.rec_type == "response":
+                responses.append(rec.rec_headers.get_header("WARC-Target-URI"))
+    assert len(fetched) >= 10
+    counts = Counter(responses)
+    assert {u: counts[u] for u in fetched} == dict.fromkeys(fetched, 1)  # each FETCHED page once
+    assert max(counts.values()) == 1
+    assert not list((spread_crawl["work"] / "warc").glob("*.open"))
