@@ -9,8 +9,6 @@ Run: ``owler run explorative`` (local mode), ``sparse run -n explorative`` or
 ``OWLER_CONF``, and ``-o key=value``.
 """
 
-import os
-
 from streamparse import Grouping, Topology
 
 from bolts.blacklist import BlacklistBolt
@@ -20,7 +18,7 @@ from bolts.partitioner import PartitionerBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
 from bolts.warc_writer import WARCWriterBolt
-from owler.conf import absolute_paths, load_conf
+from owler.conf import parallelism, topology_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
 from spouts.frontier import FrontierSpout
 
@@ -28,23 +26,23 @@ TICK = {TICK_FREQ_KEY: 1}
 
 
 class Explorative(Topology):
-    config = absolute_paths(load_conf(os.environ.get("OWLER_CONF") or None))
+    config = topology_conf()
 
-    spout = FrontierSpout.spec(name="spout", par=1)
-    partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout], par=1)
+    spout = FrontierSpout.spec(name="spout", par=parallelism(config, "spout"))
+    partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout], par=parallelism(config, "partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
-                               par=1, config=TICK)
-    parser = ParserBolt.spec(name="parser", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=1)
-    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=1,
+                               par=parallelism(config, "fetcher"), config=TICK)
+    parser = ParserBolt.spec(name="parser", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=parallelism(config, "parser"))
+    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=parallelism(config, "warc"),
                                config=TICK)
     urlfilter = URLFilterBolt.spec(
-        name="urlfilter", par=1,
+        name="urlfilter", par=parallelism(config, "urlfilter"),
         inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE,
                 parser[OUTLINKS_STREAM]: Grouping.SHUFFLE})
-    blacklist = BlacklistBolt.spec(name="blacklist", par=1,
+    blacklist = BlacklistBolt.spec(name="blacklist", par=parallelism(config, "blacklist"),
                                    inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
     status = StatusUpdaterBolt.spec(
-        name="status", par=1, config=TICK,
+        name="status", par=parallelism(config, "status"), config=TICK,
         inputs={fetcher[STATUS_STREAM]: Grouping.fields("url"),
                 parser[STATUS_STREAM]: Grouping.fields("url"),
                 blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})

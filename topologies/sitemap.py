@@ -26,8 +26,6 @@ interest tags, ``sitemap.discovery: true`` for the fetcher (a host's robots.txt 
 Run: ``owler inject SEEDS`` then ``owler run sitemap``; or ``sparse run -n sitemap``.
 """
 
-import os
-
 from streamparse import Grouping, Topology
 
 from bolts.blacklist import BlacklistBolt
@@ -38,7 +36,7 @@ from bolts.sitemap_parser import SitemapParserBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
 from bolts.warc_writer import WARCWriterBolt
-from owler.conf import ConfError, absolute_paths, load_conf
+from owler.conf import ConfError, parallelism, topology_conf
 from owler.constants import (EMIT_OUTLINKS_KEY, EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY,
                              INTEREST_TAGS_KEY, IS_SITEMAP, METADATA_TRANSFER_KEY, ON_SITEMAP,
                              OUTLINKS_STREAM, SITEMAP_DISCOVERY, STATUS_STREAM, TICK_FREQ_KEY,
@@ -54,25 +52,26 @@ TRANSFER = [IS_SITEMAP, ON_SITEMAP, DEPTH, HOSTS]
 
 
 class Sitemap(Topology):
-    config = absolute_paths(load_conf(os.environ.get("OWLER_CONF") or None))
+    config = topology_conf()
+    single_task = ("spout_seeds",)  # the seed sitemaps are read by one task
 
-    spout = FrontierSpout.spec(name="spout", par=1,
+    spout = FrontierSpout.spec(name="spout", par=parallelism(config, "spout"),
                                config={INTEREST_TAGS_KEY: SITEMAP_TAGS,
                                        EXCLUDE_TAGS_KEY: []})
     seeds = SitemapSeedSpout.spec(name="spout_seeds", par=1)
-    partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout, seeds], par=1)
+    partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout, seeds], par=parallelism(config, "partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
-                               par=1, config={**TICK, SITEMAP_DISCOVERY: True})
+                               par=parallelism(config, "fetcher"), config={**TICK, SITEMAP_DISCOVERY: True})
     sitemaps = SitemapParserBolt.spec(name="sitemap", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
-                                      par=1)
-    parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE}, par=1,
+                                      par=parallelism(config, "sitemap"))
+    parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE}, par=parallelism(config, "parser"),
                              config={EMIT_OUTLINKS_KEY: False})
-    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=1,
+    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=parallelism(config, "warc"),
                                config=TICK)
     urlfilter = URLFilterBolt.spec(
-        name="urlfilter", par=1, inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE},
+        name="urlfilter", par=parallelism(config, "urlfilter"), inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE},
         config={URLFILTERS_FILE_KEY: "sitemap-urlfilters.json"})
-    blacklist = BlacklistBolt.spec(name="blacklist", par=1,
+    blacklist = BlacklistBolt.spec(name="blacklist", par=parallelism(config, "blacklist"),
                                    inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
 
     @staticmethod
@@ -93,7 +92,7 @@ class Sitemap(Topology):
         check_fetch_conf(conf)
 
     status = StatusUpdaterBolt.spec(
-        name="status", par=1, config={**TICK, METADATA_TRANSFER_KEY: TRANSFER},
+        name="status", par=parallelism(config, "status"), config={**TICK, METADATA_TRANSFER_KEY: TRANSFER},
         inputs={fetcher[STATUS_STREAM]: Grouping.fields("url"),
                 sitemaps[STATUS_STREAM]: Grouping.fields("url"),
                 parser[STATUS_STREAM]: Grouping.fields("url"),

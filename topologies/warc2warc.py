@@ -11,8 +11,6 @@ Run: ``owler run warc2warc -o warc2warc.input=s3://bucket/prefix`` (local mode),
 warc2warc`` or ``sparse submit -n warc2warc``.
 """
 
-import os
-
 from streamparse import Grouping, Topology
 
 from bolts.blacklist import BlacklistBolt
@@ -20,7 +18,7 @@ from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
 from bolts.warc_copy import WARCCopyBolt
 from bolts.warc_parser import WARCParserBolt
-from owler.conf import absolute_paths, load_conf
+from owler.conf import parallelism, topology_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
 from owler.warc.feed import ARCHIVE_STREAM
 from spouts.warc import WARCSpout
@@ -29,20 +27,20 @@ TICK = {TICK_FREQ_KEY: 1}
 
 
 class Warc2Warc(Topology):
-    config = absolute_paths(load_conf(os.environ.get("OWLER_CONF") or None))
+    config = topology_conf()
 
     # the spout bounds what is in flight itself (warc2warc.max.in.flight, default 2000: the
     # frontier spouts' topology.max.spout.pending of 2000 would throttle this pipeline)
-    spout = WARCSpout.spec(name="spout", par=1, config={"topology.max.spout.pending": 1000000})
-    parser = WARCParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=1)
-    warc = WARCCopyBolt.spec(name="warc", par=1, config=TICK,
+    spout = WARCSpout.spec(name="spout", par=parallelism(config, "spout"), config={"topology.max.spout.pending": 1000000})
+    parser = WARCParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=parallelism(config, "parser"))
+    warc = WARCCopyBolt.spec(name="warc", par=parallelism(config, "warc"), config=TICK,
                              inputs={spout: Grouping.LOCAL_OR_SHUFFLE,
                                      spout[ARCHIVE_STREAM]: Grouping.LOCAL_OR_SHUFFLE})
-    urlfilter = URLFilterBolt.spec(name="urlfilter", par=1,
+    urlfilter = URLFilterBolt.spec(name="urlfilter", par=parallelism(config, "urlfilter"),
                                    inputs={parser[OUTLINKS_STREAM]: Grouping.SHUFFLE})
-    blacklist = BlacklistBolt.spec(name="blacklist", par=1,
+    blacklist = BlacklistBolt.spec(name="blacklist", par=parallelism(config, "blacklist"),
                                    inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
     status = StatusUpdaterBolt.spec(
-        name="status", par=1, config=TICK,
+        name="status", par=parallelism(config, "status"), config=TICK,
         inputs={parser[STATUS_STREAM]: Grouping.fields("url"),
                 blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})

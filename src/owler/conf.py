@@ -232,3 +232,43 @@ def absolute_paths(conf: dict[str, Any], root: Path | None = None) -> dict[str, 
         if value and "://" not in str(value) and not Path(str(value)).is_absolute():
             conf[key] = str(base / str(value))
     return conf
+
+
+# -- topologies ---------------------------------------------------------------------------------
+#: ``parallelism.<component>``: the number of tasks (executors) of a component of a topology
+PARALLELISM_PREFIX = "parallelism."
+MAX_PARALLELISM = 1024
+#: the ``-o key=value`` options of ``owler cluster submit``, one per line, for the topology class
+#: that ``sparse submit`` builds in its own process (its ``-o`` reach the topology's conf only)
+OPTIONS_ENV = "OWLER_OPTIONS"
+
+
+def topology_conf() -> dict[str, Any]:
+    """The crawler conf a topology class is built with: the defaults, the file named by
+    ``OWLER_CONF`` and the options in ``OWLER_OPTIONS``; its paths made absolute."""
+    options = [line for line in os.environ.get(OPTIONS_ENV, "").splitlines() if line.strip()]
+    return absolute_paths(load_conf(os.environ.get("OWLER_CONF") or None, options))
+
+
+def parallelism(conf: Mapping[str, Any], component: str, default: int = 1) -> int:
+    """``parallelism.<component>``: how many tasks of ``component`` the topology runs."""
+    key = PARALLELISM_PREFIX + component
+    n = get_int(conf, key, default)
+    if not 1 <= n <= MAX_PARALLELISM:
+        raise ConfError(f"{key}: expected 1..{MAX_PARALLELISM}, got {n}")
+    return n
+
+
+def check_parallelism(conf: Mapping[str, Any], components: Iterable[str],
+                      single: Iterable[str] = ()) -> None:
+    """Every ``parallelism.*`` key names one of ``components`` and is valid; the components in
+    ``single`` run one task only."""
+    names = set(components)
+    for key in conf:
+        if key.startswith(PARALLELISM_PREFIX):
+            name = key[len(PARALLELISM_PREFIX):]
+            if name not in names:
+                raise ConfError(f"{key}: this topology has no component {name!r} "
+                                f"(it has {', '.join(sorted(names))})")
+            if parallelism(conf, name) > 1 and name in set(single):
+                raise ConfError(f"{key}: {name} runs one task only")

@@ -94,6 +94,7 @@ def spread_crawl(nodes, opensearch, s3_server, tmp_path_factory):
         f"s3.endpoint: {s3_server.endpoint}\n"
         f"owler.work.dir: {nodes['work']}\n"
         "topology.workers: 2\n"
+        "parallelism.fetcher: 2\n"
         "http.allow.private.addresses: true\n"
         "fetcher.server.delay: 0.3\n"
         "http.timeout: 2000\n"
@@ -106,7 +107,8 @@ def spread_crawl(nodes, opensearch, s3_server, tmp_path_factory):
         seeds.write_text("\n".join(farm.seeds()) + "\n")
         out["seeds"] = farm.seeds()
         ok(owler("inject", str(seeds), "--conf", str(conf)))
-        ok(owler("cluster", "submit", "explorative", "--conf", str(conf)))
+        ok(owler("cluster", "submit", "explorative", "--conf", str(conf),
+                 "-o", "parallelism.parser=2"))
 
         def placed():
             doc = json.loads(ok(owler("cluster", "status", "--json", *nodes["opt"])).stdout)
@@ -136,6 +138,9 @@ def test_components_run_on_both_nodes(spread_crawl, nodes):
                               "blacklist", "status"}
     hosts = {w.split(":")[0] for where in placement.values() for w in where}
     assert hosts == HOSTS, placement
+    # parallelism.fetcher from the conf file, parallelism.parser from -o: two executors each
+    assert len(placement["fetcher"]) == 2 and len(placement["parser"]) == 2, placement
+    assert len(placement["status"]) == 1
     # each worker logged under the folder of the node it ran on
     for where in placement.values():
         for worker in where:

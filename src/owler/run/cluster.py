@@ -338,8 +338,9 @@ class StormCluster:
         return doc
 
     def placement(self, topology_id: str) -> dict[str, list[str]]:
-        """Where each component of a topology runs: ``{component: ["host:port", ...]}`` (its
-        workers, sorted; Storm's own ``__acker`` and ``__system`` left out)."""
+        """Where each component of a topology runs: ``{component: ["host:port", ...]}``, the
+        worker of each of its executors (sorted; Storm's own ``__acker`` and ``__system`` left
+        out)."""
         try:
             client = nimbus_client(self.nimbus_port, timeout_ms=5000)
         except (OSError, socket.timeout) as exc:
@@ -350,10 +351,10 @@ class StormCluster:
             raise ClusterError(f"nimbus at 127.0.0.1:{self.nimbus_port}: {exc}") from exc
         finally:
             client.close()
-        where: dict[str, set[str]] = {}
+        where: dict[str, list[str]] = {}
         for ex in info.executors or []:
             if not ex.component_id.startswith("__"):
-                where.setdefault(ex.component_id, set()).add(f"{ex.host}:{ex.port}")
+                where.setdefault(ex.component_id, []).append(f"{ex.host}:{ex.port}")
         return {c: sorted(v) for c, v in sorted(where.items())}
 
     def _cluster_info(self, timeout_ms: int = 10000):
@@ -591,6 +592,8 @@ class StormCluster:
                    PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
         if conf_file:
             env["OWLER_CONF"] = str(Path(conf_file).resolve())
+        # the topology class, built by sparse in its own process, reads parallelism.* from these
+        env[C.OPTIONS_ENV] = "\n".join(options)
         return subprocess.run(cmd, cwd=self.root, env=env).returncode
 
     def switch(self, name: str, conf_file: str | None, options: list[str],

@@ -65,6 +65,8 @@ def topology_names(root: Path) -> list[str]:
 def check_topology_conf(topology, root: Path, conf: dict) -> None:
     """Run the topology class's own ``check_conf`` of its keys, when it has one (``owler run``
     and ``owler cluster submit`` call it before anything starts). Raises :class:`ConfError`."""
+    C.check_parallelism(conf, [spec.name for spec in topology.specs],
+                        getattr(topology, "single_task", ()))
     check = getattr(topology, "check_conf", None)
     if callable(check):
         check(C.absolute_paths(dict(conf), root))
@@ -106,6 +108,8 @@ def build_jar(root: Path, dest: Path) -> Path:
 def flux_definition(topology_cls, name: str, conf: dict, streamparse_run: str) -> dict:
     flux = topology_cls.to_flux_dict(name)
     for comp in flux.get("spouts", []) + flux.get("bolts", []):
+        # parallelism.<component> of this run's conf (the class was built before -o was known)
+        comp["parallelism"] = C.parallelism(conf, comp["id"], comp.get("parallelism", 1))
         args = comp.get("constructorArgs")
         if args and isinstance(args[0], list) and args[0] and args[0][0] == "streamparse_run":
             script = args[0][1]

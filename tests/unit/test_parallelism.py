@@ -1,0 +1,49 @@
+"""parallelism.<component>: the tasks of each component of a topology, from the conf file or -o, for
+`owler run` (the Flux definition) and `owler cluster submit` (the topology class, built by sparse in
+its own process from OWLER_CONF and OWLER_OPTIONS)."""
+
+from __future__ import annotations
+
+import pytest
+
+from owler import conf as C
+from owler.conf import ConfError, load_conf, project_root
+from owler.run.runner import check_topology_conf, flux_definition, load_topology
+
+ROOT = project_root()
+
+
+def tasks(flux: dict) -> dict[str, int]:
+    return {c["id"]: c["parallelism"] for c in flux["spouts"] + flux["bolts"]}
+
+
+def test_owler_run_takes_the_parallelism_of_its_conf():
+    cls = load_topology(ROOT, "explorative")
+    conf = load_conf(None, ["parallelism.fetcher=4", "parallelism.parser=2"])
+    check_topology_conf(cls, ROOT, conf)
+    got = tasks(flux_definition(cls, "explorative", conf, "streamparse_run"))
+    assert got["fetcher"] == 4 and got["parser"] == 2
+    assert {k: v for k, v in got.items() if k not in ("fetcher", "parser")} == dict.fromkeys(
+        ["spout", "partitioner", "warc", "urlfilter", "blacklist", "status"], 1)
+
+
+def test_a_submitted_topology_class_reads_the_options_from_the_environment(monkeypatch, tmp_path):
+    conf_file = tmp_path / "crawl.yaml"
+    conf_file.write_text("parallelism.status: 3\nparallelism.warc: 5\n")
+    monkeypatch.setenv("OWLER_CONF", str(conf_file))
+    monkeypatch.setenv(C.OPTIONS_ENV, "parallelism.warc=2\n\nparallelism.urlfilter=2\n")
+    cls = load_topology(ROOT, "warc2warc")  # the class body runs again, as in sparse's process
+    par = {spec.name: spec.par for spec in cls.specs}
+    assert par["status"] == 3 and par["warc"] == 2 and par["urlfilter"] == 2 and par["spout"] == 1
+
+
+@pytest.mark.parametrize("topology,option,message", [
+    ("explorative", "parallelism.fetchr=2", "no component 'fetchr'"),
+    ("explorative", "parallelism.fetcher=0", r"expected 1\.\.1024"),
+    ("explorative", "parallelism.fetcher=many", "expected an integer"),
+    ("sitemap", "parallelism.spout_seeds=2", "spout_seeds runs one task only"),
+])
+def test_bad_parallelism_is_a_clear_error(topology, option, message):
+    cls = load_topology(ROOT, topology)
+    with pytest.raises(ConfError, match=message):
+        check_topology_conf(cls, ROOT, load_conf(None, [option]))
