@@ -6,7 +6,7 @@ extraction) with and without the SimHash of near-duplicate detection (simhash.en
 - bs4 + lxml with ``urllib.parse.urljoin`` (the library the request named).
 
 A second table times the SimHash alone, compiled (``owler/parse/_simhash.pyx``) against its numpy
-reference, over the body texts of 180 pages of the benchmark farm taken in turn: a new text at
+reference, over the body texts of 186 pages of the benchmark farm taken in turn: a new text at
 every call, as in a crawl (one text timed over and over lets the branch predictor learn it, which
 hid a threefold cost in a first version of the loop).
 
@@ -170,24 +170,29 @@ def main() -> None:
         methods["bs4 + lxml + urljoin"] = bs4_lxml
     except ImportError:
         print("(bs4/lxml not installed: skipped)")
-    times: dict[str, list[float]] = {k: [] for k in methods}
-    for _ in range(args.rounds):
-        for name, fn in methods.items():
-            t0 = time.perf_counter()
-            for _ in range(args.iters):
-                fn(PAGE_URL, page)
-            times[name].append((time.perf_counter() - t0) / args.iters * 1e6)
+    medians = interleaved(methods, args.rounds, [(PAGE_URL, page)] * args.iters)
     print(
         f"page: {len(page):,} B, {n_a} a[href], parse_html kept {len(res.outlinks)} outlinks, "
         f"text {len(res.text):,} chars; {args.rounds} rounds x {args.iters}\n"
     )
-    base = statistics.median(times["bare lexbor + ada join"])
+    base = medians["bare lexbor + ada join"]
     print("| method | µs/page (median) | pages/s/core | x vs bare |")
     print("|---|---:|---:|---:|")
-    for name, ts in times.items():
-        med = statistics.median(ts)
+    for name, med in medians.items():
         print(f"| {name} | {med:,.0f} | {1e6 / med:,.0f} | {med / base:.2f} |")
     simhash_table(args.rounds)
+
+
+def interleaved(methods: dict, rounds: int, inputs: list[tuple]) -> dict[str, float]:
+    """Median µs per call of each method over ``inputs``, the methods taking turns each round."""
+    times: dict[str, list[float]] = {k: [] for k in methods}
+    for _ in range(rounds):
+        for name, fn in methods.items():
+            t0 = time.perf_counter()
+            for args in inputs:
+                fn(*args)
+            times[name].append((time.perf_counter() - t0) / len(inputs) * 1e6)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def farm_texts(n_hosts: int = 6, n_pages: int = 30) -> list[bytes]:
@@ -210,21 +215,14 @@ def simhash_table(rounds: int) -> None:
         impls["compiled loop"] = simhash.simhash_compiled
     else:
         print("(the compiled SimHash is not built: `make setup`)")
-    times: dict[str, list[float]] = {k: [] for k in impls}
-    for _ in range(rounds):
-        for name, fn in impls.items():
-            t0 = time.perf_counter()
-            for data in texts:
-                fn(data)
-            times[name].append((time.perf_counter() - t0) / len(texts) * 1e6)
+    medians = interleaved(impls, rounds, [(data,) for data in texts])
     mean = sum(map(len, texts)) / len(texts)
     print(f"\nSimHash alone: {len(texts)} farm page texts (mean {mean:,.0f} B, at most "
           f"{simhash.MAX_BYTES:,}), each once per round; {rounds} rounds\n")
-    ref = statistics.median(times["numpy (reference)"])
+    ref = medians["numpy (reference)"]
     print("| SimHash | µs/text (median) | x vs numpy |")
     print("|---|---:|---:|")
-    for name, ts in times.items():
-        med = statistics.median(ts)
+    for name, med in medians.items():
         print(f"| {name} | {med:,.1f} | {med / ref:.2f} |")
 
 

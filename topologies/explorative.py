@@ -9,6 +9,8 @@ Run: ``owler run explorative`` (local mode), ``sparse run -n explorative`` or
 ``OWLER_CONF``, and ``-o key=value``.
 """
 
+from functools import partial
+
 from streamparse import Grouping, Topology
 
 from bolts.blacklist import BlacklistBolt
@@ -25,24 +27,31 @@ from spouts.frontier import FrontierSpout
 TICK = {TICK_FREQ_KEY: 1}
 
 
-class Explorative(Topology):
-    config = topology_conf()
+#: the crawler conf the topology is built with; par(name): the tasks of a component
+#: (parallelism.<name>, 1)
+CONFIG = topology_conf()
+par = partial(parallelism, CONFIG)
 
-    spout = FrontierSpout.spec(name="spout", par=parallelism(config, "spout"))
-    partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout], par=parallelism(config, "partitioner"))
+
+class Explorative(Topology):
+    config = CONFIG
+
+    spout = FrontierSpout.spec(name="spout", par=par("spout"))
+    partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout], par=par("partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
-                               par=parallelism(config, "fetcher"), config=TICK)
-    parser = ParserBolt.spec(name="parser", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=parallelism(config, "parser"))
-    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=parallelism(config, "warc"),
-                               config=TICK)
+                               par=par("fetcher"), config=TICK)
+    parser = ParserBolt.spec(name="parser", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
+                             par=par("parser"))
+    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
+                               par=par("warc"), config=TICK)
     urlfilter = URLFilterBolt.spec(
-        name="urlfilter", par=parallelism(config, "urlfilter"),
+        name="urlfilter", par=par("urlfilter"),
         inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE,
                 parser[OUTLINKS_STREAM]: Grouping.SHUFFLE})
-    blacklist = BlacklistBolt.spec(name="blacklist", par=parallelism(config, "blacklist"),
+    blacklist = BlacklistBolt.spec(name="blacklist", par=par("blacklist"),
                                    inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
     status = StatusUpdaterBolt.spec(
-        name="status", par=parallelism(config, "status"), config=TICK,
+        name="status", par=par("status"), config=TICK,
         inputs={fetcher[STATUS_STREAM]: Grouping.fields("url"),
                 parser[STATUS_STREAM]: Grouping.fields("url"),
                 blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})

@@ -26,6 +26,8 @@ interest tags, ``sitemap.discovery: true`` for the fetcher (a host's robots.txt 
 Run: ``owler inject SEEDS`` then ``owler run sitemap``; or ``sparse run -n sitemap``.
 """
 
+from functools import partial
+
 from streamparse import Grouping, Topology
 
 from bolts.blacklist import BlacklistBolt
@@ -51,27 +53,34 @@ SITEMAP_TAGS = ["Sitemap", "OnSitemap"]
 TRANSFER = [IS_SITEMAP, ON_SITEMAP, DEPTH, HOSTS]
 
 
+#: the crawler conf the topology is built with; par(name): the tasks of a component
+#: (parallelism.<name>, 1)
+CONFIG = topology_conf()
+par = partial(parallelism, CONFIG)
+
+
 class Sitemap(Topology):
-    config = topology_conf()
+    config = CONFIG
     single_task = ("spout_seeds",)  # the seed sitemaps are read by one task
 
-    spout = FrontierSpout.spec(name="spout", par=parallelism(config, "spout"),
+    spout = FrontierSpout.spec(name="spout", par=par("spout"),
                                config={INTEREST_TAGS_KEY: SITEMAP_TAGS,
                                        EXCLUDE_TAGS_KEY: []})
     seeds = SitemapSeedSpout.spec(name="spout_seeds", par=1)
-    partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout, seeds], par=parallelism(config, "partitioner"))
+    partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout, seeds],
+                                       par=par("partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
-                               par=parallelism(config, "fetcher"), config={**TICK, SITEMAP_DISCOVERY: True})
+                               par=par("fetcher"), config={**TICK, SITEMAP_DISCOVERY: True})
     sitemaps = SitemapParserBolt.spec(name="sitemap", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
-                                      par=parallelism(config, "sitemap"))
-    parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE}, par=parallelism(config, "parser"),
-                             config={EMIT_OUTLINKS_KEY: False})
-    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE}, par=parallelism(config, "warc"),
-                               config=TICK)
+                                      par=par("sitemap"))
+    parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE},
+                             par=par("parser"), config={EMIT_OUTLINKS_KEY: False})
+    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
+                               par=par("warc"), config=TICK)
     urlfilter = URLFilterBolt.spec(
-        name="urlfilter", par=parallelism(config, "urlfilter"), inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE},
+        name="urlfilter", par=par("urlfilter"), inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE},
         config={URLFILTERS_FILE_KEY: "sitemap-urlfilters.json"})
-    blacklist = BlacklistBolt.spec(name="blacklist", par=parallelism(config, "blacklist"),
+    blacklist = BlacklistBolt.spec(name="blacklist", par=par("blacklist"),
                                    inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
 
     @staticmethod
@@ -92,7 +101,7 @@ class Sitemap(Topology):
         check_fetch_conf(conf)
 
     status = StatusUpdaterBolt.spec(
-        name="status", par=parallelism(config, "status"), config={**TICK, METADATA_TRANSFER_KEY: TRANSFER},
+        name="status", par=par("status"), config={**TICK, METADATA_TRANSFER_KEY: TRANSFER},
         inputs={fetcher[STATUS_STREAM]: Grouping.fields("url"),
                 sitemaps[STATUS_STREAM]: Grouping.fields("url"),
                 parser[STATUS_STREAM]: Grouping.fields("url"),

@@ -11,6 +11,8 @@ Run: ``owler run warc2warc -o warc2warc.input=s3://bucket/prefix`` (local mode),
 warc2warc`` or ``sparse submit -n warc2warc``.
 """
 
+from functools import partial
+
 from streamparse import Grouping, Topology
 
 from bolts.blacklist import BlacklistBolt
@@ -26,21 +28,28 @@ from spouts.warc import WARCSpout
 TICK = {TICK_FREQ_KEY: 1}
 
 
+#: the crawler conf the topology is built with; par(name): the tasks of a component
+#: (parallelism.<name>, 1)
+CONFIG = topology_conf()
+par = partial(parallelism, CONFIG)
+
+
 class Warc2Warc(Topology):
-    config = topology_conf()
+    config = CONFIG
 
     # the spout bounds what is in flight itself (warc2warc.max.in.flight, default 2000: the
     # frontier spouts' topology.max.spout.pending of 2000 would throttle this pipeline)
-    spout = WARCSpout.spec(name="spout", par=parallelism(config, "spout"), config={"topology.max.spout.pending": 1000000})
-    parser = WARCParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=parallelism(config, "parser"))
-    warc = WARCCopyBolt.spec(name="warc", par=parallelism(config, "warc"), config=TICK,
+    spout = WARCSpout.spec(name="spout", par=par("spout"),
+                           config={"topology.max.spout.pending": 1000000})
+    parser = WARCParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=par("parser"))
+    warc = WARCCopyBolt.spec(name="warc", par=par("warc"), config=TICK,
                              inputs={spout: Grouping.LOCAL_OR_SHUFFLE,
                                      spout[ARCHIVE_STREAM]: Grouping.LOCAL_OR_SHUFFLE})
-    urlfilter = URLFilterBolt.spec(name="urlfilter", par=parallelism(config, "urlfilter"),
+    urlfilter = URLFilterBolt.spec(name="urlfilter", par=par("urlfilter"),
                                    inputs={parser[OUTLINKS_STREAM]: Grouping.SHUFFLE})
-    blacklist = BlacklistBolt.spec(name="blacklist", par=parallelism(config, "blacklist"),
+    blacklist = BlacklistBolt.spec(name="blacklist", par=par("blacklist"),
                                    inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
     status = StatusUpdaterBolt.spec(
-        name="status", par=parallelism(config, "status"), config=TICK,
+        name="status", par=par("status"), config=TICK,
         inputs={parser[STATUS_STREAM]: Grouping.fields("url"),
                 blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})

@@ -91,6 +91,11 @@ def nimbus_client(port: int, host: str = "127.0.0.1", timeout_ms: int = 10000):
                        trans_factory=TFramedTransportFactory())
 
 
+def node_host(index: int) -> str:
+    """The address of node ``index`` (1, 2, ...)."""
+    return f"127.0.0.{index}"
+
+
 @dataclass(frozen=True)
 class Node:
     """One supervisor of the cluster, standing for one machine (module docstring)."""
@@ -102,7 +107,7 @@ class Node:
 
     @property
     def host(self) -> str:
-        return f"127.0.0.{self.index}"
+        return node_host(self.index)
 
     @property
     def name(self) -> str:
@@ -177,8 +182,7 @@ class StormCluster:
 
     # -- nodes and files --------------------------------------------------------------------------
     def node(self, index: int) -> Node:
-        host = f"127.0.0.{index}"
-        return Node(index, self.base / "nodes" / host, self.supervisor_port + index - 1,
+        return Node(index, self.base / "nodes" / node_host(index), self.supervisor_port + index - 1,
                     tuple(p + SLOT_STRIDE * (index - 1) for p in self.slots))
 
     def known_nodes(self) -> list[Node]:
@@ -199,6 +203,11 @@ class StormCluster:
         if name.startswith("supervisor-") and name[11:].isdigit():
             return self.node(int(name[11:]))
         return None
+
+    def _address(self, name: str) -> str:
+        """The address daemon ``name`` listens on: its node's, else 127.0.0.1."""
+        node = self._node_of(name)
+        return node.host if node is not None else "127.0.0.1"
 
     def daemon_ports(self, name: str) -> list[int]:
         node = self._node_of(name)
@@ -341,16 +350,7 @@ class StormCluster:
         """Where each component of a topology runs: ``{component: ["host:port", ...]}``, the
         worker of each of its executors (sorted; Storm's own ``__acker`` and ``__system`` left
         out)."""
-        try:
-            client = nimbus_client(self.nimbus_port, timeout_ms=5000)
-        except (OSError, socket.timeout) as exc:
-            raise ClusterError(f"nimbus at 127.0.0.1:{self.nimbus_port} does not answer: {exc}") from exc
-        try:
-            info = client.getTopologyInfo(topology_id)
-        except Exception as exc:  # noqa: BLE001 - Thrift errors of every kind
-            raise ClusterError(f"nimbus at 127.0.0.1:{self.nimbus_port}: {exc}") from exc
-        finally:
-            client.close()
+        info = self._nimbus(lambda client: client.getTopologyInfo(topology_id), 5000)
         where: dict[str, list[str]] = {}
         for ex in info.executors or []:
             if not ex.component_id.startswith("__"):
@@ -358,12 +358,16 @@ class StormCluster:
         return {c: sorted(v) for c, v in sorted(where.items())}
 
     def _cluster_info(self, timeout_ms: int = 10000):
+        return self._nimbus(lambda client: client.getClusterInfo(), timeout_ms)
+
+    def _nimbus(self, call, timeout_ms: int = 10000):
+        """``call(client)`` with a Thrift client of nimbus; its errors as ClusterError."""
         try:
             client = nimbus_client(self.nimbus_port, timeout_ms=timeout_ms)
         except (OSError, socket.timeout) as exc:
             raise ClusterError(f"nimbus at 127.0.0.1:{self.nimbus_port} does not answer: {exc}") from exc
         try:
-            return client.getClusterInfo()
+            return call(client)
         except Exception as exc:  # noqa: BLE001 - Thrift errors of every kind: nimbus not ready
             raise ClusterError(f"nimbus at 127.0.0.1:{self.nimbus_port}: {exc}") from exc
         finally:
@@ -389,7 +393,7 @@ class StormCluster:
                 node = self._node_of(name)
                 if node is not None:  # a node added to a running cluster gets its conf here
                     self._write_node_conf(node)
-                host = node.host if node is not None else "127.0.0.1"
+                host = self._address(name)
                 for port in self.ports[name]:
                     if port_open(port, host):
                         raise ClusterError(
@@ -429,7 +433,7 @@ class StormCluster:
         env["STORM_LOG_DIR"] = str(logs)
         if name == "nimbus" or node is not None:  # ZooKeeper and the UI have their own setting
             env["STORM_JAVA_OPTS"] = (env.get("STORM_JAVA_OPTS", "") + " "
-                                      + self.bind_opts(node.host if node else "127.0.0.1")).strip()
+                                      + self.bind_opts(self._address(name))).strip()
         venv_bin = str(Path(sys.executable).parent)
         # the workers find `streamparse_run` (and the project's Python) on the supervisor's PATH
         env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
