@@ -137,3 +137,38 @@ def _no_sigterm_handler_leak():
     old = signal.getsignal(signal.SIGTERM)
     yield
     signal.signal(signal.SIGTERM, old)
+
+
+# --- shutdown at a topology kill -----------------------------------------------------------------
+SHUTDOWN_CHILD = """
+import os, signal, sys, time
+from owler.task.component import OwlerComponent
+
+class Closer(OwlerComponent):
+    def shutdown(self):
+        # the second SIGTERM of a kill arrives while the first one's shutdown closes its files
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+        open(sys.argv[1], "w").write("closed")
+
+c = Closer()
+c.owler_setup({}, {"taskid": 3, "componentid": "warc"})
+print("ready", flush=True)
+sys.stdin.readline()  # blocked like pystorm's main loop, waiting for Storm
+"""
+
+
+def test_a_second_sigterm_does_not_cut_the_first_ones_shutdown_short(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    marker = tmp_path / "closed"
+    child = subprocess.Popen([sys.executable, "-c", SHUTDOWN_CHILD, str(marker)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "ready\n"
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=20) == 0
+    finally:
+        child.kill()
+    assert marker.read_text() == "closed"

@@ -5,7 +5,8 @@ components that emit statuses share (:class:`StatusEmitter`).
   (StormCrawler's way): every crawler key travels in the Storm conf.
 - A clean end: Storm stops a shell component with SIGTERM (topology killed) or by closing its
   stdin (worker gone). Both paths call :meth:`OwlerComponent.shutdown` once, where a component
-  closes what it holds (WARC files, database connections) before the process exits.
+  closes what it holds (WARC files, database connections) before the process exits; a SIGTERM
+  that arrives while it closes does not cut the close short.
 - Counters written every few seconds to ``<owler.run.dir>/<component>-<task>.json`` for
   ``owler run``'s progress line and idle detection: a file, because ``report_metric`` kills a
   ShellBolt that has no Java metric registered under the same name.
@@ -165,6 +166,11 @@ class OwlerComponent:
                 pass
 
     def _on_sigterm(self, signum, frame):  # noqa: ARG002
+        # Storm sends SIGTERM twice at a kill: the supervisor to every process of the worker, then
+        # the worker's own shutdown to its shell components. Python runs the second handler inside
+        # the first; it must let that one finish closing (WARC files) instead of exiting at once.
+        if getattr(self, "_shut", True):
+            return
         self._shutdown_once()
         os._exit(0)
 
