@@ -1,7 +1,9 @@
 """owler.warc.s3 and owler.warc.upload against a real S3 API server (moto) on 127.0.0.1: listing,
 reads that survive cut connections, verified single-part and multipart uploads, uploads retried
-while the server is away, and the explorative WARC writer (a real multilang subprocess) uploading
-the files it closes."""
+while the server is away, the explorative WARC writer (a real multilang subprocess) uploading
+the files it closes, and WARC files streamed to S3 (owler.warc.stream): parts of whole records,
+pages held until their part is stored, the uploads of a crashed writer completed by the next one,
+and replays of pages it stored not archived again."""
 
 from __future__ import annotations
 
@@ -135,7 +137,8 @@ def test_explorative_warc_writer_uploads_closed_files(s3_server, tmp_path, monke
     c = load_conf()
     c.update({"warc.dir": str(tmp_path / "warc"), "warc.s3.bucket": s3_server.bucket("expl-out"),
               "warc.s3.prefix": "crawl", "s3.endpoint": s3_server.endpoint,
-              "warc.rotation.size": 1, "owler.run.dir": str(tmp_path / "run")})
+              "warc.rotation.size": 1, "owler.run.dir": str(tmp_path / "run"),
+              "warc.s3.stream": False})
     for k, v in s3_server.env.items():
         monkeypatch.setenv(k, v)
     bolt = ShellComponent("bolts.warc_writer.WARCWriterBolt", c, tmp_path, "warc")
@@ -154,3 +157,155 @@ def test_explorative_warc_writer_uploads_closed_files(s3_server, tmp_path, monke
     objects = s3_server.objects("expl-out", "crawl/")
     assert len(objects) == 2 and not list((tmp_path / "warc").glob("*.warc.gz"))
     assert all(b"http://e.example/" in gzip.decompress(v) for v in objects.values())
+
+
+# --- WARC files streamed to S3 (owler.warc.stream) ------------------------------------------------
+MiB = 1 << 20
+
+
+def stream_writer(env, bucket: str, partition: str = "00", **kw):
+    from owler.warc.stream import S3StreamWriter
+
+    return S3StreamWriter.from_conf(
+        conf_for(env.port, **{"warc.s3.bucket": bucket, "warc.s3.prefix": "crawl",
+                              "warc.s3.stream.part.size": 5 * MiB}), partition, **kw)
+
+
+def write_pages(w, first: int, n: int, size: int = MiB) -> list[tuple[str, str, int]]:
+    """``n`` pages of incompressible ``size``-byte bodies: (url, file, end offset) of each."""
+    out = []
+    for i in range(first, first + n):
+        url = f"http://big.example/{i}"
+        w.write_exchange(url, fetch_time=time.time(), request_line_and_headers=None,
+                         status_line="HTTP/1.1 200 OK",
+                         response_headers=[("Content-Type", "application/octet-stream")],
+                         payload=os.urandom(size))
+        rec = w.last_record
+        out.append((url, rec.filename, rec.offset + rec.length))
+    return out
+
+
+def stored_records(env, bucket: str, key: str) -> list[str]:
+    """Target URIs of the responses in an object, every record read whole with its digests."""
+    from warcio.archiveiterator import ArchiveIterator
+    import io
+
+    body = env.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    uris = []
+    for rec in ArchiveIterator(io.BytesIO(body), check_digests="raise"):
+        rec.content_stream().read()
+        if rec.rec_type == "response":
+            uris.append(rec.rec_headers.get_header("WARC-Target-URI"))
+    return uris
+
+
+def test_streamed_parts_hold_whole_records_and_pages_wait_for_their_part(env):
+    from owler.warc.reader import InputRecord, iter_records
+
+    b = env.bucket("stream-parts")
+    w = stream_writer(env, b)
+    pages = write_pages(w, 0, 4)
+    assert not any(w.durable(name, end) for _, name, end in pages)  # 4 MiB: still in memory
+    assert not env.objects(b)
+    pages += write_pages(w, 4, 2)  # past 5 MiB: the part is stored, between two records
+    key = w.key(pages[0][1])
+    uploads = env.client.list_multipart_uploads(Bucket=b)["Uploads"]
+    parts = env.client.list_parts(Bucket=b, Key=key, UploadId=uploads[0]["UploadId"])["Parts"]
+    assert len(parts) == 1 and parts[0]["Size"] >= 5 * MiB
+    assert all(w.durable(name, end) for _, name, end in pages[:5])
+    assert not w.durable(*pages[5][1:])  # the sixth page is in the next part
+    w.make_durable()  # under 5 MiB buffered: the file is completed, last part smaller
+    assert w.durable(*pages[5][1:]) and not env.client.list_multipart_uploads(Bucket=b).get("Uploads")
+    assert stored_records(env, b, key) == [u for u, _, _ in pages]
+    # the first part alone is a run of whole records too
+    body = env.client.get_object(Bucket=b, Key=key,
+                                 Range=f"bytes=0-{parts[0]['Size'] - 1}")["Body"].read()
+    import io
+    recs = [r for r in iter_records(io.BytesIO(body)) if isinstance(r, InputRecord)]
+    assert [r.type for r in recs] == ["warcinfo"] + ["response"] * 5
+    assert all(r.problem is None for r in recs)
+    w.close()
+
+
+def test_a_crashed_writers_uploads_are_completed_and_its_stored_pages_not_archived_twice(env):
+    b = env.bucket("stream-crash")
+    dead = stream_writer(env, b, "07")
+    stored = write_pages(dead, 0, 6)  # one part stored (pages 0-4), page 5 buffered
+    other = stream_writer(env, b, "08")
+    write_pages(other, 100, 6)  # another partition, still being written: not touched
+    empty = env.client.create_multipart_upload(Bucket=b, Key="crawl/OWLER-20260101000000-07-00000"
+                                                          ".warc.gz")["UploadId"]
+    # the node dies: no close. The task starts again elsewhere.
+    again = stream_writer(env, b, "07")
+    done = again.recover()
+    key = dead.key(stored[0][1])
+    assert done == [key]
+    assert stored_records(env, b, key) == [u for u, _, _ in stored[:5]]  # page 5 is lost (replayed)
+    left = env.client.list_multipart_uploads(Bucket=b).get("Uploads", [])
+    assert [u["Key"] for u in left] == [other.key(other.current_name)]  # empty one aborted
+    assert all(u["UploadId"] != empty for u in left)
+    now = time.time()
+    assert all(again.recently_archived(u, now) for u, _, _ in stored[:5])
+    assert not again.recently_archived(stored[5][0], now)  # never stored: archived on replay
+    assert not again.recently_archived(stored[0][0], now + 601)  # outside the window
+    other.close()
+
+
+def test_a_part_s3_refuses_loses_only_the_unstored_pages(env, monkeypatch):
+    from botocore.exceptions import ClientError
+
+    b = env.bucket("stream-refused")
+    w = stream_writer(env, b)
+    first = write_pages(w, 0, 6)  # part 1 stored
+    name = first[0][1]
+    refuse = ClientError({"Error": {"Code": "InternalError", "Message": "refused"}}, "UploadPart")
+    monkeypatch.setattr(w.s3, "upload_part", lambda **kw: (_ for _ in ()).throw(refuse))
+    w.make_durable()
+    assert all(w.durable(n, e) for _, n, e in first[:5])
+    assert w.lost(name, first[5][2]) and not w.lost(name, first[4][2])
+    assert stored_records(env, b, w.key(name)) == [u for u, _, _ in first[:5]]
+    with pytest.raises(OSError, match="cannot store part"):  # a write that needs a part fails
+        write_pages(w, 10, 6)  # (the next file; its buffer is cut back, nothing stored)
+    monkeypatch.undo()
+    w.close()
+
+
+def test_streaming_warc_writer_bolt_passes_pages_on_once_stored(s3_server, tmp_path, monkeypatch):
+    c = load_conf()
+    c.update({"warc.dir": str(tmp_path / "warc"), "warc.s3.bucket": s3_server.bucket("stream-bolt"),
+              "warc.s3.prefix": "crawl", "s3.endpoint": s3_server.endpoint,
+              "warc.s3.max.age": 1, "owler.run.dir": str(tmp_path / "run"),
+              "warc.pass.on": True})  # as the topologies wire it before the parser
+    for k, v in s3_server.env.items():
+        monkeypatch.setenv(k, v)
+    page = b"<html><body>hello</body></html>"
+    md = {wire.RAW_HEADERS: ["Content-Type: text/html"], wire.RAW_STATUS_LINE: ["HTTP/1.1 200 OK"],
+          wire.RAW_FETCH_TIME: [repr(time.time())]}
+
+    def run_bolt(tid: str, replay: bool = False):
+        bolt = ShellComponent("bolts.warc_writer.WARCWriterBolt", c, tmp_path, "warc", task=4)
+        try:
+            bolt.process(["http://e.example/a", wire.encode_content(page), md], tid=tid)
+            if not replay:
+                seen = []
+                with pytest.raises(TimeoutError):  # nothing passed on, nothing acked yet
+                    seen = bolt.read_until(lambda m: m.get("command") in ("emit", "ack"), 0.8)
+                assert not seen and not s3_server.objects("stream-bolt", "crawl/")
+                time.sleep(0.5)
+                bolt.tick()  # the page has waited warc.s3.max.age: the file is completed
+            msgs = bolt.until_acked(tid)
+        finally:
+            assert bolt.close() == 0
+        return msgs
+
+    msgs = run_bolt("w1")
+    emitted = [m for m in msgs if m.get("command") == "emit"]
+    assert len(emitted) == 1 and emitted[0]["anchors"] == ["w1"]
+    assert emitted[0]["tuple"][0] == "http://e.example/a"
+    objects = s3_server.objects("stream-bolt", "crawl/")
+    assert len(objects) == 1 and b"http://e.example/a" in gzip.decompress(*objects.values())
+    assert not (tmp_path / "warc").exists()  # nothing on the node's disk
+    # a new task of the partition: Storm's replay of the page is passed on, not archived again
+    msgs = run_bolt("w2", replay=True)
+    assert [m for m in msgs if m.get("command") == "emit"]
+    assert len(s3_server.objects("stream-bolt", "crawl/")) == 1

@@ -36,9 +36,19 @@ UPLOADED_SUFFIX = ".uploaded"
 
 def open_output(conf: Mapping[str, Any], partition: str, extra_info: Mapping[str, Any] | None = None
                 ) -> tuple[WARCWriter, "Uploader | None"]:
-    """A writer task's WARC output: files of ``partition`` left ``.open`` by an earlier run are
+    """A writer task's WARC output: with ``warc.s3.stream`` (and a bucket) an
+    :class:`~owler.warc.stream.S3StreamWriter` that has completed the uploads its partition left
+    open; else local files, where files of ``partition`` left ``.open`` by an earlier run are
     finalized, its finished files still in ``warc.dir`` are queued for upload (with
     ``warc.s3.bucket``), and the writer hands every file it closes to the uploader."""
+    from owler.warc.stream import S3StreamWriter, stream_enabled
+
+    if stream_enabled(conf):  # straight to S3: nothing on the node's disk
+        stream = S3StreamWriter.from_conf(conf, partition, extra_info=extra_info)
+        done = stream.recover()
+        if done:
+            log.warning("completed %d WARC uploads left open by an earlier run", len(done))
+        return stream, None
     writer = WARCWriter.from_conf(conf, partition, extra_info=extra_info)  # opens no file yet
     recovered = recover_open_files(writer.directory, prefix=writer.prefix, partition=partition)
     if recovered:

@@ -127,7 +127,6 @@ class WARCWriter:
             raise ValueError(f"gzip level must be 0..9, not {gzip_level}")
         R.warc_date(0, date_precision)  # validates the precision
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix
         self.partition = partition
         self.rotation_size = int(rotation_size)
@@ -396,12 +395,10 @@ class WARCWriter:
         while True:
             name = f"{self.prefix}-{stamp}-{self.partition}-{self._serial:05d}{WARC_SUFFIX}"
             self._serial += 1
-            final = self.directory / name
-            path = self.directory / (name + OPEN_SUFFIX)
-            if final.exists() or (self.directory / (name + CORRUPT_SUFFIX)).exists():
+            if self._name_taken(name):
                 continue
             try:
-                fh = open(path, "xb")
+                fh, path = self._create(name)
             except FileExistsError:
                 continue
             break
@@ -417,8 +414,7 @@ class WARCWriter:
             fh.write(member)
             fh.flush()
         except OSError:
-            fh.close()
-            path.unlink(missing_ok=True)
+            self._discard(fh, path)
             raise
         self._fh, self._open_path, self._final_name = fh, path, name
         self._opened_at, self._size, self._warcinfo_id = now, len(member), info_id
@@ -457,6 +453,39 @@ class WARCWriter:
         self.stats.bytes += n
         return start
 
+    # the storage of a file: a local ``.open`` file here (owler.warc.stream: an S3 upload)
+    def _name_taken(self, name: str) -> bool:
+        return any((self.directory / (name + s)).exists() for s in ("", CORRUPT_SUFFIX))
+
+    def _create(self, name: str):
+        """Open the file ``name`` is written as; FileExistsError if it is taken."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / (name + OPEN_SUFFIX)
+        return open(path, "xb"), path
+
+    def _discard(self, fh, path) -> None:
+        fh.close()
+        path.unlink(missing_ok=True)
+
+    def _finish(self, fh, path):
+        """Make the file final; its final location (the final path)."""
+        try:
+            fh.flush()
+            os.fsync(fh.fileno())
+        finally:
+            fh.close()
+        return _finalize(path)
+
+    def durable(self, name: str, end: int) -> bool:
+        """Whether the bytes of file ``name`` up to ``end`` are stored for good. A local file's
+        bytes are in the OS once a write returns (``warc.fsync`` for more)."""
+        return True
+
+    def lost(self, name: str, end: int) -> bool:
+        """Whether the bytes of file ``name`` up to ``end`` were written and will never be
+        stored (their tuples must be failed). Never for a local file: a failed write raises."""
+        return False
+
     def _after_write(self) -> None:
         if self.rotation_size > 0 and self._size >= self.rotation_size:
             self._close_file()
@@ -466,12 +495,7 @@ class WARCWriter:
         self._fh = self._open_path = None
         if fh is None or path is None:
             return None
-        try:
-            fh.flush()
-            os.fsync(fh.fileno())
-        finally:
-            fh.close()
-        final = _finalize(path)
+        final = self._finish(fh, path)
         self.stats.files_closed += 1
         log.info("closed WARC file %s (%d bytes)", final, self._size)
         if self.on_close is not None:
