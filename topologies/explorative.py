@@ -1,8 +1,11 @@
 """The explorative crawl: frontier → partitioner → fetcher → parser → outlinks back to the frontier.
 
-Fetched pages go from the fetcher both to the parser and to the WARC writer (one copy each, no
-extra hop for the content). Page statuses go straight to the status updater; outlinks, one batch
-tuple per page, go through the URL filters and the blacklist first.
+Fetched pages go from the fetcher to the parser and to the WARC writer (one copy each). With WARC
+files streamed to S3 the writer comes first instead: it passes each page on to the parser once its
+records are stored (bolts/warc_writer.py), so a FETCHED status never outlives a lost capture, and
+pages go to the writer task of their URL, the one that knows what it stored before a crash. Page
+statuses go to the status updater; outlinks, one batch tuple per page, go through the URL filters
+and the blacklist first.
 
 Run: ``owler run explorative`` (local mode), ``sparse run -n explorative`` or
 ``sparse submit -n explorative``. Crawler keys: ``resources/crawler-conf.yaml``, a file named by
@@ -19,7 +22,8 @@ from bolts.parser import ParserBolt
 from bolts.partitioner import PartitionerBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from bolts.warc_writer import WARCWriterBolt
+from bolts.warc_writer import PASS_ON_KEY, WARCWriterBolt
+from bolts.warc_writer import wiring as warc_wiring
 from owler.conf import parallelism, topology_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
 from spouts.frontier import FrontierSpout
@@ -40,10 +44,13 @@ class Explorative(Topology):
     partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout], par=par("partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
                                par=par("fetcher"), config=TICK)
-    parser = ParserBolt.spec(name="parser", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
-                             par=par("parser"))
-    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
-                               par=par("warc"), config=TICK)
+    # to S3, archived first: a page's status is written only once its records are stored
+    archive_first = warc_wiring(CONFIG)
+    warc = WARCWriterBolt.spec(
+        name="warc", par=par("warc"), config={**TICK, PASS_ON_KEY: archive_first},
+        inputs={fetcher: Grouping.fields("url") if archive_first else Grouping.LOCAL_OR_SHUFFLE})
+    parser = ParserBolt.spec(name="parser", par=par("parser"),
+                             inputs={warc if archive_first else fetcher: Grouping.LOCAL_OR_SHUFFLE})
     urlfilter = URLFilterBolt.spec(
         name="urlfilter", par=par("urlfilter"),
         inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE,

@@ -13,7 +13,9 @@ partitioner → fetcher (grouped by key: politeness and robots.txt per queue) �
 (sitemaps: entries DISCOVERED, with lastmod/changefreq/priority/extensions, straight to the status
 updater; other pages passed on) → parser (HTML pages: FETCHED with title, signature; their
 outlinks are NOT followed: the parser's outlinks stream is not wired) and, from the fetcher, the
-WARC writer (sitemaps and pages). Redirect targets go through the URL filters and the blacklists
+WARC writer (sitemaps and pages). With WARC files streamed to S3 the writer sits between the
+fetcher and the sitemap parser (grouped by URL) and passes a page on once its records are stored
+(bolts/warc_writer.py). Redirect targets go through the URL filters and the blacklists
 as in every pipeline and inherit ``isSitemap``/``isDiscoveredOnSitemap`` (``metadata.transfer``
 of the status updater), so a redirected sitemap or listed page stays in this pipeline.
 
@@ -37,7 +39,8 @@ from bolts.partitioner import PartitionerBolt
 from bolts.sitemap_parser import SitemapParserBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from bolts.warc_writer import WARCWriterBolt
+from bolts.warc_writer import PASS_ON_KEY, WARCWriterBolt
+from bolts.warc_writer import wiring as warc_wiring
 from owler.conf import ConfError, parallelism, topology_conf
 from owler.constants import (EMIT_OUTLINKS_KEY, EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY,
                              INTEREST_TAGS_KEY, IS_SITEMAP, METADATA_TRANSFER_KEY, ON_SITEMAP,
@@ -71,12 +74,16 @@ class Sitemap(Topology):
                                        par=par("partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
                                par=par("fetcher"), config={**TICK, SITEMAP_DISCOVERY: True})
-    sitemaps = SitemapParserBolt.spec(name="sitemap", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
-                                      par=par("sitemap"))
+    # to S3, archived first: a page's status is written only once its records are stored
+    archive_first = warc_wiring(CONFIG)
+    warc = WARCWriterBolt.spec(
+        name="warc", par=par("warc"), config={**TICK, PASS_ON_KEY: archive_first},
+        inputs={fetcher: Grouping.fields("url") if archive_first else Grouping.LOCAL_OR_SHUFFLE})
+    sitemaps = SitemapParserBolt.spec(
+        name="sitemap", par=par("sitemap"),
+        inputs={warc if archive_first else fetcher: Grouping.LOCAL_OR_SHUFFLE})
     parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE},
                              par=par("parser"), config={EMIT_OUTLINKS_KEY: False})
-    warc = WARCWriterBolt.spec(name="warc", inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE},
-                               par=par("warc"), config=TICK)
     urlfilter = URLFilterBolt.spec(
         name="urlfilter", par=par("urlfilter"), inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE},
         config={URLFILTERS_FILE_KEY: "sitemap-urlfilters.json"})

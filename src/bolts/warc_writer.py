@@ -1,56 +1,122 @@
-"""WARCWriterBolt: archives every fetched page (request + response records) in rotated WARC files
-(:class:`owler.warc.writer.WARCWriter`).
+"""WARCWriterBolt: archives every fetched page (request + response records) in rotated WARC files.
 
-A tuple is acked after its records are written and flushed; files being written end in ``.open``
-and are renamed when closed (rotation by size/time, and at shutdown). Files left ``.open`` by a
-crash are finalized when the bolt starts, and with ``warc.s3.bucket`` every finished file is
-uploaded to S3, those an earlier run left behind included (:func:`owler.warc.upload.open_output`).
+Wiring (:func:`wiring`, used by the topologies):
+
+- WARC files streamed to S3 (``warc.s3.bucket`` with ``warc.s3.stream: true``): fetcher → writer
+  (grouped by URL) → parser. The writer passes each page on once its records are stored, so a
+  page's status is only written after its capture is safe and a crawl never holds a FETCHED page
+  whose capture was lost with a node.
+- otherwise (one machine's disk): fetcher → writer and fetcher → parser side by side, the writer
+  acking each page once written; one multilang hop less per page (BENCHMARKS.md, issue 16).
+
+Output (:func:`owler.warc.upload.open_output`):
+
+- ``warc.dir`` (no ``warc.s3.bucket``): records are written and flushed before the tuple is
+  acked; files end in ``.open`` until closed, and ``.open`` files a crash left are finalized
+  when the bolt starts (:class:`owler.warc.writer.WARCWriter`).
+- ``warc.s3.bucket`` (``warc.s3.stream: true``): files are S3 multipart uploads, nothing on the
+  node's disk (:mod:`owler.warc.stream`). A page goes on, and its tuple is acked, once the part
+  holding its records is stored; the bolt stores what it holds when its oldest page has waited
+  ``warc.s3.max.age`` seconds (10). Pages whose part S3 refused are failed (Storm replays them).
+  A page stored in the last ``warc.s3.dedup.window`` seconds (600) by this task, or by the task
+  before it on another node, is passed on unarchived when Storm replays it; the fetcher → writer
+  grouping by URL sends a replay to the task that stored it.
+- ``warc.s3.stream: false``: local files as above, each uploaded once closed
+  (:class:`owler.warc.upload.Uploader`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 
 from streamparse import Bolt
 
 from owler import conf as C
 from owler import wire
-from owler.constants import AGENT_NAME_KEY
+from owler.constants import AGENT_NAME_KEY, FETCHED_FIELDS
 from owler.task.component import OwlerComponent
+from owler.warc.stream import MAX_AGE_KEY, S3StreamWriter, stream_enabled
 from owler.warc.upload import open_output
 from owler.warc.writer import partition_name
 
 log = logging.getLogger("owler.warc")
 
+#: component key set by :func:`wiring`: the writer passes pages on (it feeds the parser)
+PASS_ON_KEY = "warc.pass.on"
+
+
+def wiring(conf: dict) -> bool:
+    """Whether the topology puts the WARC writer before the parser (module docstring)."""
+    return stream_enabled(conf)
+
 
 class WARCWriterBolt(OwlerComponent, Bolt):
-    outputs = []
-    auto_ack = auto_fail = False
+    outputs = FETCHED_FIELDS
+    auto_ack = auto_fail = auto_anchor = False
 
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
         agent = {"http-header-user-agent": C.get_str(storm_conf, AGENT_NAME_KEY, "")}
         self.writer, self.uploader = open_output(storm_conf, partition_name(self.task_id), agent)
+        self.streaming = isinstance(self.writer, S3StreamWriter)
+        self.passes_on = C.get_bool(storm_conf, PASS_ON_KEY, False)
+        self.max_age = C.get_float(storm_conf, MAX_AGE_KEY, 10.0)
+        self.pending: deque = deque()  # (tuple, file name, end offset, written at)
 
     def process(self, tup):
         url, content, md = tup.values[0], tup.values[1], tup.values[2] or {}
+        now = time.time()
+        if self.streaming and self.writer.recently_archived(url, now):
+            self.count("replays_not_archived")  # stored before a crash; Storm replayed it
+            self.pass_on(tup)
+            return
         try:
             n = self.writer.write_page(url, wire.decode_content(content), md)
-        except Exception as exc:  # noqa: BLE001 - e.g. disk full: fail, Storm replays the page
+        except Exception as exc:  # noqa: BLE001 - disk full, S3 away: fail, Storm replays the page
             log.exception("cannot archive %s", url)
             self.count("write_failed")
             self.report_error(f"cannot write WARC records for {url}: {type(exc).__name__}: {exc}")
             self.fail(tup)
             return
-        self.ack(tup)
+        rec = self.writer.last_record
+        self.pending.append((tup, rec.filename, rec.offset + rec.length, now))
         self.count("revisits" if md.get(wire.RAW_REVISIT) else "records")
         self.count("bytes", n)
+        self.release(now)
         self.write_stats()
 
     def process_tick(self, tup):
-        self.writer.maybe_rotate(time.time())
+        now = time.time()
+        if self.streaming and self.pending and now - self.pending[0][3] >= self.max_age:
+            self.writer.make_durable()
+        self.writer.maybe_rotate(now)
+        self.release(now)
         self.write_stats()
+
+    def release(self, now: float) -> None:
+        """Pass on the pages whose records are stored; fail those that never will be."""
+        while self.pending:
+            tup, name, end, _ = self.pending[0]
+            if self.writer.durable(name, end):
+                self.pending.popleft()
+                if self.streaming:
+                    self.writer.archived(tup.values[0], now)
+                self.pass_on(tup)
+            elif self.writer.lost(name, end):
+                self.pending.popleft()
+                self.count("write_failed")
+                self.report_error(f"WARC records of {tup.values[0]} could not be stored in {name}")
+                self.fail(tup)
+            else:
+                break
+        self.gauges["pending"] = len(self.pending)
+
+    def pass_on(self, tup):
+        if self.passes_on:
+            self.emit(tup.values, anchors=[tup])
+        self.ack(tup)
 
     def shutdown(self):
         self.writer.close()

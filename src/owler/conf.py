@@ -11,6 +11,7 @@ raise :class:`ConfError` on values of the wrong type instead of guessing.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -243,9 +244,27 @@ MAX_PARALLELISM = 1024
 OPTIONS_ENV = "OWLER_OPTIONS"
 
 
+_BUILD_CONF: dict[str, Any] | None = None  # set by building_with()
+
+
+@contextmanager
+def building_with(conf: Mapping[str, Any]):
+    """Within it, :func:`topology_conf` is ``conf``: ``owler run`` builds a topology class with
+    the run's configuration (its wiring and parallelism depend on it)."""
+    global _BUILD_CONF
+    saved, _BUILD_CONF = _BUILD_CONF, dict(conf)
+    try:
+        yield
+    finally:
+        _BUILD_CONF = saved
+
+
 def topology_conf() -> dict[str, Any]:
     """The crawler conf a topology class is built with: the defaults, the file named by
-    ``OWLER_CONF`` and the options in ``OWLER_OPTIONS``; its paths made absolute."""
+    ``OWLER_CONF`` and the options in ``OWLER_OPTIONS``; its paths made absolute (within
+    :func:`building_with`, that conf)."""
+    if _BUILD_CONF is not None:
+        return dict(_BUILD_CONF)
     options = [line for line in os.environ.get(OPTIONS_ENV, "").splitlines() if line.strip()]
     return absolute_paths(load_conf(os.environ.get("OWLER_CONF") or None, options))
 

@@ -3,10 +3,12 @@ with its own 127.0.0.k address, local dir, worker ports and logs), and the explo
 spread over two workers on both nodes, with the OpenSearch frontier and its WARC files going to
 S3 (moto server). Checks where each component ran (nimbus's assignment, the workers' logs in each
 node's folder), that each node listens on its own address only, and that the crawl is whole: every
-seed final, every FETCHED page once in the bucket. The WARC writers close their files every 5 s
-(warc.rotation.time) and upload them while they run; the test waits for that before killing the
-topology (a file still open at the kill is uploaded only by the next writer of its partition:
-issue 16 moves that off the node).
+seed final, every FETCHED page once in the bucket. Then the node of the WARC writer is killed -9
+mid-crawl (its supervisor, workers and their Python components): Storm moves its executors to the
+other node and the crawl completes, each FETCHED page archived exactly once: the WARC writers
+stream their files to S3 (owler.warc.stream) and pass a page on to the parser only once its part
+is stored, and the writer restarted on the surviving node completes the upload the dead one left
+open.
 The cluster uses config.json's env "local" ports (nimbus 6627, UI 8080), as test_cluster.py
 does; the two modules run one after the other."""
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import time
 from collections import Counter
 
@@ -200,3 +203,112 @@ def test_the_spread_crawl_is_whole(spread_crawl, opensearch):
     assert len(fetched) >= 10
     assert {u: counts[u] for u in fetched} == dict.fromkeys(fetched, 1)  # each FETCHED page once
     assert max(counts.values()) == 1
+
+
+@pytest.fixture(scope="module")
+def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
+    """The explorative crawl on both nodes; the WARC writer's node (its supervisor, workers and
+    their Python components) killed -9 mid-crawl; the crawl goes on on the other node."""
+    work = tmp_path_factory.mktemp("node-lost")
+    bucket = s3_server.bucket("node-lost")
+    conf = work / "conf.yaml"
+    conf.write_text(opensearch.conf_lines("node_lost") + (
+        f"warc.dir: {work / 'warc'}\n"
+        f"warc.s3.bucket: {bucket}\n"
+        "warc.s3.prefix: crawl\n"
+        f"s3.endpoint: {s3_server.endpoint}\n"
+        f"owler.work.dir: {nodes['work']}\n"
+        "topology.workers: 2\n"
+        "warc.rotation.time: 5\n"
+        "http.allow.private.addresses: true\n"
+        "fetcher.server.delay: 0.5\n"
+        "http.timeout: 2000\n"
+        "spout.min.delay.queries: 500\n"
+        "topology.message.timeout.secs: 40\n"
+        "frontier.lease.ttl: 20\n"))
+    out: dict = {"work": work, "conf": conf, "bucket": bucket}
+
+    def st():
+        return json.loads(ok(owler("status", "--conf", str(conf), "--json")).stdout)
+
+    def placement():  # (status exits 1 while a node is down)
+        doc = json.loads(owler("cluster", "status", "--json", *nodes["opt"]).stdout)
+        topo = next(t for t in doc["topologies"] if t["name"] == "explorative")
+        return doc, topo["placement"]
+
+    with FarmProcess(8, work / "access.log") as farm:
+        seeds = work / "seeds.txt"
+        seeds.write_text("\n".join(farm.seeds()) + "\n")
+        out["seeds"] = farm.seeds()
+        ok(owler("inject", str(seeds), "--conf", str(conf)))
+        ok(owler("cluster", "submit", "explorative", "--conf", str(conf)))
+        wait_for("pages fetched", lambda: st()["FETCHED"] >= 8, 240)
+        # the victim is the node of the WARC writer: its open upload must be recovered elsewhere
+        out["before"] = placement()[1]
+        victim = out["before"]["warc"][0].split(":")[0]
+        k = victim.rsplit(".", 1)[1]
+        survivor = next(h for h in HOSTS if h != victim)
+        marker = str(nodes["work"] / "cluster" / "nodes" / victim).encode()
+        pid_file = nodes["work"] / "cluster" / "run" / f"supervisor-{k}.pid"
+        assert processes_with(marker), f"node {victim} runs nothing"
+        os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+        out["killed_at"] = time.time()
+        assert wait_for(f"node {victim} gone", lambda: not processes_with(marker), 30, 0.5)
+
+        def moved():
+            doc, where = placement()
+            assert not doc["daemons"][f"supervisor-{k}"]["running"]
+            hosts = {w.split(":")[0] for ws in where.values() for w in ws}
+            return hosts == {survivor} and where
+        out["placement"] = wait_for(f"the executors on {survivor}", moved, 240, 5)
+
+        def finished():
+            s = st()
+            return s["due_now"] == 0 and s["FETCHED"] >= 30 and s
+        wait_for("the crawl to finish", finished, 600, 5)
+        time.sleep(6)
+        out["status"] = wait_for("the crawl to finish", finished, 60, 5)
+        out["finished_at"] = time.time()
+        opensearch.request("POST", "/node_lost_leases/_refresh")
+        _, data = opensearch.request("POST", "/node_lost_leases/_search", {
+            "size": 1000, "query": {"bool": {"must_not": {"term": {"task": True}}}}})
+        out["leases"] = [h["_source"] for h in data["hits"]["hits"]]
+        out["objects"] = wait_for("every FETCHED page in the bucket", lambda: uploaded(
+            s3_server, bucket, fetched_urls(opensearch, "node_lost")), 90, 3)
+        # what the running topology keeps on the nodes' disks (Storm's dirs, its workers' cwd)
+        out["node_files"] = [p for p in (nodes["work"]).rglob("*") if p.is_file()]
+        ok(owler("cluster", "kill", "explorative", *nodes["opt"]))
+    yield out
+
+
+def test_a_lost_node_loses_no_page_and_archives_none_twice(node_lost, opensearch):
+    assert set(node_lost["placement"]) >= {"spout", "fetcher", "parser", "warc", "status"}
+    for seed in node_lost["seeds"]:
+        _, data = opensearch.request("POST", "/node_lost/_search", {"query": {"term": {"url": seed}}})
+        hits = data["hits"]["hits"]
+        assert hits and hits[0]["_source"]["status"] != "DISCOVERED", (seed, hits)
+    fetched = fetched_urls(opensearch, "node_lost")
+    counts = responses_in(node_lost["objects"])
+    twice = sorted(u for u, n in counts.items() if n > 1)
+    assert len(fetched) >= 30 and not twice, (len(fetched), twice[:10])
+    assert fetched <= set(counts)  # and none lost: every FETCHED page has its response record
+
+
+def test_no_queue_lease_outlives_its_ttl(node_lost):
+    # the dead node's spout leases expired (or were taken back by the same task on node 1); no
+    # active lease reaches further than one TTL past the end of the crawl
+    assert node_lost["leases"]
+    limit = (node_lost["finished_at"] + 20) * 1000
+    stuck = [d for d in node_lost["leases"] if d.get("active") and d["until"] > limit]
+    assert not stuck, stuck
+
+
+def test_no_crawl_state_on_a_nodes_disk(node_lost):
+    # with the OpenSearch frontier and S3 streaming, a node holds Storm's own files only: no
+    # frontier, no WARC byte, no progress file, neither in warc.dir nor in a worker's folders
+    assert not (node_lost["work"] / "warc").exists()
+    state = [p for p in node_lost["node_files"]
+             if p.name.endswith((".sqlite", ".sqlite-wal", ".warc", ".warc.gz", ".open"))
+             or p.suffix == ".json" and p.parent.name == "run"]
+    assert not state, state
+    assert any(p.name == "worker.yaml" for p in node_lost["node_files"])  # the walk saw the workers'

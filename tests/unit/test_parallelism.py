@@ -47,3 +47,24 @@ def test_bad_parallelism_is_a_clear_error(topology, option, message):
     cls = load_topology(ROOT, topology)
     with pytest.raises(ConfError, match=message):
         check_topology_conf(cls, ROOT, load_conf(None, [option]))
+
+
+# --- where the WARC writer sits (bolts/warc_writer.py: wiring) -----------------------------------
+def inputs(cls) -> dict[str, dict[str, str]]:
+    return {s.name: {k.componentId: str(v) for k, v in s.inputs.items()} for s in cls.specs}
+
+
+@pytest.mark.parametrize("topology,reader", [("explorative", "parser"), ("sitemap", "sitemap")])
+def test_with_warc_files_streamed_to_s3_the_writer_comes_before_the_parser(topology, reader):
+    streamed = load_topology(ROOT, topology, load_conf(None, ["warc.s3.bucket=crawl"]))
+    got = inputs(streamed)
+    assert got[reader] == {"warc": "LOCAL_OR_SHUFFLE"}
+    assert got["warc"] == {"fetcher": "fields(['url'])"}  # a replay meets the task that stored it
+    spec = next(s for s in streamed.specs if s.name == "warc")
+    assert '"warc.pass.on": true' in str(spec.config)
+    local = inputs(load_topology(ROOT, topology, load_conf(None, [])))  # one disk: side by side
+    assert local[reader] == {"fetcher": "LOCAL_OR_SHUFFLE"}
+    assert local["warc"] == {"fetcher": "LOCAL_OR_SHUFFLE"}
+    files = inputs(load_topology(ROOT, topology, load_conf(None, ["warc.s3.bucket=crawl",
+                                                                  "warc.s3.stream=false"])))
+    assert files[reader] == {"fetcher": "LOCAL_OR_SHUFFLE"}

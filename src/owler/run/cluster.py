@@ -552,8 +552,8 @@ class StormCluster:
         from owler.run.runner import check_topology_conf, load_topology
 
         try:
-            check_topology_conf(load_topology(self.root, name), self.root,
-                                C.load_conf(conf_file, options, root=self.root))
+            conf = C.load_conf(conf_file, options, root=self.root)
+            check_topology_conf(load_topology(self.root, name, conf), self.root, conf)
         except C.ConfError as exc:
             raise ClusterError(f"configuration error: {exc}") from None
 

@@ -72,8 +72,9 @@ def check_topology_conf(topology, root: Path, conf: dict) -> None:
         check(C.absolute_paths(dict(conf), root))
 
 
-def load_topology(root: Path, name: str):
-    """The streamparse Topology class defined in ``topologies/<name>.py``."""
+def load_topology(root: Path, name: str, conf: dict | None = None):
+    """The streamparse Topology class defined in ``topologies/<name>.py`` (built with ``conf``
+    when given, else with the conf of ``OWLER_CONF`` / ``OWLER_OPTIONS``)."""
     path = root / "topologies" / f"{name}.py"
     if not path.is_file():
         raise RunError(f"unknown topology {name!r}; available: {', '.join(topology_names(root))}", 2)
@@ -84,7 +85,11 @@ def load_topology(root: Path, name: str):
 
     spec = importlib.util.spec_from_file_location(f"owler_topology_{name}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    if conf is None:
+        spec.loader.exec_module(module)
+    else:
+        with C.building_with(conf):
+            spec.loader.exec_module(module)
     classes = [c for c in vars(module).values()
                if inspect.isclass(c) and issubclass(c, Topology) and c is not Topology]
     if len(classes) != 1:
@@ -156,8 +161,8 @@ class LocalRun:
     # -- set-up ----------------------------------------------------------------------------
     def prepare(self) -> tuple[Path, Path]:
         home = check_runtime(self.root)
-        cls = load_topology(self.root, self.name)
         try:
+            cls = load_topology(self.root, self.name, self.conf)
             check_topology_conf(cls, self.root, self.conf)
         except C.ConfError as exc:
             raise RunError(f"configuration error: {exc}", 2) from None
