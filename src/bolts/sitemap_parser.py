@@ -11,6 +11,9 @@ the sitemap's tuple tree completes only when every entry is stored (a failed wri
 whole sitemap; its entries are then known URLs and cost no second write). Other documents go on
 the default stream with ``isSitemap=false``.
 
+The per-host budgets are counted in the frontier (shared by every task of every node); when it
+cannot be reached the sitemap's tuple is failed, and Storm replays it later.
+
 Counters: ``sitemaps``, ``pages`` (passed on), ``urls``/``sitemaps`` (entries emitted),
 ``kind/<urlset|sitemapindex|text|rss|atom>``, ``error/<cause>``, ``dropped/<why>``,
 ``rejected/<filter>``, ``blacklisted/<list>``, ``truncated/<why>``, ``host_budget``,
@@ -25,6 +28,7 @@ from streamparse import Bolt, Stream
 
 from owler import wire
 from owler.constants import FETCHED_FIELDS, IS_SITEMAP, STATUS_FIELDS, STATUS_STREAM, Status
+from owler.frontier import FrontierError, open_frontier
 from owler.sitemap.processor import ERROR_SOURCE_VALUE, SitemapProcessor
 from owler.task.component import StatusEmitter
 
@@ -33,27 +37,42 @@ log = logging.getLogger("owler.sitemap")
 
 class SitemapParserBolt(StatusEmitter, Bolt):
     outputs = [Stream(FETCHED_FIELDS), Stream(STATUS_FIELDS, name=STATUS_STREAM)]
+    auto_ack = auto_fail = False
 
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
-        self.processor = SitemapProcessor(storm_conf)
+        self.frontier = open_frontier(storm_conf)  # the host budgets
+        self.processor = SitemapProcessor(storm_conf, budgets=self.frontier)
 
     def process(self, tup):
+        try:
+            self.handle(tup)
+        except FrontierError as exc:  # the budgets cannot be charged: Storm replays the sitemap
+            self.count("budget_unavailable")
+            self.report_error(f"sitemap host budgets: {exc}")
+            self.fail(tup)
+            return
+        self.ack(tup)
+
+    def handle(self, tup):
         url, content, md = tup.values[0], tup.values[1], dict(tup.values[2] or {})
         try:
             payload = wire.decode_content(content)
             if not self.processor.is_sitemap(md, payload):
                 md[IS_SITEMAP] = ["false"]
                 self.count("pages")
-                self.emit([url, content, md])
+                self.emit([url, content, md], anchors=[tup])
                 return
             self.count("sitemaps")
             self.processor.gate.blacklist.maybe_reload()
             out = self.processor.process(url, payload, md)
             for entry_url, entry_md in out.entries:
-                self.emit([entry_url, entry_md, Status.DISCOVERED.value], stream=STATUS_STREAM)
+                self.emit([entry_url, entry_md, Status.DISCOVERED.value], stream=STATUS_STREAM,
+                          anchors=[tup])
             self.count(out.status.value)
-            self.emit_status(url, out.metadata, out.status)
+            self.emit_status(url, out.metadata, out.status, anchors=[tup])
+        except FrontierError:
+            raise
         except Exception as exc:  # noqa: BLE001 - never let a document kill the bolt
             log.exception("sitemap parsing failed on %s", url)
             self.emit_error(url, md, exc, source=ERROR_SOURCE_VALUE, cause="exception",
@@ -63,3 +82,6 @@ class SitemapParserBolt(StatusEmitter, Bolt):
 
     def collect(self, counters, gauges):
         counters.update(dict(self.processor.counters))
+
+    def shutdown(self):
+        self.frontier.close()

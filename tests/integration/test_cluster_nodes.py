@@ -9,7 +9,8 @@ other node and the crawl completes, each FETCHED page archived exactly once: the
 stream their files to S3 (owler.warc.stream) and pass a page on to the parser only once its part
 is stored, and the writer restarted on the surviving node completes the upload the dead one left
 open.
-The cluster uses config.json's env "local" ports (nimbus 6627, UI 8080), as test_cluster.py
+The sitemap topology runs spread over both nodes as well, its two parser tasks sharing the host
+budgets in OpenSearch. The cluster uses config.json's env "local" ports (nimbus 6627, UI 8080), as test_cluster.py
 does; the two modules run one after the other."""
 
 from __future__ import annotations
@@ -206,6 +207,90 @@ def test_the_spread_crawl_is_whole(spread_crawl, opensearch):
 
 
 @pytest.fixture(scope="module")
+def sitemap_spread(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
+    """The sitemap topology on both nodes: two workers, two sitemap parser tasks sharing the
+    host budgets in OpenSearch, WARC files streamed to S3 (the writer before the parsers)."""
+    from tests.integration.test_sitemap_crawl import SitemapFarm
+
+    work = tmp_path_factory.mktemp("nodes-sitemap")
+    bucket = s3_server.bucket("nodes-sitemap")
+    conf = work / "conf.yaml"
+    conf.write_text(opensearch.conf_lines("nodes_sitemap") + (
+        f"warc.dir: {work / 'warc'}\n"
+        f"warc.s3.bucket: {bucket}\n"
+        "warc.s3.prefix: crawl\n"
+        f"s3.endpoint: {s3_server.endpoint}\n"
+        f"owler.work.dir: {nodes['work']}\n"
+        "topology.workers: 2\n"
+        "warc.s3.max.age: 3\n"
+        "parallelism.sitemap: 2\n"
+        "http.allow.private.addresses: true\n"
+        "fetcher.server.delay: 0.3\n"
+        "http.timeout: 3000\n"
+        "spout.min.delay.queries: 500\n"
+        "spout.ttl.purgatory: 5\n"
+        "opensearch.status.max.buckets: 20\n"
+        "topology.message.timeout.secs: 60\n"
+        "frontier.lease.ttl: 30\n"
+        "sitemap.max.depth: 3\n"))
+    out: dict = {"work": work, "conf": conf, "bucket": bucket}
+    with SitemapFarm(work / "access.log") as farm:
+        from tests.farm.server import SITEMAP_SITES
+
+        seeds = work / "seeds.txt"
+        seeds.write_text("".join(farm.u(s, "/") + "\n" for s in SITEMAP_SITES))
+        ok(owler("inject", str(seeds), "--conf", str(conf)))
+        ok(owler("cluster", "submit", "sitemap", "--conf", str(conf)))
+
+        def placed():
+            doc = json.loads(ok(owler("cluster", "status", "--json", *nodes["opt"])).stdout)
+            topo = next((t for t in doc["topologies"] if t["name"] == "sitemap"), None)
+            return topo and len(topo["placement"]) >= 8 and topo
+        out["topology"] = wait_for("the topology's placement", placed, 120)
+
+        def st():
+            return json.loads(ok(owler("status", "--conf", str(conf), "--json")).stdout)
+
+        last: list = []
+
+        def settled():  # the sitemaps and their pages: nothing due and the counts stand still
+            s = st()
+            last.append((s["FETCHED"], s["total"]))
+            return s["due_now"] == 0 and s["FETCHED"] >= 20 and last[-3:] == [last[-1]] * 3 and s
+        out["status"] = wait_for("the sitemap crawl to settle", settled, 400, 5)
+        out["log"] = farm.access_log()
+        out["farm"] = farm
+        out["objects"] = wait_for("every FETCHED page in the bucket", lambda: uploaded(
+            s3_server, bucket, fetched_urls(opensearch, "nodes_sitemap")), 90, 3)
+        opensearch.request("POST", "/nodes_sitemap_budgets/_refresh")
+        _, data = opensearch.request("POST", "/nodes_sitemap_budgets/_search", {"size": 100})
+        out["budgets"] = {h["_id"]: h["_source"] for h in data["hits"]["hits"]}
+        ok(owler("cluster", "kill", "sitemap", *nodes["opt"]))
+    yield out
+
+
+def test_the_sitemap_topology_spread_over_both_nodes(sitemap_spread, opensearch):
+    from tests.integration.test_sitemap_crawl import PAGES, SITEMAP_FILES, requested
+
+    placement = sitemap_spread["topology"]["placement"]
+    assert len(placement["sitemap"]) == 2
+    assert {w.split(":")[0] for ws in placement.values() for w in ws} == HOSTS
+    farm, log = sitemap_spread["farm"], sitemap_spread["log"]
+    for site in SITEMAP_FILES:
+        paths = requested(log, farm, site)
+        assert len(paths) == len(set(paths)), (site, sorted(paths))  # nothing fetched twice
+        assert set(paths) - {"/robots.txt"} == SITEMAP_FILES[site] | PAGES[site], site
+    counts = responses_in(sitemap_spread["objects"])
+    fetched = fetched_urls(opensearch, "nodes_sitemap")
+    assert fetched <= set(counts) and max(counts.values()) == 1  # each archived once
+    # the host budgets were charged in the frontier, shared by both parser tasks
+    host = farm.host("sm_robots")
+    used = {k: v["used"] for k, v in sitemap_spread["budgets"].items() if host in k}
+    assert used.get(f"urls:{host}", 0) >= len(PAGES["sm_robots"]), sitemap_spread["budgets"]
+    assert used.get(f"sitemaps:{host}", 0) >= 1
+
+
+@pytest.fixture(scope="module")
 def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
     """The explorative crawl on both nodes; the WARC writer's node (its supervisor, workers and
     their Python components) killed -9 mid-crawl; the crawl goes on on the other node."""
@@ -312,3 +397,4 @@ def test_no_crawl_state_on_a_nodes_disk(node_lost):
              or p.suffix == ".json" and p.parent.name == "run"]
     assert not state, state
     assert any(p.name == "worker.yaml" for p in node_lost["node_files"])  # the walk saw the workers'
+

@@ -258,3 +258,24 @@ def test_sitemap_refresh_of_known_urls(conf):
     # the same listing again changes nothing (a noop)
     assert f.apply_updates([StatusUpdate(page, Status.DISCOVERED, listing, now - 5, "sm.example")]) == []
     f.close()
+
+
+def test_charge_shares_one_allowance_between_tasks_exactly(conf, opensearch):
+    # the sitemap host budgets: tasks of several nodes charge the same counter at once
+    from concurrent.futures import ThreadPoolExecutor
+
+    tasks = [open_frontier(conf) for _ in range(4)]
+    try:
+        now = time.time()
+        with ThreadPoolExecutor(8) as pool:
+            granted = list(pool.map(
+                lambda i: tasks[i % 4].charge("urls:a.example", 3, 100, now, 3600), range(48)))
+        assert sum(granted) == 100 and sorted(set(granted)) == [0, 1, 3]
+        assert tasks[0].charge("urls:a.example", 5, 100, now + 3600, 3600) == 5  # a new window
+        assert tasks[1].charge("urls:b.example", 5, -1, now, 3600) == 5
+        _, doc = opensearch.request("GET", f"/{conf['opensearch.status.index.name']}_budgets/"
+                                           "_doc/urls:a.example")
+        assert doc["_source"]["used"] == 5
+    finally:
+        for t in tasks:
+            t.close()

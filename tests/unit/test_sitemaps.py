@@ -208,3 +208,40 @@ def test_a_sitemap_not_modified_since_its_last_fetch_is_fetched_without_entries(
     md = {"isSitemap": ["true"], "fetch.statusCode": ["304"], "isFeed": ["true"]}
     out, entries = run(SitemapProcessor(conf), "http://a.com/feed.xml", b"", md)
     assert out.status is Status.FETCHED and not entries and out.metadata["isFeed"] == ["true"]
+
+
+def test_host_budgets_are_shared_by_every_task_through_the_frontier(conf, tmp_path):
+    # two parser tasks (each its own connection to the frontier file, as in two processes)
+    from owler.frontier.sqlite import SQLiteFrontier
+
+    limits = {**conf, "sitemap.max.urls.per.host": 5, "sitemap.max.sitemaps.per.host": 3}
+    a, b = (SQLiteFrontier(tmp_path / "f.sqlite", {}) for _ in range(2))
+    try:
+        one, two = SitemapProcessor(limits, budgets=a), SitemapProcessor(limits, budgets=b)
+        body = urlset(*(url(f"http://a.com/{i}") for i in range(4)))
+        _, e1 = run(one, "http://a.com/s1.xml", body)
+        _, e2 = run(two, "http://a.com/s2.xml", body)
+        assert len(e1) == 4 and len(e2) == 1  # 5 URLs for the host, not 5 per task
+        assert two.counters["dropped/host_budget"] == 3
+        out, _ = run(one, "http://a.com/s3.xml", body)  # third sitemap: budget of 3 sitemaps
+        assert "sitemap.truncated" not in out.metadata
+        out, e = run(two, "http://a.com/s4.xml", body)
+        assert out.metadata["sitemap.truncated"] == ["host_budget"] and e == {}
+        assert a.charge("urls:a.com", 1, 5, NOW + 86400, 86400) == 1  # a new window
+    finally:
+        a.close()
+        b.close()
+
+
+def test_frontier_charge_grants_up_to_the_limit_per_window(tmp_path):
+    from owler.frontier.sqlite import SQLiteFrontier
+
+    f = SQLiteFrontier(tmp_path / "f.sqlite", {})
+    try:
+        assert f.charge("c", 3, 5, 100.0, 10.0) == 3
+        assert f.charge("c", 3, 5, 101.0, 10.0) == 2
+        assert f.charge("c", 1, 5, 109.9, 10.0) == 0
+        assert f.charge("c", 7, 5, 110.0, 10.0) == 5  # the window that began at 100 is over
+        assert f.charge("other", 9, -1, 110.0, 10.0) == 9  # no limit
+    finally:
+        f.close()

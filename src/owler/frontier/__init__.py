@@ -115,6 +115,12 @@ class Frontier(Protocol):
 
     def get(self, url: str) -> FrontierRecord | None: ...
 
+    def charge(self, counter: str, n: int, limit: int, now: float, period: float) -> int:
+        """Take up to ``n`` from ``counter``'s allowance of ``limit`` (``< 0``: none) per window
+        of ``period`` seconds, atomically for every task sharing the frontier; the number granted.
+        Raises FrontierError when the frontier cannot be reached."""
+        ...
+
     def close(self) -> None: ...
 
     #: ``True`` when spout tasks take queues under leases (:meth:`release` ends a round)

@@ -56,6 +56,7 @@ import hashlib
 import json
 import logging
 import os
+import random
 import socket
 import time
 from pathlib import Path
@@ -105,6 +106,7 @@ class OpenSearchFrontier:
         self.client = OSClient(conf, "status")
         self.index = str(conn_key(conf, "status", INDEX_NAME, "status"))
         self.leases_index = f"{self.index}_leases"
+        self._budgets_ready = False  # <index>_budgets checked (charge())
         self.routing = C.get_bool(conf, "opensearch.status.routing", False)
         self.partition_mode = partition_mode(conf)
         self.tag_rules = tag_rules(conf.get(FRONTIER_TAGS_KEY))
@@ -326,6 +328,42 @@ class OpenSearchFrontier:
                if next(iter(i.values())).get("status", 500) >= 300]
         if bad:
             raise OpenSearchError(f"cannot block {len(bad)} queue(s): status {bad[0]}")
+
+    def charge(self, counter: str, n: int, limit: int, now: float, period: float) -> int:
+        """Take up to ``n`` from ``counter``'s allowance of ``limit`` per ``period`` seconds (as
+        the SQLite frontier's): one scripted update of the counter's document in
+        ``<index>_budgets``, atomic in OpenSearch, so every task of every node shares it."""
+        index = f"{self.index}_budgets"
+        body = {
+            "scripted_upsert": True, "upsert": {},
+            "script": {"lang": "painless", "params": {
+                "now": int(now * 1000), "period": int(period * 1000), "n": n, "limit": limit},
+                "source": (
+                    "if (ctx._source.start == null || params.now - ctx._source.start >= params.period)"
+                    " { ctx._source.start = params.now; ctx._source.used = 0L }"
+                    " long n = params.n;"
+                    " long left = params.limit < 0 ? n : params.limit - ctx._source.used;"
+                    " long g = left < 0 ? 0L : (n < left ? n : left);"  # (Painless's Math is double)
+                    " ctx._source.used += g; ctx._source.granted = g")}}
+        path = f"/{index}/_update/{quote(counter, safe='')}"
+        params = {"retry_on_conflict": 20, "_source": "granted"}
+        try:
+            if not self._budgets_ready:
+                status, _ = self.client.request("HEAD", f"/{index}", ok=(200, 404))
+                if status == 404:
+                    self._create_index(index, _load_template("budgets.json"))
+                self._budgets_ready = True
+            for attempt in range(6):  # many tasks on one counter at once: conflicts, retried
+                status, data = self.client.request("POST", path, body, params=params,
+                                                   ok=(200, 201, 409))
+                if status != 409:
+                    break
+                time.sleep(0.02 * (attempt + 1) * (1 + random.random()))
+            else:
+                raise OpenSearchError(f"POST {path}: version conflicts after 6 attempts")
+        except OpenSearchError as exc:
+            raise FrontierError(f"cannot charge {counter!r} in {index}: {exc}") from exc
+        return int(((data or {}).get("get") or {}).get("_source", {}).get("granted", 0))
 
     def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
         """Seeds as DISCOVERED, due ``now``, never overwriting; returns how many were new."""

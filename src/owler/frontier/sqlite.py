@@ -128,6 +128,9 @@ _SCHEMA = [
     "CREATE INDEX IF NOT EXISTS tag_queues_next_due ON tag_queues (tag, next_due)",
     # queues the server asked to leave alone until a time (429/503, Retry-After)
     "CREATE TABLE IF NOT EXISTS blocks (key TEXT PRIMARY KEY, until REAL NOT NULL)",
+    # windowed counters shared by every task (charge(): the sitemap host budgets)
+    """CREATE TABLE IF NOT EXISTS budgets (id TEXT PRIMARY KEY, start REAL NOT NULL,
+        used INTEGER NOT NULL)""",
 ]
 
 _BLOCK = """
@@ -653,6 +656,22 @@ class SQLiteFrontier:
         """The stored tag of ``url`` (None: untagged or unknown)."""
         row = self.conn.execute("SELECT tag FROM urls WHERE id = ?", (_url_id(url),)).fetchone()
         return row[0] if row else None
+
+    def charge(self, counter: str, n: int, limit: int, now: float, period: float) -> int:
+        """Take up to ``n`` from ``counter``'s allowance of ``limit`` per ``period`` seconds (a
+        window starts at its first charge; ``limit < 0``: no limit); how many were granted. One
+        transaction, so tasks in several processes share the allowance exactly."""
+        try:
+            with self._write():
+                row = self.conn.execute("SELECT start, used FROM budgets WHERE id = ?",
+                                        (counter,)).fetchone()
+                start, used = (now, 0) if row is None or now - row[0] >= period else row
+                granted = max(0, min(n, n if limit < 0 else limit - used))
+                self.conn.execute("INSERT OR REPLACE INTO budgets (id, start, used) "
+                                  "VALUES (?, ?, ?)", (counter, start, used + granted))
+        except sqlite3.Error as exc:
+            raise FrontierError(f"cannot charge {counter!r} in {self.path}: {exc}") from exc
+        return granted
 
     # -- shared-frontier protocol: a local file has no leases and no refresh lag ---------------
     leases_queues = False

@@ -29,9 +29,11 @@ Bounds: a file is parsed up to ``sitemap.max.size`` decompressed bytes and
 ``sitemap.emitOutlinks.max`` entries (the protocol's 50 MB and 50,000); indexes nest at most
 ``sitemap.max.depth`` levels (the children of a deeper index are dropped); per host, at most
 ``sitemap.max.sitemaps.per.host`` sitemaps are parsed and ``sitemap.max.urls.per.host`` entries
-emitted per ``sitemap.host.budget.period`` seconds (counted per parser task; the fetcher groups by
-partition key, so give the parser one task per fetcher task for an exact bound). A sitemap over
-its host's budget is recorded FETCHED with ``sitemap.truncated=host_budget``.
+emitted per ``sitemap.host.budget.period`` seconds. The budgets are counted in the frontier
+(:meth:`owler.frontier.Frontier.charge`: a row of the SQLite file, a document of the OpenSearch
+status index's ``_budgets`` index), so every parser task of every node shares them exactly; a
+sitemap's entries are charged at once after filtering. A sitemap over its host's budget is recorded
+FETCHED with ``sitemap.truncated=host_budget``.
 
 Filtering: every entry is resolved against the sitemap URL and normalised, then goes through the
 URL filter chain of ``sitemap.urlfilters.config.file`` (default ``sitemap-urlfilters.json``: the
@@ -139,19 +141,40 @@ class EntryGate:
 
 @dataclass(slots=True)
 class SitemapOutcome:
-    """What to emit for one fetched sitemap: ``entries`` (url, metadata) lazily (iterate it
-    before emitting the sitemap's own status), then ``status`` with ``metadata``."""
+    """What to emit for one fetched sitemap: ``entries`` (url, metadata; emit them before the
+    sitemap's own status), then ``status`` with ``metadata``."""
     status: Status
     metadata: dict
     entries: Iterator[tuple[str, dict]] = field(default_factory=lambda: iter(()))
     result: SitemapResult | None = None
 
 
-class SitemapProcessor:
-    """One per parser task: configuration, filters, per-host budgets (module docstring)."""
+class MemoryBudgets:
+    """Windowed counters in memory (one process): :meth:`owler.frontier.Frontier.charge`'s
+    semantics, for a processor without a frontier."""
 
-    def __init__(self, conf: Mapping[str, Any]):
+    def __init__(self) -> None:
+        self.windows: dict[str, list[float]] = {}  # counter -> [window start, used]
+
+    def charge(self, counter: str, n: int, limit: int, now: float, period: float) -> int:
+        w = self.windows.get(counter)
+        if w is None or now - w[0] >= period:
+            w = self.windows[counter] = [now, 0]
+            if len(self.windows) > 200_000:  # forget the oldest windows
+                for c in sorted(self.windows, key=lambda c: self.windows[c][0])[:20_000]:
+                    del self.windows[c]
+        granted = max(0, min(n, n if limit < 0 else int(limit - w[1])))
+        w[1] += granted
+        return granted
+
+
+class SitemapProcessor:
+    """One per parser task: configuration, filters, the per-host budgets (``budgets``: the
+    frontier, or counters in memory; module docstring)."""
+
+    def __init__(self, conf: Mapping[str, Any], budgets: Any = None):
         self.conf = conf
+        self.budgets = budgets if budgets is not None else MemoryBudgets()
         self.gate = EntryGate(conf)
         self.limits = Limits(max_urls=C.get_int(conf, "sitemap.emitOutlinks.max", 50_000),
                              max_bytes=C.get_int(conf, "sitemap.max.size", 50 * 1024 * 1024))
@@ -177,7 +200,6 @@ class SitemapProcessor:
         self.max_sitemaps_host = C.get_int(conf, "sitemap.max.sitemaps.per.host", 1000)
         self.max_urls_host = C.get_int(conf, "sitemap.max.urls.per.host", 1_000_000)
         self.budget_period = C.get_float(conf, "sitemap.host.budget.period", 86400)
-        self.budgets: dict[str, list[float]] = {}  # host -> [window start, sitemaps, urls]
         self.counters: Counter = Counter()
 
     # -- detection ---------------------------------------------------------------------------
@@ -194,14 +216,11 @@ class SitemapProcessor:
         return b"http://www.sitemaps.org/schemas/sitemap/0.9" in head
 
     # -- budgets -----------------------------------------------------------------------------
-    def _budget(self, host: str, now: float) -> list[float]:
-        b = self.budgets.get(host)
-        if b is None or now - b[0] >= self.budget_period:
-            b = self.budgets[host] = [now, 0, 0]
-            if len(self.budgets) > 100_000:  # forget the oldest windows
-                for h in sorted(self.budgets, key=lambda h: self.budgets[h][0])[:10_000]:
-                    del self.budgets[h]
-        return b
+    def _charge(self, kind: str, host: str, n: int, limit: int, now: float) -> int:
+        """Take ``n`` sitemaps or URLs from ``host``'s budget; how many it allows."""
+        if limit < 0 or n == 0:
+            return n
+        return self.budgets.charge(f"{kind}:{host}", n, limit, now, self.budget_period)
 
     # -- one sitemap -------------------------------------------------------------------------
     def process(self, url: str, content: bytes, metadata: Mapping[str, list[str]],
@@ -211,15 +230,13 @@ class SitemapProcessor:
         md[IS_SITEMAP] = ["true"]
         md.pop(TRUNCATED, None)
         host = host_of(url)
-        budget = self._budget(host, now)
-        if budget[1] >= self.max_sitemaps_host >= 0:
-            self.counters["host_budget"] += 1
-            md[TRUNCATED] = ["host_budget"]
-            return SitemapOutcome(Status.FETCHED, md)
         if (md.get(FETCH_STATUS_CODE) or [""])[0] == "304":  # not modified: its entries are known
             self.counters["not_modified"] += 1
             return SitemapOutcome(Status.FETCHED, md)
-        budget[1] += 1
+        if not self._charge("sitemaps", host, 1, self.max_sitemaps_host, now):
+            self.counters["host_budget"] += 1
+            md[TRUNCATED] = ["host_budget"]
+            return SitemapOutcome(Status.FETCHED, md)
         started = time.perf_counter()
         try:
             result = parse_sitemap(content, self.limits)
@@ -239,8 +256,14 @@ class SitemapProcessor:
             md[TRUNCATED] = [result.truncated[:200]]
         for k in (ERROR_SOURCE, ERROR_CAUSE, ERROR_MESSAGE):
             md.pop(k, None)
-        return SitemapOutcome(Status.FETCHED, md, self._entries(url, md, result, budget, now),
-                              result)
+        entries = list(self._entries(url, md, result, now))
+        granted = self._charge("urls", host, len(entries), self.max_urls_host, now)
+        if granted < len(entries):
+            self.counters["dropped/host_budget"] += len(entries) - granted
+            del entries[granted:]
+        for _, emd in entries:
+            self.counters["sitemaps" if emd.get(IS_SITEMAP) == ["true"] else "urls"] += 1
+        return SitemapOutcome(Status.FETCHED, md, iter(entries), result)
 
     def _in_scope(self, url: str, own_host: str, own_folder: str, hosts: set[str]) -> bool:
         host = host_of(url)
@@ -257,8 +280,8 @@ class SitemapProcessor:
             return any(pld == pay_level_domain(h) for h in hosts)
         return False
 
-    def _entries(self, url: str, md: dict, result: SitemapResult, budget: list[float],
-                 now: float) -> Iterator[tuple[str, dict]]:
+    def _entries(self, url: str, md: dict, result: SitemapResult, now: float
+                 ) -> Iterator[tuple[str, dict]]:
         own_host = host_of(url)
         own_folder = url[: url.rfind("/") + 1]
         hosts = set(md.get(HOSTS) or ())
@@ -282,9 +305,6 @@ class SitemapProcessor:
         delay = 0
         seen: set[str] = set()
         for entry in result.entries:
-            if budget[2] >= self.max_urls_host >= 0:
-                c["dropped/host_budget"] += 1
-                continue
             target = resolve(url, entry.loc)
             if target is None:
                 c["dropped/invalid"] += 1
@@ -324,6 +344,4 @@ class SitemapProcessor:
                 for k, v in entry.extensions.items():
                     if k.startswith(self.extensions):
                         emd[k] = list(v)
-            budget[2] += 1
-            c["sitemaps" if index else "urls"] += 1
             yield out, emd

@@ -283,9 +283,9 @@ class S3StreamWriter(WARCWriter):
         completed."""
         now = time.time() if now is None else now
         done = recover_uploads(self.s3, self.bucket, self.key(self.prefix + "-"), self.partition)
-        for url, at in archived_urls(self.s3, self.bucket, self.key(self.prefix + "-"),
-                                     self.partition, now - self.dedup_window,
-                                     self.rotation_time):
+        found = archived_urls(self.s3, self.bucket, self.key(self.prefix + "-"), self.partition,
+                              now - self.dedup_window, self.rotation_time)
+        for url, at in sorted(found, key=lambda f: f[1]):  # oldest first, as the window expires
             if now - at <= self.dedup_window:
                 self.archived(url, at)
         return done
