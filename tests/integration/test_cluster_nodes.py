@@ -60,6 +60,25 @@ def uploaded(s3_server, bucket: str, fetched: set[str]) -> dict[str, bytes] | No
     return objects if fetched and fetched <= set(responses_in(objects)) else None
 
 
+def crawl_conf(tmp_path_factory, nodes, opensearch, s3_server, name: str, extra: str) -> dict:
+    """A crawl's folder and conf on the cluster: the OpenSearch index ``name`` (dashes become
+    underscores), WARC files streamed to the S3 bucket ``name``, two workers, the farm's private
+    addresses allowed; ``extra``: the crawl's own keys."""
+    work = tmp_path_factory.mktemp(name)
+    bucket = s3_server.bucket(name)
+    conf = work / "conf.yaml"
+    conf.write_text(opensearch.conf_lines(name.replace("-", "_")) + (
+        f"warc.dir: {work / 'warc'}\n"
+        f"warc.s3.bucket: {bucket}\n"
+        "warc.s3.prefix: crawl\n"
+        f"s3.endpoint: {s3_server.endpoint}\n"
+        f"owler.work.dir: {nodes['work']}\n"
+        "topology.workers: 2\n"
+        "http.allow.private.addresses: true\n"
+        "spout.min.delay.queries: 500\n") + extra)
+    return {"work": work, "conf": conf, "bucket": bucket}
+
+
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory, s3_server):
     work = tmp_path_factory.mktemp("nodes")
@@ -117,25 +136,14 @@ def test_two_nodes_each_with_its_own_address_dirs_and_ports(nodes):
 def spread_crawl(nodes, opensearch, s3_server, tmp_path_factory):
     """The explorative crawl of the farm on two workers (one per node), OpenSearch frontier,
     WARC files to S3."""
-    work = tmp_path_factory.mktemp("nodes-crawl")
-    bucket = s3_server.bucket("nodes-crawl")
-    conf = work / "conf.yaml"
-    conf.write_text(opensearch.conf_lines("nodes_crawl") + (
-        f"warc.dir: {work / 'warc'}\n"
-        f"warc.s3.bucket: {bucket}\n"
-        "warc.s3.prefix: crawl\n"
-        f"s3.endpoint: {s3_server.endpoint}\n"
-        f"owler.work.dir: {nodes['work']}\n"
-        "topology.workers: 2\n"
+    out = crawl_conf(tmp_path_factory, nodes, opensearch, s3_server, "nodes-crawl", (
         "warc.rotation.time: 5\n"
         "parallelism.fetcher: 2\n"
-        "http.allow.private.addresses: true\n"
         "fetcher.server.delay: 0.3\n"
         "http.timeout: 2000\n"
-        "spout.min.delay.queries: 500\n"
         "topology.message.timeout.secs: 60\n"
         "frontier.lease.ttl: 30\n"))
-    out: dict = {"work": work, "conf": conf, "bucket": bucket}
+    work, conf, bucket = out["work"], out["conf"], out["bucket"]
     with FarmProcess(4, work / "access.log") as farm:
         seeds = work / "seeds.txt"
         seeds.write_text("\n".join(farm.seeds()) + "\n")
@@ -212,28 +220,17 @@ def sitemap_spread(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl)
     host budgets in OpenSearch, WARC files streamed to S3 (the writer before the parsers)."""
     from tests.integration.test_sitemap_crawl import SitemapFarm
 
-    work = tmp_path_factory.mktemp("nodes-sitemap")
-    bucket = s3_server.bucket("nodes-sitemap")
-    conf = work / "conf.yaml"
-    conf.write_text(opensearch.conf_lines("nodes_sitemap") + (
-        f"warc.dir: {work / 'warc'}\n"
-        f"warc.s3.bucket: {bucket}\n"
-        "warc.s3.prefix: crawl\n"
-        f"s3.endpoint: {s3_server.endpoint}\n"
-        f"owler.work.dir: {nodes['work']}\n"
-        "topology.workers: 2\n"
+    out = crawl_conf(tmp_path_factory, nodes, opensearch, s3_server, "nodes-sitemap", (
         "warc.s3.max.age: 3\n"
         "parallelism.sitemap: 2\n"
-        "http.allow.private.addresses: true\n"
         "fetcher.server.delay: 0.3\n"
         "http.timeout: 3000\n"
-        "spout.min.delay.queries: 500\n"
         "spout.ttl.purgatory: 5\n"
         "opensearch.status.max.buckets: 20\n"
         "topology.message.timeout.secs: 60\n"
         "frontier.lease.ttl: 30\n"
         "sitemap.max.depth: 3\n"))
-    out: dict = {"work": work, "conf": conf, "bucket": bucket}
+    work, conf, bucket = out["work"], out["conf"], out["bucket"]
     with SitemapFarm(work / "access.log") as farm:
         from tests.farm.server import SITEMAP_SITES
 
@@ -294,24 +291,13 @@ def test_the_sitemap_topology_spread_over_both_nodes(sitemap_spread, opensearch)
 def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
     """The explorative crawl on both nodes; the WARC writer's node (its supervisor, workers and
     their Python components) killed -9 mid-crawl; the crawl goes on on the other node."""
-    work = tmp_path_factory.mktemp("node-lost")
-    bucket = s3_server.bucket("node-lost")
-    conf = work / "conf.yaml"
-    conf.write_text(opensearch.conf_lines("node_lost") + (
-        f"warc.dir: {work / 'warc'}\n"
-        f"warc.s3.bucket: {bucket}\n"
-        "warc.s3.prefix: crawl\n"
-        f"s3.endpoint: {s3_server.endpoint}\n"
-        f"owler.work.dir: {nodes['work']}\n"
-        "topology.workers: 2\n"
+    out = crawl_conf(tmp_path_factory, nodes, opensearch, s3_server, "node-lost", (
         "warc.rotation.time: 5\n"
-        "http.allow.private.addresses: true\n"
         "fetcher.server.delay: 0.5\n"
         "http.timeout: 2000\n"
-        "spout.min.delay.queries: 500\n"
         "topology.message.timeout.secs: 40\n"
         "frontier.lease.ttl: 20\n"))
-    out: dict = {"work": work, "conf": conf, "bucket": bucket}
+    work, conf, bucket = out["work"], out["conf"], out["bucket"]
 
     def st():
         return json.loads(ok(owler("status", "--conf", str(conf), "--json")).stdout)
