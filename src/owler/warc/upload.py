@@ -1,5 +1,6 @@
-"""Finished WARC files to S3: ``warc.s3.bucket`` / ``warc.s3.prefix`` (no bucket: the files stay
-in ``warc.dir``).
+"""Finished WARC files to S3: ``warc.s3.bucket`` / ``warc.s3.prefix`` with ``warc.s3.stream: false``
+(no bucket: the files stay in ``warc.dir``; the default with a bucket streams each file to S3 as it
+is written, :mod:`owler.warc.stream`).
 
 A writer hands every file it closes to :class:`Uploader`, whose own thread uploads it with
 :func:`owler.warc.s3.upload_verified` (multipart, verified), retrying with back-off while S3 fails,
