@@ -22,8 +22,8 @@ from bolts.parser import ParserBolt
 from bolts.partitioner import PartitionerBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from bolts.warc_writer import PASS_ON_KEY, WARCWriterBolt
 from bolts.warc_writer import wiring as warc_wiring
+from bolts.warc_writer import writer_spec
 from owler.conf import parallelism, topology_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
 from spouts.frontier import FrontierSpout
@@ -46,9 +46,7 @@ class Explorative(Topology):
                                par=par("fetcher"), config=TICK)
     # to S3, archived first: a page's status is written only once its records are stored
     archive_first = warc_wiring(CONFIG)
-    warc = WARCWriterBolt.spec(
-        name="warc", par=par("warc"), config={**TICK, PASS_ON_KEY: archive_first},
-        inputs={fetcher: Grouping.fields("url") if archive_first else Grouping.LOCAL_OR_SHUFFLE})
+    warc = writer_spec(fetcher, CONFIG, par("warc"), TICK)
     parser = ParserBolt.spec(name="parser", par=par("parser"),
                              inputs={warc if archive_first else fetcher: Grouping.LOCAL_OR_SHUFFLE})
     urlfilter = URLFilterBolt.spec(

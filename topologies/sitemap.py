@@ -39,8 +39,8 @@ from bolts.partitioner import PartitionerBolt
 from bolts.sitemap_parser import SitemapParserBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from bolts.warc_writer import PASS_ON_KEY, WARCWriterBolt
 from bolts.warc_writer import wiring as warc_wiring
+from bolts.warc_writer import writer_spec
 from owler.conf import ConfError, parallelism, topology_conf
 from owler.constants import (EMIT_OUTLINKS_KEY, EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY,
                              INTEREST_TAGS_KEY, IS_SITEMAP, METADATA_TRANSFER_KEY, ON_SITEMAP,
@@ -76,9 +76,7 @@ class Sitemap(Topology):
                                par=par("fetcher"), config={**TICK, SITEMAP_DISCOVERY: True})
     # to S3, archived first: a page's status is written only once its records are stored
     archive_first = warc_wiring(CONFIG)
-    warc = WARCWriterBolt.spec(
-        name="warc", par=par("warc"), config={**TICK, PASS_ON_KEY: archive_first},
-        inputs={fetcher: Grouping.fields("url") if archive_first else Grouping.LOCAL_OR_SHUFFLE})
+    warc = writer_spec(fetcher, CONFIG, par("warc"), TICK)
     sitemaps = SitemapParserBolt.spec(
         name="sitemap", par=par("sitemap"),
         inputs={warc if archive_first else fetcher: Grouping.LOCAL_OR_SHUFFLE})

@@ -31,7 +31,7 @@ import logging
 import time
 from collections import deque
 
-from streamparse import Bolt
+from streamparse import Bolt, Grouping
 
 from owler import conf as C
 from owler import wire
@@ -50,6 +50,15 @@ PASS_ON_KEY = "warc.pass.on"
 def wiring(conf: dict) -> bool:
     """Whether the topology puts the WARC writer before the parser (module docstring)."""
     return stream_enabled(conf)
+
+
+def writer_spec(fetcher, conf: dict, tasks: int, config: dict):
+    """The ``warc`` component of a crawl topology, fed by ``fetcher`` as :func:`wiring` says
+    (the parser then reads from it, or from the fetcher)."""
+    first = wiring(conf)
+    return WARCWriterBolt.spec(
+        name="warc", par=tasks, config={**config, PASS_ON_KEY: first},
+        inputs={fetcher: Grouping.fields("url") if first else Grouping.LOCAL_OR_SHUFFLE})
 
 
 class WARCWriterBolt(OwlerComponent, Bolt):

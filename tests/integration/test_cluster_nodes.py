@@ -42,6 +42,13 @@ def fetched_urls(opensearch, index: str) -> set[str]:
     return {h["_source"]["url"] for h in data["hits"]["hits"]}
 
 
+def assert_seeds_final(opensearch, index: str, seeds: list[str]) -> None:
+    for seed in seeds:
+        _, data = opensearch.request("POST", f"/{index}/_search", {"query": {"term": {"url": seed}}})
+        hits = data["hits"]["hits"]
+        assert hits and hits[0]["_source"]["status"] != "DISCOVERED", (seed, hits)
+
+
 def responses_in(objects: dict[str, bytes]) -> Counter:
     """Response records per target URI in the WARC objects (every record read and checked)."""
     found: Counter = Counter()
@@ -203,10 +210,7 @@ def test_components_run_on_both_nodes(spread_crawl, nodes):
 
 def test_the_spread_crawl_is_whole(spread_crawl, opensearch):
     assert spread_crawl["status"]["due_now"] == 0
-    for seed in spread_crawl["seeds"]:
-        _, data = opensearch.request("POST", "/nodes_crawl/_search", {"query": {"term": {"url": seed}}})
-        hits = data["hits"]["hits"]
-        assert hits and hits[0]["_source"]["status"] != "DISCOVERED", (seed, hits)
+    assert_seeds_final(opensearch, "nodes_crawl", spread_crawl["seeds"])
     fetched = fetched_urls(opensearch, "nodes_crawl")
     counts = responses_in(spread_crawl["objects"])
     assert len(fetched) >= 10
@@ -354,10 +358,7 @@ def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
 
 def test_a_lost_node_loses_no_page_and_archives_none_twice(node_lost, opensearch):
     assert set(node_lost["placement"]) >= {"spout", "fetcher", "parser", "warc", "status"}
-    for seed in node_lost["seeds"]:
-        _, data = opensearch.request("POST", "/node_lost/_search", {"query": {"term": {"url": seed}}})
-        hits = data["hits"]["hits"]
-        assert hits and hits[0]["_source"]["status"] != "DISCOVERED", (seed, hits)
+    assert_seeds_final(opensearch, "node_lost", node_lost["seeds"])
     fetched = fetched_urls(opensearch, "node_lost")
     counts = responses_in(node_lost["objects"])
     twice = sorted(u for u, n in counts.items() if n > 1)

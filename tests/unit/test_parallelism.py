@@ -18,8 +18,8 @@ def tasks(flux: dict) -> dict[str, int]:
 
 
 def test_owler_run_takes_the_parallelism_of_its_conf():
-    cls = load_topology(ROOT, "explorative")
     conf = load_conf(None, ["parallelism.fetcher=4", "parallelism.parser=2"])
+    cls = load_topology(ROOT, "explorative", conf)  # as owler run builds it
     check_topology_conf(cls, ROOT, conf)
     got = tasks(flux_definition(cls, "explorative", conf, "streamparse_run"))
     assert got["fetcher"] == 4 and got["parser"] == 2

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from contextlib import nullcontext
 from pathlib import Path
 
 import yaml
@@ -85,11 +86,8 @@ def load_topology(root: Path, name: str, conf: dict | None = None):
 
     spec = importlib.util.spec_from_file_location(f"owler_topology_{name}", path)
     module = importlib.util.module_from_spec(spec)
-    if conf is None:
+    with C.building_with(conf) if conf is not None else nullcontext():
         spec.loader.exec_module(module)
-    else:
-        with C.building_with(conf):
-            spec.loader.exec_module(module)
     classes = [c for c in vars(module).values()
                if inspect.isclass(c) and issubclass(c, Topology) and c is not Topology]
     if len(classes) != 1:
@@ -111,10 +109,9 @@ def build_jar(root: Path, dest: Path) -> Path:
 
 
 def flux_definition(topology_cls, name: str, conf: dict, streamparse_run: str) -> dict:
+    """The Flux definition of ``topology_cls`` (built with ``conf``: :func:`load_topology`)."""
     flux = topology_cls.to_flux_dict(name)
     for comp in flux.get("spouts", []) + flux.get("bolts", []):
-        # parallelism.<component> of this run's conf (the class was built before -o was known)
-        comp["parallelism"] = C.parallelism(conf, comp["id"], comp.get("parallelism", 1))
         args = comp.get("constructorArgs")
         if args and isinstance(args[0], list) and args[0] and args[0][0] == "streamparse_run":
             script = args[0][1]

@@ -151,7 +151,7 @@ class SitemapOutcome:
 
 class MemoryBudgets:
     """Windowed counters in memory (one process): :meth:`owler.frontier.Frontier.charge`'s
-    semantics, for a processor without a frontier."""
+    semantics, for a processor without a frontier (tests, the topology's conf check)."""
 
     def __init__(self) -> None:
         self.windows: dict[str, list[float]] = {}  # counter -> [window start, used]
@@ -160,9 +160,6 @@ class MemoryBudgets:
         w = self.windows.get(counter)
         if w is None or now - w[0] >= period:
             w = self.windows[counter] = [now, 0]
-            if len(self.windows) > 200_000:  # forget the oldest windows
-                for c in sorted(self.windows, key=lambda c: self.windows[c][0])[:20_000]:
-                    del self.windows[c]
         granted = max(0, min(n, n if limit < 0 else int(limit - w[1])))
         w[1] += granted
         return granted
