@@ -65,5 +65,7 @@ class Explorative(Topology):
     def check_conf(conf: dict) -> None:
         """Raise ConfError for bad fetch keys before Storm starts (``owler run`` calls it)."""
         from owler.fetch.engine import check_conf as check_fetch_conf
+        from owler.warc.stream import check_conf as check_warc_conf
 
         check_fetch_conf(conf)
+        check_warc_conf(conf)

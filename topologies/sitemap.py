@@ -95,6 +95,7 @@ class Sitemap(Topology):
         from owler.frontier import tag_rules
         from owler.scheduler import load_scheduler
         from owler.sitemap.processor import SitemapProcessor
+        from owler.warc.stream import check_conf as check_warc_conf
 
         tags = {tag for _, _, tag in tag_rules(conf.get(FRONTIER_TAGS_KEY))}
         missing = [t for t in SITEMAP_TAGS if t not in tags]
@@ -104,6 +105,7 @@ class Sitemap(Topology):
         SitemapProcessor(conf)
         load_scheduler(conf)
         check_fetch_conf(conf)
+        check_warc_conf(conf)
 
     status = StatusUpdaterBolt.spec(
         name="status", par=par("status"), config={**TICK, METADATA_TRANSFER_KEY: TRANSFER},

@@ -68,3 +68,18 @@ def test_with_warc_files_streamed_to_s3_the_writer_comes_before_the_parser(topol
     files = inputs(load_topology(ROOT, topology, load_conf(None, ["warc.s3.bucket=crawl",
                                                                   "warc.s3.stream=false"])))
     assert files[reader] == {"fetcher": "LOCAL_OR_SHUFFLE"}
+
+
+@pytest.mark.parametrize("topology", ["explorative", "sitemap"])
+@pytest.mark.parametrize("options,message", [
+    (["warc.s3.stream.part.size=1048576"], "S3 parts are at least 5 MiB"),
+    (["warc.s3.max.age=120", "topology.message.timeout.secs=60"], "a page held longer is replayed"),
+    (["warc.s3.max.age=0"], "expected more than 0"),
+    (["warc.s3.dedup.window=10", "topology.message.timeout.secs=60"], "must cover at least"),
+])
+def test_bad_streaming_keys_are_a_clear_error(topology, options, message):
+    conf = load_conf(None, ["warc.s3.bucket=crawl", *options])
+    with pytest.raises(ConfError, match=message):
+        check_topology_conf(load_topology(ROOT, topology, conf), ROOT, conf)
+    plain = load_conf(None, options)  # without a bucket nothing is streamed: not checked
+    check_topology_conf(load_topology(ROOT, topology, plain), ROOT, plain)

@@ -44,7 +44,7 @@ from pathlib import PurePosixPath
 from typing import Any, Iterator, Mapping
 
 from owler import conf as C
-from owler.constants import WARC_S3_BUCKET_KEY, WARC_S3_PREFIX_KEY
+from owler.constants import MESSAGE_TIMEOUT_KEY, WARC_S3_BUCKET_KEY, WARC_S3_PREFIX_KEY
 from owler.warc import s3 as S3
 from owler.warc.reader import InputRecord, iter_records
 from owler.warc.writer import WARCWriter, parse_file_name
@@ -369,3 +369,20 @@ def _warc_time(date: str) -> float:
 
 def stream_enabled(conf: Mapping[str, Any]) -> bool:
     return bool(C.get_str(conf, WARC_S3_BUCKET_KEY, "")) and C.get_bool(conf, STREAM_KEY, True)
+
+
+def check_conf(conf: Mapping[str, Any]) -> None:
+    """Raise ConfError for streaming keys a writer could not work with (before Storm starts)."""
+    if not stream_enabled(conf):
+        return
+    part = C.get_int(conf, STREAM_PART_KEY, STREAM_PART_SIZE)
+    if part < MIN_PART:
+        raise C.ConfError(f"{STREAM_PART_KEY}: S3 parts are at least 5 MiB ({MIN_PART}), got {part}")
+    age = C.get_float(conf, MAX_AGE_KEY, 10.0)
+    timeout = C.get_float(conf, MESSAGE_TIMEOUT_KEY, 30.0)
+    if not 0 < age < timeout:
+        raise C.ConfError(f"{MAX_AGE_KEY}: expected more than 0 and less than {MESSAGE_TIMEOUT_KEY} "
+                          f"({timeout:g} s), got {age:g}: a page held longer is replayed by Storm")
+    if C.get_float(conf, DEDUP_WINDOW_KEY, 600.0) < timeout:
+        raise C.ConfError(f"{DEDUP_WINDOW_KEY}: must cover at least {MESSAGE_TIMEOUT_KEY} "
+                          f"({timeout:g} s), the time after which Storm replays a page")
