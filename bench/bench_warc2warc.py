@@ -85,13 +85,8 @@ def make_inputs(folder: Path, files: int, pages: int, kb: int, seed: int,
     records = size = 0
     for f in range(files):
         host = f"site{f}.example"
-        recs = [G.record("warcinfo", None, b"software: bench\r\n")]
-        for i in range(pages):
-            url = f"http://{host}/page{i}.html"
-            recs.append(G.record("request", url, f"GET /page{i}.html HTTP/1.1\r\nHost: {host}\r\n\r\n"
-                                 .encode()))
-            recs.append(G.record("response", url, G.http_response(
-                make_page(rnd, host, i, kb, links_model))))
+        recs = G.exchanges(host, pages, lambda i: make_page(rnd, host, i, kb, links_model),
+                           software="bench")
         data = G.per_record_gzip(recs)
         (folder / f"input-{f}.warc.gz").write_bytes(data)
         records += len(recs)

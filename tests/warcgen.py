@@ -70,6 +70,21 @@ def site_records(host: str, n: int, version: str = "WARC/1.1") -> list[bytes]:
     return out
 
 
+def exchanges(host: str, n: int, body, name: str = "page{i}.html",
+              content_type: str = "text/html; charset=utf-8", software: str = "warcgen"
+              ) -> list[bytes]:
+    """warcinfo + per resource ``i`` a request and a response whose body is ``body(i)``."""
+    out = [record("warcinfo", None, f"software: {software}\r\n".encode())]
+    for i in range(n):
+        path = "/" + name.format(i=i)
+        url = f"http://{host}{path}"
+        out.append(record("request", url, f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n"
+                          .encode()))
+        out.append(record("response", url, http_response(
+            body(i), headers=[("Content-Type", content_type)])))
+    return out
+
+
 def per_record_gzip(records: list[bytes]) -> bytes:
     return b"".join(gzip.compress(r, compresslevel=6) for r in records)
 

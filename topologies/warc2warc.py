@@ -42,9 +42,11 @@ class Warc2Warc(Topology):
     spout = WARCSpout.spec(name="spout", par=par("spout"),
                            config={"topology.max.spout.pending": 1000000})
     parser = WARCParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=par("parser"))
+    # by URL: a record and its replays always reach the same copy task, which alone archives it
+    # (so its archived records can be looked up in its memory: owler.warc.progress_os)
     warc = WARCCopyBolt.spec(name="warc", par=par("warc"), config=TICK,
-                             inputs={spout: Grouping.LOCAL_OR_SHUFFLE,
-                                     spout[ARCHIVE_STREAM]: Grouping.LOCAL_OR_SHUFFLE})
+                             inputs={spout: Grouping.fields("url"),
+                                     spout[ARCHIVE_STREAM]: Grouping.fields("url")})
     urlfilter = URLFilterBolt.spec(name="urlfilter", par=par("urlfilter"),
                                    inputs={parser[OUTLINKS_STREAM]: Grouping.SHUFFLE})
     blacklist = BlacklistBolt.spec(name="blacklist", par=par("blacklist"),
@@ -53,3 +55,4 @@ class Warc2Warc(Topology):
         name="status", par=par("status"), config=TICK,
         inputs={parser[STATUS_STREAM]: Grouping.fields("url"),
                 blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})
+

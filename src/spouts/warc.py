@@ -18,7 +18,7 @@ from owler.constants import FETCHED_FIELDS
 from owler.task.component import OwlerComponent
 from owler.task.shard import Shard
 from owler.warc.feed import ARCHIVE_STREAM, WARCFeed
-from owler.warc.progress import Progress, progress_path
+from owler.warc.progress import open_progress
 from owler.warc.source import InputSource
 
 log = logging.getLogger("owler.warc.spout")
@@ -29,7 +29,7 @@ class WARCSpout(OwlerComponent, Spout):
 
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
-        self.feed = WARCFeed(storm_conf, Progress(progress_path(storm_conf)),
+        self.feed = WARCFeed(storm_conf, open_progress(storm_conf),
                              InputSource.from_conf(storm_conf),
                              Shard.of_task(context, self.component_name, self.task_id))
         self._gauged = 0.0
@@ -50,7 +50,11 @@ class WARCSpout(OwlerComponent, Spout):
                 break
             self.emit(em.values, tup_id=em.msg_id, stream=em.stream)
             emitted += 1
-        self.feed.flush(now)
+        try:
+            self.feed.flush(now)
+        except Exception as exc:  # noqa: BLE001 - the progress store is away: kept, tried again
+            log.exception("cannot record acks")
+            self.report_error(f"cannot record acks: {type(exc).__name__}: {exc}")
         self._gauges(now)
         if not emitted:  # at the in-flight bound acks come soon; with nothing to read, rest
             time.sleep(0.002 if len(self.feed.in_flight) >= self.feed.max_in_flight else 0.05)
@@ -60,6 +64,10 @@ class WARCSpout(OwlerComponent, Spout):
             return
         self._gauged = now
         feed = self.feed
+        try:
+            feed.retry_done()
+        except Exception as exc:  # noqa: BLE001
+            log.warning("cannot mark input files done yet: %s", exc)
         self.gauges["in_flight"] = len(feed.in_flight)
         self.gauges["idle"] = 1 if feed.idle() else 0
         if feed.list_error:
@@ -70,7 +78,10 @@ class WARCSpout(OwlerComponent, Spout):
         counters.update(self.feed.counters)
 
     def ack(self, tup_id):
-        self.feed.ack(tup_id)
+        try:
+            self.feed.ack(tup_id)
+        except Exception as exc:  # noqa: BLE001 - recorded at a later flush (retry_done)
+            log.warning("cannot record the end of an input file yet: %s", exc)
 
     def fail(self, tup_id):
         self.feed.fail(tup_id)

@@ -131,15 +131,18 @@ def cmd_status(args) -> int:
         return 1
     finally:
         frontier.close()
-    from owler.warc.progress import Progress, progress_path
+    from owler.warc.progress import open_progress
 
-    wpath = progress_path(conf)
-    if wpath.exists():  # a warc2warc pipeline ran with this work folder
-        progress = Progress(wpath)
-        try:
-            doc["warc2warc"] = progress.summary()
-        finally:
-            progress.close()
+    try:
+        progress = open_progress(conf, create=False)  # a warc2warc pipeline ran on this frontier
+        if progress is not None:
+            try:
+                doc["warc2warc"] = progress.summary()
+            finally:
+                progress.close()
+    except Exception as exc:  # noqa: BLE001 - OpenSearch away or the like: say so, not a trace
+        print(f"owler status: the warc2warc progress: {exc}", file=sys.stderr)
+        return 1
     if C.get_bool(conf, METRICS_ENABLED_KEY, False):  # the crawl's metrics index
         from owler.run.report import format_latest, latest_metrics
 

@@ -360,9 +360,9 @@ class LocalRun:
         if left_open and self.name == "warc2warc":
             # cut back to what the progress file records, or records would be archived twice
             from owler.warc.copy import recover_outputs
-            from owler.warc.progress import Progress, progress_path
+            from owler.warc.progress import open_progress
 
-            progress = Progress(progress_path(self.conf))
+            progress = open_progress(self.conf)
             try:
                 fixed = recover_outputs(warc_dir, C.get_str(self.conf, WARC_PREFIX_KEY, "OWLER"),
                                         None, progress)

@@ -2,7 +2,7 @@
 
 :class:`WARCFeed` lists the input files (:mod:`owler.warc.source`) every
 ``warc2warc.list.interval`` seconds and registers them in the progress file
-(:mod:`owler.warc.progress`); a spout task takes the files of its share
+(:func:`owler.warc.progress.open_progress`: SQLite, or OpenSearch beside that frontier); a spout task takes the files of its share
 (:class:`~owler.task.shard.Shard` of the file name, as the frontier spout splits queues), one at
 a time, and streams each once from its resume point.
 
@@ -41,7 +41,6 @@ from owler import conf as C
 from owler import wire
 from owler.task.shard import Shard
 from owler.warc import s3 as S3
-from owler.warc.progress import Progress
 from owler.warc.reader import InputProblem, InputRecord, WARCReadError, iter_records
 from owler.warc.record import FILE_ID, record_metadata
 from owler.warc.source import InputSource
@@ -73,7 +72,7 @@ class _OpenFile:
 
 
 class WARCFeed:
-    def __init__(self, conf: Mapping[str, Any], progress: Progress, source: InputSource,
+    def __init__(self, conf: Mapping[str, Any], progress, source: InputSource,
                  shard: Shard = Shard()) -> None:
         self.conf = conf
         self.progress = progress
@@ -93,6 +92,7 @@ class WARCFeed:
         self._acks: dict[int, list[str]] = {}
         self._last_flush = 0.0
         self._last_list = -1e18
+        self._next_look = -1e18
         self.list_error = ""
         self.counters: dict[str, int] = {}
 
@@ -102,6 +102,7 @@ class WARCFeed:
         if now - self._last_list < self.list_interval:
             return
         self._last_list = now
+        self._next_look = -1e18
         try:
             found = self.source.list()
         except (S3.S3Error, OSError) as exc:
@@ -175,8 +176,12 @@ class WARCFeed:
                 return em
         self.refresh(now)
         for _ in range(10000):  # bounded: skipped records and problems do not loop forever
-            if self.current is None and not self._open_next():
-                return None
+            if self.current is None:
+                if now < self._next_look or not self._open_next():
+                    # nothing of this task's share to read: look again in a second (other
+                    # tasks register the files they list)
+                    self._next_look = max(self._next_look, now + 1.0)
+                    return None
             f = self.current
             try:
                 item = next(f.records)
@@ -259,10 +264,23 @@ class WARCFeed:
             if candidates:
                 resume[file_id] = min(candidates)
         acks, self._acks = self._acks, {}
-        self.progress.record_acks(acks, resume)
+        try:
+            self.progress.record_acks(acks, resume)
+        except Exception:
+            # kept for the next flush (until then a crash only means these records come again)
+            for file_id, keys in acks.items():
+                self._acks.setdefault(file_id, [])[:0] = keys
+            self._count("ack_flush_failed")
+            raise
         if self.current is not None:
             for key in acks.get(self.current.id, ()):
                 self.current.acked.add(key)
+
+    def retry_done(self) -> None:
+        """Mark done the files whose last ack came while the progress could not be written."""
+        for file_id in list(self.reading_done):
+            if self.current is None or self.current.id != file_id:
+                self._maybe_done(file_id)
 
     # -- state --------------------------------------------------------------------------------------
     def idle(self) -> bool:

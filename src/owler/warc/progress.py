@@ -26,6 +26,11 @@ Tables
 Durability: WAL, ``synchronous=NORMAL`` (a commit survives the crash of any process), writers wait
 up to 30 s for one another. Config key: ``warc2warc.progress.path``
 (default ``<owler.work.dir>/warc2warc.sqlite``).
+
+That file is on one node's disk. With ``frontier.backend: opensearch`` the progress is kept in
+OpenSearch instead (:mod:`owler.warc.progress_os`, same operations), so a task restarted on
+another node resumes where the dead one stopped; :func:`open_progress` chooses.
+``warc2warc.progress.backend`` (``sqlite`` | ``opensearch``, default: the frontier's) overrides.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from owler import conf as C
-from owler.constants import WARC2WARC_PROGRESS_KEY
+from owler.constants import FRONTIER_BACKEND_KEY, WARC2WARC_PROGRESS_KEY
 from owler.frontier.sqlite import _Transaction
 
 PROGRESS_PATH = WARC2WARC_PROGRESS_KEY
@@ -58,6 +63,31 @@ _SCHEMA = [
 ]
 
 STATES = ("pending", "reading", "done", "failed")
+BACKEND_KEY = "warc2warc.progress.backend"
+
+
+def progress_backend(conf: Mapping[str, Any]) -> str:
+    backend = (C.get_str(conf, BACKEND_KEY, "") or C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite")
+               or "sqlite").strip().lower()
+    if backend not in ("sqlite", "opensearch"):
+        raise C.ConfError(f"{BACKEND_KEY}: unknown backend {backend!r}; expected 'sqlite' or "
+                          "'opensearch'")
+    return backend
+
+
+def open_progress(conf: Mapping[str, Any], create: bool = True):
+    """The progress store ``conf`` names (module docstring); ``None`` when ``create`` is false
+    and no warc2warc run has made one."""
+    if progress_backend(conf) == "opensearch":
+        from owler.warc.progress_os import OpenSearchProgress
+
+        if not create and not OpenSearchProgress.exists(conf):
+            return None
+        return OpenSearchProgress(conf)
+    path = progress_path(conf)
+    if not create and not path.exists():
+        return None
+    return Progress(path)
 
 
 def progress_path(conf: Mapping[str, Any]) -> Path:
@@ -168,9 +198,10 @@ class Progress:
                                 "WHERE name = ?", (name,)).fetchone()
         return None if row is None else dict(zip(("name", "committed", "state", "partition"), row))
 
-    def set_output_state(self, name: str, state: str) -> None:
+    def set_output_state(self, name: str, state: str, committed: int | None = None) -> None:
         with self.tx():
-            self.conn.execute("UPDATE outputs SET state = ? WHERE name = ?", (state, name))
+            self.conn.execute("UPDATE outputs SET state = ?, committed = COALESCE(?, committed) "
+                              "WHERE name = ?", (state, committed, name))
 
     # -- reports ------------------------------------------------------------------------------------
     def summary(self) -> dict:

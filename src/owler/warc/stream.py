@@ -41,7 +41,7 @@ import logging
 import time
 from collections import OrderedDict
 from pathlib import PurePosixPath
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from owler import conf as C
 from owler.constants import MESSAGE_TIMEOUT_KEY, WARC_S3_BUCKET_KEY, WARC_S3_PREFIX_KEY
@@ -74,6 +74,7 @@ class MultipartFile:
         except (BotoCoreError, ClientError) as exc:
             raise S3.S3Error(f"cannot start the upload of s3://{bucket}/{key}: {exc}") from exc
         self.parts: list[dict[str, Any]] = []
+        self.sizes: list[int] = []  # bytes of each stored part
         self.stored = 0  # bytes in stored parts
         self.buf = bytearray()
         self._cut = 0
@@ -125,6 +126,7 @@ class MultipartFile:
         if etag != hashlib.md5(data).hexdigest():
             raise S3.S3Error(f"part {number} of {self.uri} does not verify (ETag {etag})")
         self.parts.append({"PartNumber": number, "ETag": etag})
+        self.sizes.append(len(data))
         self.stored += len(data)
         del self.buf[:len(data)]
 
@@ -134,15 +136,17 @@ class MultipartFile:
         self.send_part()
         return self.salvage()
 
-    def salvage(self) -> int:
-        """Keep what is stored, drop the buffer (a part S3 would not take): the object's size
-        (0, the upload aborted, when no part is stored)."""
+    def salvage(self, keep: int | None = None) -> int:
+        """Keep what is stored (the first parts holding no more than ``keep`` bytes, when given),
+        drop the buffer (a part S3 would not take): the object's size (0, the upload aborted,
+        when no part is kept)."""
         self.buf.clear()
-        if not self.parts:
+        parts, size = _first_parts(self.parts, self.sizes, self.stored if keep is None else keep)
+        if not parts:
             self.abort()
             return 0
-        complete(self.s3, self.bucket, self.key, self.upload_id, self.parts)
-        return self.stored
+        complete(self.s3, self.bucket, self.key, self.upload_id, parts)
+        return size
 
     def abort(self) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -152,6 +156,16 @@ class MultipartFile:
                                            UploadId=self.upload_id)
         except (BotoCoreError, ClientError) as exc:  # left for the next start to clean
             log.warning("cannot abort the upload of %s: %s", self.uri, exc)
+
+
+def _first_parts(parts: list, sizes: list[int], keep: int) -> tuple[list, int]:
+    """The leading parts whose bytes add up to no more than ``keep``, and their size."""
+    size = 0
+    for i, n in enumerate(sizes):
+        if size + n > keep:
+            return parts[:i], size
+        size += n
+    return list(parts), size
 
 
 def complete(s3, bucket: str, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None:
@@ -180,7 +194,10 @@ class S3StreamWriter(WARCWriter):
         self.closed_sizes: OrderedDict[str, int] = OrderedDict()  # file -> bytes stored
         self.lost_from: OrderedDict[str, int] = OrderedDict()  # file -> first byte not stored
         self.recent: OrderedDict[str, float] = OrderedDict()  # url -> archived at
-        self.on_close = None
+        #: ``before_complete(name, stored) -> bytes to keep``: called when a file's last part is
+        #: stored, before the upload is completed (the warc2warc copier records its records
+        #: then, so a completed file never holds a record that is not recorded)
+        self.before_complete = None
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any], partition: str = "0", **kw: Any
@@ -219,15 +236,25 @@ class S3StreamWriter(WARCWriter):
     def _finish(self, fh: MultipartFile, path):
         name = self._final_name
         try:
-            fh.complete()
+            fh.send_part()  # the rest, as the last part
         except S3.S3Error as exc:
             log.error("%s; keeping the %d bytes stored", exc, fh.stored)
             self._lost(name, fh.stored)
+        keep = fh.stored
+        if self.before_complete is not None:
+            keep = min(keep, self.before_complete(name, fh.stored))
+            if keep < fh.stored:
+                log.error("%s: only %d of its %d stored bytes are kept", fh.uri, keep, fh.stored)
+                self._lost(name, keep)
+        try:
+            fh.salvage(keep)
+        except S3.S3Error as exc:  # once more; else the parts stay for the next start
+            log.error("%s; trying once more", exc)
             try:
-                fh.salvage()
-            except S3.S3Error as again:  # the parts stay in S3: the next start completes them
+                fh.salvage(keep)
+            except S3.S3Error as again:
                 log.error("%s; left for the next writer of partition %s", again, self.partition)
-        self._remember(self.closed_sizes, name, fh.stored)
+        self._remember(self.closed_sizes, name, keep)
         return path
 
     # -- durability ---------------------------------------------------------------------------
@@ -296,9 +323,12 @@ def _ours(key: str, partition: str) -> bool:
     return parts is not None and parts["partition"] == partition
 
 
-def recover_uploads(s3, bucket: str, key_prefix: str, partition: str) -> list[str]:
+def recover_uploads(s3, bucket: str, key_prefix: str, partition: str,
+                    keep: Callable[[str], int] | None = None) -> list[str]:
     """Complete (or abort, with no part) the multipart uploads of ``partition`` under
-    ``key_prefix``; the keys completed. Raises S3Error when S3 cannot be asked."""
+    ``key_prefix``; the keys completed. ``keep(key)``: how many bytes of the upload to keep (its
+    leading parts up to that size; the warc2warc copier's committed length), all without it.
+    Raises S3Error when S3 cannot be asked."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     done = []
@@ -309,12 +339,18 @@ def recover_uploads(s3, bucket: str, key_prefix: str, partition: str) -> list[st
                    if _ours(u["Key"], partition)]
         for u in uploads:
             key, uid = u["Key"], u["UploadId"]
-            parts = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]}
-                     for page in s3.get_paginator("list_parts").paginate(
-                         Bucket=bucket, Key=key, UploadId=uid)
-                     for p in page.get("Parts", [])]
+            stored = sorted((p for page in s3.get_paginator("list_parts").paginate(
+                                 Bucket=bucket, Key=key, UploadId=uid)
+                             for p in page.get("Parts", [])), key=lambda p: p["PartNumber"])
+            parts = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in stored]
+            if keep is not None:
+                parts, _ = _first_parts(parts, [p["Size"] for p in stored], keep(key))
+                if len(parts) < len(stored):
+                    log.warning("WARC recovery: s3://%s/%s: %d stored part(s) beyond its "
+                                "committed length dropped (their records come again)", bucket,
+                                key, len(stored) - len(parts))
             if parts:
-                complete(s3, bucket, key, uid, sorted(parts, key=lambda p: p["PartNumber"]))
+                complete(s3, bucket, key, uid, parts)
                 log.warning("WARC recovery: completed s3://%s/%s from its %d stored parts",
                             bucket, key, len(parts))
                 done.append(key)
