@@ -10,24 +10,35 @@ stream their files to S3 (owler.warc.stream) and pass a page on to the parser on
 is stored, and the writer restarted on the surviving node completes the upload the dead one left
 open.
 The sitemap topology runs spread over both nodes as well, its two parser tasks sharing the host
-budgets in OpenSearch. The cluster uses config.json's env "local" ports (nimbus 6627, UI 8080), as test_cluster.py
+budgets in OpenSearch. Last, warc2warc on both nodes, its progress in OpenSearch: the node of a
+copy task is killed -9 mid-file, and every input record ends in the bucket exactly once (the
+restarted copy task completes the dead one's upload up to its recorded length, the spout tasks
+resume each file where its acks stop). No node keeps crawl state on its disk.
+The cluster uses config.json's env "local" ports (nimbus 6627, UI 8080), as test_cluster.py
 does; the two modules run one after the other."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from owler.warc.reader import iter_records
+from tests import warcgen as G
 from tests.farm.harness import FarmProcess
 from tests.integration.test_cluster import (DEFAULT_PORTS, assert_on_loopback, listening, ok, owler,
                                            processes_with, ui, wait_for)
+from tests.integration.test_warc2warc import plain_records
+
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "warc"
 
 NODE_PORTS = (6629, 6710, 6711)  # node 2: supervisor Thrift port and worker slots
 HOSTS = {"127.0.0.1", "127.0.0.2"}
@@ -65,6 +76,42 @@ def uploaded(s3_server, bucket: str, fetched: set[str]) -> dict[str, bytes] | No
     """The bucket's WARC objects once every FETCHED page is in them, else None."""
     objects = s3_server.objects(bucket, "crawl/")
     return objects if fetched and fetched <= set(responses_in(objects)) else None
+
+
+def placement(nodes, topology: str) -> tuple[dict, dict[str, list[str]]]:
+    """``owler cluster status --json`` and where each component of ``topology`` runs
+    (``host:port`` of its workers). Status exits 1 while a node is down: its document is read
+    all the same."""
+    doc = json.loads(owler("cluster", "status", "--json", *nodes["opt"]).stdout)
+    topo = next(t for t in doc["topologies"] if t["name"] == topology)
+    return doc, topo["placement"]
+
+
+def hosts_of(where: dict[str, list[str]]) -> set[str]:
+    return {w.split(":")[0] for ws in where.values() for w in ws}
+
+
+def kill_node(nodes, victim: str) -> str:
+    """Kill -9 the node ``victim`` (its supervisor's process group: the supervisor, its workers
+    and their Python components) and wait until nothing of it runs; the surviving node."""
+    k = victim.rsplit(".", 1)[1]
+    marker = str(nodes["work"] / "cluster" / "nodes" / victim).encode()
+    pid_file = nodes["work"] / "cluster" / "run" / f"supervisor-{k}.pid"
+    assert processes_with(marker), f"node {victim} runs nothing"
+    os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+    assert wait_for(f"node {victim} gone", lambda: not processes_with(marker), 30, 0.5)
+    return next(h for h in HOSTS if h != victim)
+
+
+def wait_moved(nodes, topology: str, victim: str, survivor: str) -> dict[str, list[str]]:
+    """Wait until Storm has moved every executor of ``topology`` to ``survivor``."""
+    k = victim.rsplit(".", 1)[1]
+
+    def moved():
+        doc, where = placement(nodes, topology)
+        assert not doc["daemons"][f"supervisor-{k}"]["running"]
+        return hosts_of(where) == {survivor} and where
+    return wait_for(f"the executors on {survivor}", moved, 240, 5)
 
 
 def crawl_conf(tmp_path_factory, nodes, opensearch, s3_server, name: str, extra: str) -> dict:
@@ -306,11 +353,6 @@ def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
     def st():
         return json.loads(ok(owler("status", "--conf", str(conf), "--json")).stdout)
 
-    def placement():  # (status exits 1 while a node is down)
-        doc = json.loads(owler("cluster", "status", "--json", *nodes["opt"]).stdout)
-        topo = next(t for t in doc["topologies"] if t["name"] == "explorative")
-        return doc, topo["placement"]
-
     with FarmProcess(8, work / "access.log") as farm:
         seeds = work / "seeds.txt"
         seeds.write_text("\n".join(farm.seeds()) + "\n")
@@ -319,23 +361,11 @@ def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
         ok(owler("cluster", "submit", "explorative", "--conf", str(conf)))
         wait_for("pages fetched", lambda: st()["FETCHED"] >= 8, 240)
         # the victim is the node of the WARC writer: its open upload must be recovered elsewhere
-        out["before"] = placement()[1]
+        out["before"] = placement(nodes, "explorative")[1]
         victim = out["before"]["warc"][0].split(":")[0]
-        k = victim.rsplit(".", 1)[1]
-        survivor = next(h for h in HOSTS if h != victim)
-        marker = str(nodes["work"] / "cluster" / "nodes" / victim).encode()
-        pid_file = nodes["work"] / "cluster" / "run" / f"supervisor-{k}.pid"
-        assert processes_with(marker), f"node {victim} runs nothing"
-        os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+        survivor = kill_node(nodes, victim)
         out["killed_at"] = time.time()
-        assert wait_for(f"node {victim} gone", lambda: not processes_with(marker), 30, 0.5)
-
-        def moved():
-            doc, where = placement()
-            assert not doc["daemons"][f"supervisor-{k}"]["running"]
-            hosts = {w.split(":")[0] for ws in where.values() for w in ws}
-            return hosts == {survivor} and where
-        out["placement"] = wait_for(f"the executors on {survivor}", moved, 240, 5)
+        out["placement"] = wait_moved(nodes, "explorative", victim, survivor)
 
         def finished():
             s = st()
@@ -375,13 +405,121 @@ def test_no_queue_lease_outlives_its_ttl(node_lost):
     assert not stuck, stuck
 
 
+def crawl_state(crawl: dict) -> list:
+    """Crawl state found on the nodes' disks while the topology ran (Storm's dirs, its workers'
+    cwd) or in the crawl's warc.dir: a frontier or progress file, a WARC byte, a stats file."""
+    assert any(p.name == "worker.yaml" for p in crawl["node_files"])  # the walk saw the workers'
+    found = [p for p in crawl["node_files"]
+             if p.name.endswith((".sqlite", ".sqlite-wal", ".warc", ".warc.gz", ".open"))
+             or p.suffix == ".json" and p.parent.name == "run"]
+    return found + [p for p in [crawl["work"] / "warc"] if p.exists()]
+
+
 def test_no_crawl_state_on_a_nodes_disk(node_lost):
     # with the OpenSearch frontier and S3 streaming, a node holds Storm's own files only: no
     # frontier, no WARC byte, no progress file, neither in warc.dir nor in a worker's folders
-    assert not (node_lost["work"] / "warc").exists()
-    state = [p for p in node_lost["node_files"]
-             if p.name.endswith((".sqlite", ".sqlite-wal", ".warc", ".warc.gz", ".open"))
-             or p.suffix == ".json" and p.parent.name == "run"]
+    state = crawl_state(node_lost)
     assert not state, state
-    assert any(p.name == "worker.yaml" for p in node_lost["node_files"])  # the walk saw the workers'
 
+
+
+def big_site(host: str, pages: int) -> list[bytes]:
+    """A WARC file's records: 6 KB responses that do not compress, so that the copy tasks store
+    S3 parts mid-file."""
+    return G.exchanges(host, pages, lambda i: os.urandom(6000), name="blob{i}.bin",
+                       content_type="application/octet-stream", software="test_cluster_nodes")
+
+
+def copied_records(s3_server, bucket: str) -> Counter:
+    """Each record (uncompressed) in the bucket's output files, but their own warcinfo records."""
+    got: Counter = Counter()
+    for data in s3_server.objects(bucket, "crawl/").values():
+        for rec in iter_records(io.BytesIO(data)):
+            raw = gzip.decompress(rec.raw) if rec.compressed else rec.raw
+            if b"isPartOf: W2WLOST" not in raw:
+                got[raw] += 1
+    return got
+
+
+@pytest.fixture(scope="module")
+def w2w_lost(nodes, opensearch, s3_server, tmp_path_factory):
+    """warc2warc spread over both nodes (two spout and two copy tasks), its progress in
+    OpenSearch and its output streamed to S3; the node of a copy task killed -9 mid-file.
+
+    On a fresh cluster: nimbus's BlacklistScheduler keeps a supervisor that went missing (the
+    node node_lost killed) out of every assignment for blacklist.scheduler.resume.time.secs
+    (30 minutes), even once it is back."""
+    ok(owler("cluster", "down", *nodes["opt"]))
+    ok(owler("cluster", "up", "--supervisors", "2", *nodes["opt"]))
+    out = crawl_conf(tmp_path_factory, nodes, opensearch, s3_server, "w2w-lost", (
+        "warc.prefix: W2WLOST\n"
+        "parallelism.spout: 2\n"
+        "parallelism.warc: 2\n"
+        "warc.s3.stream.part.size: 5242880\n"
+        "warc.s3.max.age: 3\n"
+        "warc2warc.list.interval: 5\n"
+        "topology.message.timeout.secs: 40\n"))
+    work, conf, bucket = out["work"], out["conf"], out["bucket"]
+    src = s3_server.bucket("w2w-lost-input")
+    with open(conf, "a") as f:
+        f.write(f"warc2warc.input: s3://{src}/in/\n")
+    inputs = {f"in/blobs{i}.warc.gz": G.per_record_gzip(big_site(f"b{i}.example", 2000))
+              for i in range(4)}
+    for name in ("test-crawl_0.warc.gz", "fb.warc.gz", "example.com.warc"):  # real files
+        inputs[f"in/real/{name}"] = (DATA / name).read_bytes()
+    for key, data in inputs.items():
+        s3_server.client.put_object(Bucket=src, Key=key, Body=data)
+    out["expected"] = Counter(r for data in inputs.values() for r in plain_records(data))
+
+    def progress():
+        return json.loads(ok(owler("status", "--conf", str(conf), "--json")).stdout)["warc2warc"]
+
+    def acked():  # (straight from the progress index: quicker than `owler status`)
+        opensearch.request("POST", "/w2w_lost_warc2warc_files/_refresh")
+        _, data = opensearch.request("POST", "/w2w_lost_warc2warc_files/_search", {
+            "size": 0, "aggs": {"n": {"sum": {"field": "records"}}}})
+        return data["aggregations"]["n"]["value"]
+
+    ok(owler("cluster", "submit", "warc2warc", "--conf", str(conf)))
+    out["before"] = wait_for("both nodes at work", lambda: (
+        p := placement(nodes, "warc2warc")[1]) and hosts_of(p) == HOSTS and p, 120)
+    wait_for("records copied", lambda: acked() >= 1500, 240, 0.2)
+    victim = out["before"]["warc"][0].split(":")[0]  # the node of a copy task
+    survivor = kill_node(nodes, victim)
+    out["at_kill"] = progress()  # (the dead node's files stay "reading")
+    out["placement"] = wait_moved(nodes, "warc2warc", victim, survivor)
+    total = len(inputs)
+    out["progress"] = wait_for("every input file done", lambda: (
+        p := progress())["files"]["done"] == total and p, 300, 3)
+    # the copy tasks complete their last files once nothing came for warc.s3.max.age
+    wait_for("the last uploads completed", lambda: not s3_server.client.list_multipart_uploads(
+        Bucket=bucket).get("Uploads"), 60, 2)
+    out["copied"] = copied_records(s3_server, bucket)
+    opensearch.request("POST", "/w2w_lost/_refresh")
+    blobs = {"wildcard": {"url": "http://b?.example/*"}}
+    for what, query in (("blob_urls", blobs), ("fetched", {"bool": {"filter": [
+            blobs, {"term": {"status": "FETCHED"}}]}})):
+        _, data = opensearch.request("POST", "/w2w_lost/_count", {"query": query})
+        out[what] = data["count"]
+    out["node_files"] = [p for p in (nodes["work"]).rglob("*") if p.is_file()]
+    ok(owler("cluster", "kill", "warc2warc", *nodes["opt"]))
+    yield out
+
+
+def test_warc2warc_on_a_lost_node_copies_every_record_exactly_once(w2w_lost):
+    at_kill = w2w_lost["at_kill"]
+    assert at_kill["files"]["reading"] >= 1 and at_kill["records"] >= 1500  # killed mid-file
+    assert set(w2w_lost["placement"]) >= {"spout", "parser", "warc", "status"}
+    got, expected = w2w_lost["copied"], w2w_lost["expected"]
+    twice = [r[:200] for r, n in got.items() if n > 1]
+    assert not twice, twice[:3]
+    assert got == expected  # none lost, none added
+    assert w2w_lost["progress"]["records"] >= sum(expected.values())
+    # every response of the generated sites reached the frontier as FETCHED
+    assert w2w_lost["blob_urls"] == w2w_lost["fetched"] == 4 * 2000
+
+
+def test_warc2warc_keeps_no_state_on_a_nodes_disk(w2w_lost):
+    # its progress in OpenSearch (no warc2warc.sqlite under owler.work.dir), its output in S3
+    state = crawl_state(w2w_lost)
+    assert not state, state
