@@ -270,6 +270,22 @@ def test_a_part_s3_refuses_loses_only_the_unstored_pages(env, monkeypatch):
     w.close()
 
 
+def acked_within(bolt, tid: str, seconds: float) -> list[dict]:
+    """The messages a bolt sends within ``seconds``, up to the ack or fail of ``tid``."""
+    out: list[dict] = []
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            msg = bolt.read(max(0.01, deadline - time.time()))
+        except TimeoutError:
+            break
+        if msg.get("command") != "log":
+            out.append(msg)
+            if msg.get("command") in ("ack", "fail") and msg.get("id") == tid:
+                break
+    return out
+
+
 def test_streaming_warc_writer_bolt_passes_pages_on_once_stored(s3_server, tmp_path, monkeypatch):
     c = load_conf()
     c.update({"warc.dir": str(tmp_path / "warc"), "warc.s3.bucket": s3_server.bucket("stream-bolt"),
@@ -291,9 +307,14 @@ def test_streaming_warc_writer_bolt_passes_pages_on_once_stored(s3_server, tmp_p
                 with pytest.raises(TimeoutError):  # nothing passed on, nothing acked yet
                     seen = bolt.read_until(lambda m: m.get("command") in ("emit", "ack"), 0.8)
                 assert not seen and not s3_server.objects("stream-bolt", "crawl/")
-                time.sleep(0.5)
-                bolt.tick()  # the page has waited warc.s3.max.age: the file is completed
-            msgs = bolt.until_acked(tid)
+                msgs = []
+                for _ in range(40):  # a tick every 0.5 s, as Storm sends them, until the page
+                    bolt.tick()      # has waited warc.s3.max.age since the bolt wrote it
+                    msgs += acked_within(bolt, tid, 0.5)
+                    if msgs and msgs[-1].get("id") == tid:
+                        break
+            else:
+                msgs = bolt.until_acked(tid, 30)  # (its start reads the bucket back)
         finally:
             assert bolt.close() == 0
         return msgs
