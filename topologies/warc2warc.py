@@ -56,3 +56,12 @@ class Warc2Warc(Topology):
         inputs={parser[STATUS_STREAM]: Grouping.fields("url"),
                 blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})
 
+    @staticmethod
+    def check_conf(conf: dict) -> None:
+        """Raise ConfError for bad progress or S3 streaming keys before Storm starts (``owler
+        run`` and ``owler cluster submit`` call it)."""
+        from owler.warc.progress import progress_backend
+        from owler.warc.stream import check_conf as check_warc_conf
+
+        progress_backend(conf)
+        check_warc_conf(conf, dedup=False)

@@ -83,3 +83,23 @@ def test_bad_streaming_keys_are_a_clear_error(topology, options, message):
         check_topology_conf(load_topology(ROOT, topology, conf), ROOT, conf)
     plain = load_conf(None, options)  # without a bucket nothing is streamed: not checked
     check_topology_conf(load_topology(ROOT, topology, plain), ROOT, plain)
+
+
+@pytest.mark.parametrize("options,message", [
+    (["warc2warc.progress.backend=redis"], "warc2warc.progress.backend: unknown backend 'redis'"),
+    (["warc.s3.bucket=out", "warc.s3.stream.part.size=1048576"], "S3 parts are at least 5 MiB"),
+    (["warc.s3.bucket=out", "warc.s3.max.age=30", "topology.message.timeout.secs=20"], "a page held longer is replayed"),
+])
+def test_bad_warc2warc_keys_are_a_clear_error(options, message):
+    conf = load_conf(None, options)
+    with pytest.raises(ConfError, match=message):
+        check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)
+
+
+def test_warc2warc_records_reach_their_copy_task_by_url():
+    # a record and its replays meet the one task that archives it (owler.warc.progress_os)
+    assert inputs(load_topology(ROOT, "warc2warc", load_conf(None, [])))["warc"] == {
+        "spout": "fields(['url'])"}
+    # the copy finds replays in its progress store: the writer's dedup window is not its concern
+    conf = load_conf(None, ["warc.s3.bucket=out", "warc.s3.dedup.window=10"])
+    check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)

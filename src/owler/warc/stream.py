@@ -407,8 +407,10 @@ def stream_enabled(conf: Mapping[str, Any]) -> bool:
     return bool(C.get_str(conf, WARC_S3_BUCKET_KEY, "")) and C.get_bool(conf, STREAM_KEY, True)
 
 
-def check_conf(conf: Mapping[str, Any]) -> None:
-    """Raise ConfError for streaming keys a writer could not work with (before Storm starts)."""
+def check_conf(conf: Mapping[str, Any], dedup: bool = True) -> None:
+    """Raise ConfError for streaming keys a writer could not work with (before Storm starts);
+    ``dedup``: the writer reads back its files for Storm's replays (the crawl's WARC writer; the
+    warc2warc copy finds replays in its progress store instead)."""
     if not stream_enabled(conf):
         return
     part = C.get_int(conf, STREAM_PART_KEY, STREAM_PART_SIZE)
@@ -419,6 +421,6 @@ def check_conf(conf: Mapping[str, Any]) -> None:
     if not 0 < age < timeout:
         raise C.ConfError(f"{MAX_AGE_KEY}: expected more than 0 and less than {MESSAGE_TIMEOUT_KEY} "
                           f"({timeout:g} s), got {age:g}: a page held longer is replayed by Storm")
-    if C.get_float(conf, DEDUP_WINDOW_KEY, 600.0) < timeout:
+    if dedup and C.get_float(conf, DEDUP_WINDOW_KEY, 600.0) < timeout:
         raise C.ConfError(f"{DEDUP_WINDOW_KEY}: must cover at least {MESSAGE_TIMEOUT_KEY} "
                           f"({timeout:g} s), the time after which Storm replays a page")
