@@ -16,7 +16,12 @@ real sites; ``--links unique``: every link new), made once from ``--seed``.
    parses as the pipeline's parser does with the default configuration (:data:`BARE_PARSE`: no
    anchor texts, no text, as nothing stores them; the signature is over the content).
 
+With ``--opensearch PORT`` the pipeline runs as on a cluster: a local OpenSearch node started on
+PORT holds the frontier and the progress (``owler.warc.progress_os``), the bench polls the progress
+there; the bare loop is the same.
+
 Usage: .venv/bin/python bench/bench_warc2warc.py [--files 4] [--pages 1500] [--kb 40]
+       [--opensearch 9291]
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from bench.measure import TreeSampler  # noqa: E402
 from owler.parse.html import parse_html  # noqa: E402
-from owler.warc.progress import Progress  # noqa: E402
+from owler.conf import load_conf  # noqa: E402
+from owler.run.services import OpenSearchNode  # noqa: E402
+from owler.warc.progress import open_progress  # noqa: E402
 from owler.warc.reader import InputRecord, iter_records  # noqa: E402
 from owler.warc.record import parse_http_response  # noqa: E402
 from tests import warcgen as G  # noqa: E402
@@ -122,11 +129,15 @@ def bare_loop(folder: Path, out: Path) -> dict:
             "cpu": time.process_time() - c0}
 
 
-def pipeline(folder: Path, work: Path, total: int, options: list[str]) -> dict:
+def pipeline(folder: Path, work: Path, total: int, options: list[str],
+             opensearch: int | None = None) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     conf = work / "conf.yaml"
     conf.write_text(f"warc2warc.input: {folder}\nwarc.dir: {work / 'warc'}\n"
-                    f"owler.work.dir: {work}\nfrontier.sqlite.path: {work / 'f.sqlite'}\n")
+                    f"owler.work.dir: {work}\nfrontier.sqlite.path: {work / 'f.sqlite'}\n" + (
+                        f"frontier.backend: opensearch\nservices.opensearch.port: {opensearch}\n"
+                        "opensearch.status.index.name: bench_w2w\n" if opensearch else ""))
+    progress_conf = load_conf(conf, options)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t_start = time.time()
     opts = [a for o in options for a in ("-o", o)]
@@ -138,9 +149,8 @@ def pipeline(folder: Path, work: Path, total: int, options: list[str]) -> dict:
     progress = None
     t_first = t_last = None
     while proc.poll() is None:
-        path = work / "warc2warc.sqlite"
-        if path.exists():
-            progress = progress or Progress(path)
+        progress = progress or open_progress(progress_conf, create=False)
+        if progress is not None:
             done = progress.summary()["records"]
             now = time.time()
             if done and t_first is None:
@@ -174,19 +184,28 @@ def main() -> None:
                     help="link model of the pages (see make_page)")
     ap.add_argument("-o", dest="options", action="append", default=[], metavar="KEY=VALUE",
                     help="crawler key for the pipeline run (repeatable)")
+    ap.add_argument("--opensearch", type=int, metavar="PORT",
+                    help="frontier and progress in an OpenSearch node started on PORT")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-w2w-"))
+    node = None
     try:
+        if args.opensearch:
+            node = OpenSearchNode(ROOT, work / "opensearch", args.opensearch, "1g")
+            node.up()
         total, size = make_inputs(work / "in", args.files, args.pages, args.kb, args.seed,
                                   args.links)
         bare = bare_loop(work / "in", work / "bare.warc.gz")
-        pipe = pipeline(work / "in", work / "run", total, args.options)
+        pipe = pipeline(work / "in", work / "run", total, args.options, args.opensearch)
     finally:
+        if node is not None:
+            node.down()
         shutil.rmtree(work, ignore_errors=True)
     mb = size / 1e6
     per_record_mb = mb / total
     res = {"input": {"files": args.files, "records": total, "compressed_mb": round(mb, 1),
-                     "page_kb": args.kb, "links": args.links, "options": args.options},
+                     "page_kb": args.kb, "links": args.links, "options": args.options,
+                     "progress": "opensearch" if args.opensearch else "sqlite"},
            "bare_loop": {"records_per_s": round(bare["records"] / bare["wall"]),
                          "mb_per_s": round(mb / bare["wall"], 1),
                          "cpu_ms_per_record": round(1000 * bare["cpu"] / bare["records"], 3),
