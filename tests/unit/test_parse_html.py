@@ -253,8 +253,9 @@ def test_unusable_base_keeps_page_url():
 
 
 def _w3lib(function):
-    for line in (DATA / "w3lib_2.5.0_html_cases.jsonl").read_text().splitlines():
+    for n, line in enumerate((DATA / "w3lib_2.5.0_html_cases.jsonl").read_text().splitlines(), 1):
         d = json.loads(line)
+        d["_line"] = n
         if not d["function"].endswith(function) or d["raises"]:
             continue
         kwargs = dict(d["kwargs"])
@@ -264,6 +265,12 @@ def _w3lib(function):
                 else bytes.fromhex(a["__bytes_hex__"]) if isinstance(a, dict) else a
                 for a in d["args"]]
         yield d, args, kwargs.get("encoding", args[2] if len(args) > 2 else "utf-8")
+
+
+def _case_ids(function) -> list[str]:
+    """Stable test ids (the case's line number in the file): pytest-xdist's workers must collect
+    the same names."""
+    return [f"line{d['_line']}" for d, _, _ in _w3lib(function)]
 
 
 def _prepare(args, encoding):
@@ -293,7 +300,7 @@ REFRESH_DIFFERENCES = {
 }
 
 
-@pytest.mark.parametrize("case", list(_w3lib("get_base_url")), ids=lambda c: str(id(c)))
+@pytest.mark.parametrize("case", list(_w3lib("get_base_url")), ids=_case_ids("get_base_url"))
 def test_w3lib_get_base_url(case):
     d, args, encoding = case
     text, base = _prepare(args, encoding)
@@ -318,7 +325,7 @@ def test_w3lib_base_url_case_count():
     assert len(list(_w3lib("get_base_url"))) == 63
 
 
-@pytest.mark.parametrize("case", list(_w3lib("get_meta_refresh")), ids=lambda c: str(id(c)))
+@pytest.mark.parametrize("case", list(_w3lib("get_meta_refresh")), ids=_case_ids("get_meta_refresh"))
 def test_w3lib_get_meta_refresh(case):
     d, args, encoding = case
     text, base = _prepare(args, encoding)
