@@ -60,8 +60,12 @@ else
 	$(BIN)/owler status $(if $(CONF),--conf $(CONF))
 endif
 
+# Two pytest-xdist workers: most tests wait on Storm, OpenSearch or a crawl rather than compute.
+# Each worker has its own OpenSearch node and S3 server; the modules of the loopback Storm
+# cluster (fixed ports) share one worker (xdist_group "storm-cluster").
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup tests
 
 # The dedicated fuzz run: 10,000 generated or mutated inputs per parser of untrusted input
 # (make test runs the same tests with 150 each).

@@ -17,8 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
-    """A port P in 9230..9299 (the runner's range) with P and P + 100 (transport) free."""
-    for port in range(9230, 9300):
+    """A port P in 9230..9299 (the runner's range) with P and P + 100 (transport) free. Each
+    pytest-xdist worker (``make test`` runs two) looks from a start of its own, so that two
+    workers starting their nodes at once do not pick the same port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    start = 9230 + 10 * (int(worker[2:]) if worker[2:].isdigit() else 0)
+    for port in [*range(start, 9300), *range(9230, start)]:
         busy = False
         for p in (port, port + 100):
             with socket.socket() as s:
@@ -52,9 +56,24 @@ class Node:
         import urllib3
 
         data = orjson.dumps(body) if body is not None else None
-        resp = urllib3.request(method, self.url + path, body=data,
+        resp = urllib3.request(method, self.url + path, body=data, timeout=30.0,
                                headers={"Content-Type": "application/json"})
         return resp.status, (orjson.loads(resp.data) if resp.data else None)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``make test`` (pytest-xdist, ``--dist loadgroup``) the modules of the loopback Storm
+    cluster must share one worker: refuse to run if pytest-xdist could not group them (it names
+    a grouped test ``<id>@<group>``; pytest 9.2 no longer lets it, hence pytest 9.1 in
+    requirements.txt)."""
+    grouping = getattr(config.option, "dist", "no") == "loadgroup"
+    if not grouping or "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    lost = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist did not group {lost[0]} (and {len(lost) - 1} more): "
+                                "the Storm cluster's tests would run at once in two workers")
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import urllib3
 from warcio.archiveiterator import ArchiveIterator
 
 from owler.run.procs import port_open
@@ -28,7 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PORTS = (2181, 6627, 6628, 6700, 6701, 8080)
 UI = "http://127.0.0.1:8080"
 
-pytestmark = pytest.mark.integration
+# the Storm cluster's fixed ports (config.json's env "local"): both modules run in one
+# pytest-xdist worker, one after the other (make test: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("storm-cluster")]
 
 
 def run(cmd, timeout=600, **kw):
@@ -62,7 +65,8 @@ def wait_for(what: str, check, timeout: float, every: float = 2.0):
     while time.monotonic() < deadline:
         try:
             last = check()
-        except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+        except (urllib.error.URLError, OSError, ValueError, KeyError,
+                urllib3.exceptions.HTTPError) as exc:  # (a busy OpenSearch: try again)
             last = exc
         else:
             if last:
