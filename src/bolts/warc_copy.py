@@ -55,17 +55,17 @@ class WARCCopyBolt(OwlerComponent, Bolt):
             self._failed(f"cannot copy a WARC record ({url})", exc, "write_failed")
             return
         record = (file_id, key)
+        now = time.time()
         if written:
             self.count("records")
             self.written += 1
-            self.arrivals.append((time.time(), record))
+            self.arrivals.append((now, record))
         else:
             self.count("duplicates")
             if record not in self.waiting:  # archived before: nothing to wait for
                 self.ack(tup)
                 return
         self.waiting.setdefault(record, []).append(tup)
-        now = time.time()
         if self.written >= self.batch or now - self.last_commit >= self.interval:
             self._commit(now)
 

@@ -1,9 +1,10 @@
 """Tuples acked only after the write they asked for is durable (at-least-once, nothing lost).
 
-The status updater (frontier writes) and the WARC copy bolt (records copied, then recorded in the
-progress file) work the same way: collect tuples, write their effects in one batch when ``size``
-items are pending or the oldest tuple has waited ``interval`` seconds, then ack each tuple whose
-effects were written and fail (Storm replays it) each one whose write failed.
+The status updater (frontier writes) works this way: collect tuples, write their effects in one
+batch when ``size`` items are pending or the oldest tuple has waited ``interval`` seconds, then
+ack each tuple whose effects were written and fail (Storm replays it) each one whose write failed.
+(The WARC copy bolt acks record by record instead, as each one's bytes are stored:
+``src/bolts/warc_copy.py``.)
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ class ArchiveCopier:
         enough. Returns ``(recorded, lost)`` record positions: the tuples of the first can be
         acked, those of the second failed (their part could not be stored). Raises when the
         progress cannot be written (then :meth:`abort`)."""
-        self._record(lambda name, end: self.writer.durable(name, end))
+        self._record(self.writer.durable)
         self.maybe_rotate(now)
         return self._drain()
 
@@ -153,14 +153,16 @@ class ArchiveCopier:
         as :meth:`commit`."""
         if self.streaming:
             self.writer.make_durable()
-        self._record(lambda name, end: self.writer.durable(name, end))
+        self._record(self.writer.durable)
         return self._drain()
 
     def _record(self, stored) -> None:
         """Record the pending records ``stored(output, end)`` says are stored, one commit per
         output file (its committed length: where the last of them ends)."""
-        lost = [p for p in self.pending if self.writer.lost(p[2], p[3])]
-        ready = [p for p in self.pending if stored(p[2], p[3]) and p not in lost]
+        ready, lost, left = [], [], []
+        for p in self.pending:
+            (lost if self.writer.lost(p[2], p[3]) else ready if stored(p[2], p[3])
+             else left).append(p)
         if not ready and not lost:
             return
         by_output: dict[str, list] = {}
@@ -172,8 +174,7 @@ class ArchiveCopier:
                                           self.partition)
             self.committed[name] = max(self.committed.get(name, 0), length)
             self._done += [(f, k) for f, k, _, _ in recs]
-        gone = {id(p) for p in ready} | {id(p) for p in lost}
-        self.pending = [p for p in self.pending if id(p) not in gone]
+        self.pending = left
         for p in ready + lost:
             self._pending_keys.discard((p[0], p[1]))
         self._lost += [(p[0], p[1]) for p in lost]
@@ -282,5 +283,5 @@ def recover_outputs(directory: Path, prefix: str, partition: str | None,
             log.error("WARC copy: %s is shorter (%d) than its committed length %d", path, size,
                       committed)
         done.append(_finalize(path))
-        progress.set_output_state(name, "closed")
+        progress.set_output_state(name, "closed", min(size, committed))
     return done

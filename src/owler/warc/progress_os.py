@@ -47,13 +47,13 @@ import orjson
 
 from owler import conf as C
 from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key
+from owler.warc.progress import STATES
 from owler.warc.writer import parse_file_name
 
 log = logging.getLogger("owler.warc.progress")
 
 PROGRESS_INDEX_KEY = "warc2warc.progress.index"
 KINDS = ("files", "acks", "archived", "outputs", "problems")
-STATES = ("pending", "reading", "done", "failed")
 _FIELDS = ("id", "name", "size", "etag", "state", "resume_offset", "records", "errors", "error")
 _PAGE = 1000
 _CACHED_FILES = 64  # input files whose archived keys a copy task keeps in memory

@@ -130,12 +130,6 @@ class MultipartFile:
         self.stored += len(data)
         del self.buf[:len(data)]
 
-    def complete(self) -> int:
-        """Send the rest as the last part and complete the upload; the object's size. Without
-        any part the upload is aborted (0)."""
-        self.send_part()
-        return self.salvage()
-
     def salvage(self, keep: int | None = None) -> int:
         """Keep what is stored (the first parts holding no more than ``keep`` bytes, when given),
         drop the buffer (a part S3 would not take): the object's size (0, the upload aborted,
