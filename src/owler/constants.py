@@ -141,6 +141,8 @@ WARC_S3_PREFIX_KEY = "warc.s3.prefix"
 S3_MAX_ATTEMPTS_KEY = "s3.max.attempts"
 WARC2WARC_INPUT_KEY = "warc2warc.input"
 WARC2WARC_PROGRESS_KEY = "warc2warc.progress.path"
+# the states of a warc2warc input file in either progress store (owler.warc.progress, progress_os)
+WARC2WARC_FILE_STATES = ("pending", "reading", "done", "failed")
 METRICS_ENABLED_KEY = "metrics.opensearch"
 OPENSEARCH_PORT_KEY = "services.opensearch.port"
 # Storm's own keys that the crawler reads or sets

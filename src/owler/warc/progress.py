@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from owler import conf as C
-from owler.constants import FRONTIER_BACKEND_KEY, WARC2WARC_PROGRESS_KEY
+from owler.constants import FRONTIER_BACKEND_KEY, WARC2WARC_FILE_STATES as STATES, WARC2WARC_PROGRESS_KEY
 from owler.frontier.sqlite import _Transaction
 
 PROGRESS_PATH = WARC2WARC_PROGRESS_KEY
@@ -62,7 +62,6 @@ _SCHEMA = [
     "message TEXT NOT NULL, time REAL NOT NULL)",
 ]
 
-STATES = ("pending", "reading", "done", "failed")
 BACKEND_KEY = "warc2warc.progress.backend"
 
 

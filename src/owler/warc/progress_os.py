@@ -46,8 +46,8 @@ from urllib.parse import quote
 import orjson
 
 from owler import conf as C
+from owler.constants import WARC2WARC_FILE_STATES as STATES
 from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key
-from owler.warc.progress import STATES
 from owler.warc.writer import parse_file_name
 
 log = logging.getLogger("owler.warc.progress")
