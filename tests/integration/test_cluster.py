@@ -75,12 +75,16 @@ def wait_for(what: str, check, timeout: float, every: float = 2.0):
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
-def processes_with(marker: bytes) -> list[int]:
+def processes_with(marker: bytes, cwd_under: Path | None = None) -> list[int]:
+    """Processes whose command line holds ``marker``; with ``cwd_under``, only those working in
+    that folder (the cluster's, not a local-mode run of another pytest-xdist worker)."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if marker in Path(f"/proc/{entry}/cmdline").read_bytes():
+                if marker in Path(f"/proc/{entry}/cmdline").read_bytes() and (
+                        cwd_under is None
+                        or Path(os.readlink(f"/proc/{entry}/cwd")).is_relative_to(cwd_under)):
                     pids.append(int(entry))
             except OSError:
                 pass
@@ -192,15 +196,15 @@ def crawl(cluster, opensearch, tmp_path_factory):
 
         # kill -9 the WARC writer's Python process: its worker dies and Storm restarts it
         marker = b"bolts.warc_writer.WARCWriterBolt"
-        victims = processes_with(marker)
-        workers = set(processes_with(b"org.apache.storm.daemon.worker.Worker"))
+        victims = processes_with(marker, cluster["work"])
+        workers = set(processes_with(b"org.apache.storm.daemon.worker.Worker", cluster["work"]))
         assert len(victims) == 1, victims
         os.kill(victims[0], signal.SIGKILL)
         out["killed"] = victims[0]
-        wait_for("a new worker", lambda: set(processes_with(b"org.apache.storm.daemon.worker.Worker"))
-                 - workers, 120)
-        wait_for("a new WARC writer", lambda: [p for p in processes_with(marker) if p != victims[0]],
-                 120)
+        wait_for("a new worker", lambda: set(processes_with(
+            b"org.apache.storm.daemon.worker.Worker", cluster["work"])) - workers, 120)
+        wait_for("a new WARC writer", lambda: [p for p in processes_with(marker, cluster["work"])
+                                               if p != victims[0]], 120)
 
         def finished():
             st = status(conf)
