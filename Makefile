@@ -15,9 +15,9 @@ SEEDS ?=
 CONF ?=
 IDLE ?= 30
 
-.PHONY: setup apt venv storm services testdata fuzz crawl demo test unit integration bench clean
+.PHONY: setup apt venv storm services urlfrontier testdata fuzz crawl demo test unit integration bench clean
 
-setup: apt venv storm services testdata
+setup: apt venv storm services urlfrontier testdata
 
 apt: .work/.apt.stamp
 .work/.apt.stamp:
@@ -44,6 +44,11 @@ storm: apt venv
 # A single-node OpenSearch (frontier.backend: opensearch; tests) from Maven Central into .services/.
 services: apt
 	@bash services/opensearch/install.sh
+
+# The URLFrontier API (gRPC) for frontier.backend: urlfrontier and `owler frontier serve`: its
+# descriptor rebuilt from the urlfrontier-API artifact on Maven Central (services/urlfrontier/).
+urlfrontier: apt venv
+	@bash services/urlfrontier/install.sh
 
 # Real WARC files the tests read that the repository may not hold (GPL): into .work/testdata/.
 testdata: venv

@@ -17,7 +17,7 @@ LAYERS = [
     {"urls", "osclient"},
     {"filters", "blacklist", "scheduler", "seeds", "task"},
     {"frontier"},
-    {"status"},
+    {"status", "urlfrontier"},
     {"fetch", "parse"},
     {"warc", "sitemap"},
     {"run"},

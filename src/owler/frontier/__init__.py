@@ -1,7 +1,8 @@
 """The frontier: where every known URL lives with its status, next fetch date and metadata.
 
-A backend implements :class:`Frontier`: an embedded SQLite file (:mod:`owler.frontier.sqlite`) or an
-OpenSearch status index compatible with StormCrawler's (:mod:`owler.frontier.opensearch`). The
+A backend implements :class:`Frontier`: an embedded SQLite file (:mod:`owler.frontier.sqlite`), an
+OpenSearch status index compatible with StormCrawler's (:mod:`owler.frontier.opensearch`), or a
+URLFrontier service (:mod:`owler.frontier.urlfrontier`). The
 record model follows StormCrawler's status index: id = sha256(url), ``url``,
 ``status``, ``next_fetch_date``, ``key`` (partition key), ``metadata``.
 
@@ -17,7 +18,8 @@ Tags (``frontier.tags``, read by both backends with :func:`tag_rules`): a map
 ``"<metadata key>=<value>": <tag>``; a URL whose metadata has that value is stored with that tag, and
 a spout can serve only some tags (``frontier.interest.tags`` / ``frontier.interest.exclude.tags``).
 
-Config keys read here: ``frontier.backend`` (``sqlite`` | ``opensearch``), ``frontier.tags``.
+Config keys read here: ``frontier.backend`` (``sqlite`` | ``opensearch`` | ``urlfrontier``: any
+URLFrontier service, :mod:`owler.frontier.urlfrontier`), ``frontier.tags``.
 """
 
 from __future__ import annotations
@@ -178,4 +180,9 @@ def open_frontier(conf: Mapping[str, Any] | None, owner: str | None = None) -> F
         from owler.frontier.opensearch import OpenSearchFrontier
 
         return OpenSearchFrontier(conf, owner=owner)
-    raise ConfError(f"frontier.backend: unknown backend {backend!r}; expected 'sqlite' or 'opensearch'")
+    if backend == "urlfrontier":
+        from owler.frontier.urlfrontier import URLFrontierClient
+
+        return URLFrontierClient(conf, owner=owner)
+    raise ConfError(f"frontier.backend: unknown backend {backend!r}; expected 'sqlite', "
+                    "'opensearch' or 'urlfrontier'")

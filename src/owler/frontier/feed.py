@@ -13,6 +13,7 @@ lost.
 Splitting the queues between the tasks of one spout:
 
 - embedded (SQLite) frontier: by the task's :class:`~owler.task.shard.Shard` of the partition key;
+- a URLFrontier service: not split; the service never gives one URL to two tasks;
 - shared (OpenSearch) frontier: by queue leases (:mod:`owler.frontier.opensearch`). A task serves a
   queue in rounds: it leases the queue, emits its URLs, and releases the lease when all of them are
   acked or failed. Acked URLs stay excluded from queries for ``spout.ttl.purgatory`` seconds (the
@@ -45,6 +46,11 @@ from owler.task.shard import Shard
 
 log = logging.getLogger("owler.frontier.feed")
 
+_BACKEND_KEYS = {  # backend -> (max buckets, max URLs per bucket)
+    "opensearch": ("opensearch.status.max.buckets", "opensearch.status.max.urls.per.bucket"),
+    "urlfrontier": ("urlfrontier.max.buckets", "urlfrontier.max.urls.per.bucket"),
+}
+
 
 def lease_owner(conf: Mapping[str, Any], component: str, task_id: Any) -> str:
     """The lease owner of a spout task: unique among all crawlers on the frontier, and stable
@@ -71,10 +77,11 @@ class FrontierFeed:
         self.opener = opener
         self.max_buckets = C.get_int(conf, "spout.max.buckets", 1000)
         self.per_bucket = C.get_int(conf, "spout.max.urls.per.bucket", 10)
-        if C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite") == "opensearch":
-            self.max_buckets = C.get_int(conf, "opensearch.status.max.buckets", self.max_buckets)
-            self.per_bucket = C.get_int(conf, "opensearch.status.max.urls.per.bucket",
-                                        self.per_bucket)
+        # StormCrawler's keys of the backend's own spout take precedence
+        own = _BACKEND_KEYS.get(C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite") or "")
+        if own:
+            self.max_buckets = C.get_int(conf, own[0], self.max_buckets)
+            self.per_bucket = C.get_int(conf, own[1], self.per_bucket)
         self.buffer_size = C.get_int(conf, "spout.buffer.size", 2000)
         self.min_delay = C.get_int(conf, MIN_DELAY_QUERIES_KEY, 2000) / 1000.0
         self.ttl_purgatory = C.get_int(conf, "spout.ttl.purgatory", 30)
@@ -86,6 +93,7 @@ class FrontierFeed:
         self.next_query = 0.0
         self.frontier = None
         self.leases = False
+        self.all_mine = False
         self.counters: dict[str, int] = {}
         self._last_rows = (0, 0)  # URLs and queues of the last query
         self._open(time.time())
@@ -100,6 +108,8 @@ class FrontierFeed:
             self.next_query = now + RETRY_SECS
             return False
         self.leases = bool(getattr(self.frontier, "leases_queues", False))
+        # a URLFrontier service never gives one URL to two tasks: each task takes any queue
+        self.all_mine = bool(getattr(self.frontier, "hands_out_once", False))
         return True
 
     def _problem(self, counter: str, text: str) -> None:
@@ -108,7 +118,7 @@ class FrontierFeed:
         self.on_problem(text)
 
     def _mine(self, key: str) -> bool:
-        return self.leases or self.shard.owns(key)
+        return self.leases or self.all_mine or self.shard.owns(key)
 
     def _refill(self, now: float) -> None:
         self.next_query = now + self.min_delay * random.uniform(0.8, 1.2)

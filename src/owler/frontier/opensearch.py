@@ -99,6 +99,9 @@ class OpenSearchFrontier:
     """:class:`owler.frontier.Frontier` over an OpenSearch status index (module docstring)."""
 
     leases_queues = True  # the spout serves queues in leased rounds (see release())
+    #: the most URLs per queue due() gives: its top_hits asks 1.5 x + 2, and an index allows 100
+    #: (index.max_inner_result_window)
+    max_per_bucket = 64
 
     def __init__(self, conf: Mapping[str, Any] | None = None, owner: str | None = None) -> None:
         conf = conf or {}
@@ -411,17 +414,22 @@ class OpenSearchFrontier:
             query["must_not"] = [{"terms": {"tags": self.not_interest}}]
         return {"bool": query}
 
-    def due(self, now: float, max_buckets: int, per_bucket: int, exclude: Container[str] = ()
-            ) -> list[tuple[str, dict[str, list[str]], str]]:
-        """Due URLs of queues this task could lease now, round-robin, as ``(url, md, key)``.
+    def due(self, now: float, max_buckets: int, per_bucket: int, exclude: Container[str] = (),
+            key: str | None = None) -> list[tuple[str, dict[str, list[str]], str]]:
+        """Due URLs of queues this task could lease now, round-robin, as ``(url, md, key)``
+        (``key``: only that queue).
 
         Queues whose round is still going on (leased by this task) are skipped; so are queues
         leased by others. Raises :class:`FrontierError` when the node cannot be queried.
         """
         if max_buckets <= 0 or per_bucket <= 0:
             return []
+        per_bucket = min(per_bucket, self.max_per_bucket)
+        query = self._filters(now)
+        if key is not None:
+            query["bool"]["filter"].append({"term": {"key": key}})
         body = {
-            "size": 0, "track_total_hits": False, "query": self._filters(now),
+            "size": 0, "track_total_hits": False, "query": query,
             "aggs": {"queues": {
                 "terms": {"field": "key", "size": max_buckets + len(self.leases),
                           "order": {"first": "asc"}},
@@ -569,6 +577,113 @@ class OpenSearchFrontier:
     def release_all(self, now: float) -> None:
         for key in list(self.leases):
             self.release(key, now)
+
+    # -- what a URLFrontier service needs beyond the spout (owler.urlfrontier.service) -------------
+    def list_queues(self, start: int, size: int, now: float, include_inactive: bool = False
+                    ) -> list[str]:
+        """Partition keys by name, ``size`` from position ``start`` (a terms aggregation: start +
+        size at most 65,536); without ``include_inactive`` only queues with a URL to fetch some
+        day that are not blocked."""
+        query = {"exists": {"field": "nextFetchDate"}} if not include_inactive else {
+            "match_all": {}}
+        data = self._search({"size": 0, "track_total_hits": False, "query": query, "aggs": {
+            "k": {"terms": {"field": "key", "size": max(1, start + size),
+                            "order": {"_key": "asc"}}}}})
+        keys = [b["key"] for b in data["aggregations"]["k"]["buckets"]]
+        if include_inactive:
+            return keys[start:start + size]
+        blocked = self._blocked(keys, now)
+        return [k for k in keys if k not in blocked][start:start + size]
+
+    def _blocked(self, keys: list[str], now: float) -> set[str]:
+        if not keys:
+            return set()
+        try:
+            _, data = self.client.request("POST", f"/{self.leases_index}/_mget", {"ids": keys})
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        now_ms = int(now * 1000)
+        return {d["_id"] for d in data.get("docs", []) if d.get("found")
+                and d["_source"].get("owner") == BLOCK_OWNER
+                and int(d["_source"].get("until", 0)) > now_ms}
+
+    def _url_query(self, key: str | None, text: str | None, ignore_case: bool,
+                   active: bool | None) -> dict:
+        filters: list[dict] = []
+        if key is not None:
+            filters.append({"term": {"key": key}})
+        if text:
+            pattern = "*" + "".join("\\" + c if c in "*?\\" else c for c in text) + "*"
+            filters.append({"wildcard": {"url": {"value": pattern,
+                                                 "case_insensitive": ignore_case}}})
+        query: dict[str, Any] = {"filter": filters}
+        if active is not None:
+            (query.setdefault("filter" if active else "must_not", [])
+             .append({"exists": {"field": "nextFetchDate"}}))
+        return {"bool": query}
+
+    def count_urls(self, key: str | None = None, text: str | None = None,
+                   ignore_case: bool = False, active: bool | None = None) -> int:
+        """URLs of queue ``key`` (all: ``None``) whose URL contains ``text``; ``active``
+        True/False: only those to be fetched again some day / never."""
+        try:
+            _, data = self.client.request("POST", f"/{self.index}/_count", {
+                "query": self._url_query(key, text, ignore_case, active)})
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        return int(data["count"])
+
+    def list_urls(self, key: str | None, start: int, size: int, text: str | None = None,
+                  ignore_case: bool = False) -> list[FrontierRecord]:
+        """The records of :meth:`count_urls` by key, next fetch date, URL (``from``/``size``:
+        at most 10,000 deep)."""
+        data = self._search({"from": start, "size": size, "track_total_hits": False,
+                             "query": self._url_query(key, text, ignore_case, None),
+                             "sort": [{"key": "asc"}, {"nextFetchDate": {"order": "asc",
+                                                                          "missing": "_first"}},
+                                      {"url": "asc"}]})
+        out = []
+        for hit in data["hits"]["hits"]:
+            src = hit["_source"]
+            out.append(FrontierRecord(src["url"], Status(src["status"]),
+                                      epoch_of(src.get("nextFetchDate")),
+                                      src.get("key", DEFAULT_KEY), _read_md(src.get("metadata")),
+                                      0.0))
+        return out
+
+    def delete(self, key: str | None = None) -> int:
+        """Remove queue ``key`` (every queue: ``None``) with all its URLs; how many URLs."""
+        query = {"match_all": {}} if key is None else {"term": {"key": key}}
+        try:
+            _, data = self.client.request("POST", f"/{self.index}/_delete_by_query",
+                                          {"query": query},
+                                          params={"refresh": "true", "conflicts": "proceed"})
+            if key is None:
+                self.client.request("POST", f"/{self.leases_index}/_delete_by_query",
+                                    {"query": {"bool": {"must_not": [{"term": {"task": True}}]}}},
+                                    params={"refresh": "true", "conflicts": "proceed"})
+            else:
+                self.client.request("DELETE", f"/{self.leases_index}/_doc/{quote(key, safe='')}",
+                                    ok=(200, 404))
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        if key is None:
+            self.leases.clear()
+        else:
+            self.leases.pop(key, None)
+        return int(data.get("deleted", 0))
+
+    def block_queue(self, key: str, until: float, now: float) -> None:
+        """Serve no URL of ``key`` before ``until`` (a past time lifts the block), as
+        URLFrontier's BlockQueueUntil: unlike a status update's block this may shorten one, and
+        a round in progress is taken over (the lease document names the block)."""
+        doc = {"owner": BLOCK_OWNER, "until": int(max(until, now) * 1000), "active": False}
+        try:
+            self.client.request("PUT", f"/{self.leases_index}/_doc/{quote(key, safe='')}", doc,
+                                params={"refresh": "true"})
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        self.leases.pop(key, None)
 
     # -- statistics ----------------------------------------------------------------------------------
     def _search(self, body: dict) -> dict:

@@ -479,7 +479,8 @@ class SQLiteFrontier:
 
     # -- the spout's query -----------------------------------------------------------------------
     def due(
-        self, now: float, max_buckets: int, per_bucket: int, exclude: Container[str] = ()
+        self, now: float, max_buckets: int, per_bucket: int, exclude: Container[str] = (),
+        key: str | None = None,
     ) -> list[tuple[str, dict[str, list[str]], str]]:
         """URLs with ``next_fetch_date <= now`` as ``(url, metadata, key)``.
 
@@ -489,19 +490,21 @@ class SQLiteFrontier:
         spout's in-flight set — are skipped and the next due URLs of the key are taken instead.
 
         ``frontier.interest.tags`` / ``frontier.interest.exclude.tags`` of the configuration this
-        frontier was opened with restrict the URLs served (module docstring, "Tags").
+        frontier was opened with restrict the URLs served (module docstring, "Tags"). ``key``:
+        only that queue.
         """
         if max_buckets <= 0 or per_bucket <= 0:
             return []
         if self.interest:
-            return self._due_tagged(now, max_buckets, per_bucket, exclude)
+            return self._due_tagged(now, max_buckets, per_bucket, exclude, key)
+        one = "" if key is None else " AND key = ?"
         cur = self.conn.cursor()
         cur.execute("BEGIN")  # one snapshot for the whole query
         try:
             keys = [r[0] for r in cur.execute(
-                "SELECT key FROM queues WHERE next_due <= ? AND key NOT IN "
+                f"SELECT key FROM queues WHERE next_due <= ?{one} AND key NOT IN "
                 "(SELECT key FROM blocks WHERE until > ?) ORDER BY next_due, key LIMIT ?",
-                (now, now, max_buckets),
+                (now, *(() if key is None else (key,)), now, max_buckets),
             )]
             check_ids = bool(exclude)
             stale: list[str] = []  # queues whose earliest date is out of date (a URL changed key)
@@ -538,19 +541,21 @@ class SQLiteFrontier:
         return round_robin(buckets, per_bucket)
 
     def _due_tagged(self, now: float, max_buckets: int, per_bucket: int,
-                    exclude: Container[str]) -> list[tuple[str, dict[str, list[str]], str]]:
+                    exclude: Container[str], key: str | None = None
+                    ) -> list[tuple[str, dict[str, list[str]], str]]:
         """:meth:`due` for a spout with interest tags: queues from ``tag_queues``, URLs through
         the partial tag index, one index range per tag, merged by date."""
         tags = self.interest
         marks = ",".join("?" * len(tags))
+        one = "" if key is None else " AND key = ?"
         cur = self.conn.cursor()
         cur.execute("BEGIN")
         try:
             keys = [r[0] for r in cur.execute(
                 f"SELECT key, MIN(next_due) AS d FROM tag_queues WHERE tag IN ({marks}) "
-                "AND next_due <= ? AND key NOT IN (SELECT key FROM blocks WHERE until > ?) "
+                f"AND next_due <= ?{one} AND key NOT IN (SELECT key FROM blocks WHERE until > ?) "
                 "GROUP BY key ORDER BY d, key LIMIT ?",
-                (*tags, now, now, max_buckets))]
+                (*tags, now, *(() if key is None else (key,)), now, max_buckets))]
             check_ids = bool(exclude)
             stale: list[tuple[str, str]] = []
             buckets = []
@@ -651,6 +656,73 @@ class SQLiteFrontier:
         url, status, nfd, key, md, updated = row
         return FrontierRecord(url, Status(status), None if nfd >= NEVER else nfd, key,
                               orjson.loads(md), updated)
+
+    # -- what a URLFrontier service needs beyond the spout (owler.urlfrontier.service) -----------
+    def list_queues(self, start: int, size: int, now: float, include_inactive: bool = False
+                    ) -> list[str]:
+        """Partition keys by name, ``size`` from position ``start``; without ``include_inactive``
+        only queues with a URL to fetch some day (not all "never again") that are not blocked."""
+        if include_inactive:
+            rows = self.conn.execute("SELECT key FROM queues ORDER BY key LIMIT ? OFFSET ?",
+                                     (size, start))
+        else:
+            rows = self.conn.execute(
+                "SELECT key FROM queues WHERE next_due < ? AND key NOT IN (SELECT key FROM blocks "
+                "WHERE until > ?) ORDER BY key LIMIT ? OFFSET ?", (NEVER, now, size, start))
+        return [r[0] for r in rows]
+
+    def _url_filter(self, key: str | None, text: str | None, ignore_case: bool,
+                    active: bool | None) -> tuple[str, list]:
+        where, args = [], []
+        if key is not None:
+            where.append("key = ?")
+            args.append(key)
+        if text:
+            where.append("instr(lower(url), ?) > 0" if ignore_case else "instr(url, ?) > 0")
+            args.append(text.lower() if ignore_case else text)
+        if active is not None:
+            where.append("next_fetch_date < ?" if active else "next_fetch_date >= ?")
+            args.append(NEVER)
+        return (" WHERE " + " AND ".join(where)) if where else "", args
+
+    def count_urls(self, key: str | None = None, text: str | None = None,
+                   ignore_case: bool = False, active: bool | None = None) -> int:
+        """URLs of queue ``key`` (all queues: ``None``) whose URL contains ``text``; ``active``
+        True/False: only those to be fetched again some day / never."""
+        where, args = self._url_filter(key, text, ignore_case, active)
+        return self.conn.execute(f"SELECT COUNT(*) FROM urls{where}", args).fetchone()[0]
+
+    def list_urls(self, key: str | None, start: int, size: int, text: str | None = None,
+                  ignore_case: bool = False) -> list[FrontierRecord]:
+        """The records of :meth:`count_urls`, by next fetch date then URL, ``size`` from
+        ``start``."""
+        where, args = self._url_filter(key, text, ignore_case, None)
+        rows = self.conn.execute(
+            "SELECT url, status, next_fetch_date, key, metadata, updated FROM urls"
+            f"{where} ORDER BY key, next_fetch_date, url LIMIT ? OFFSET ?", (*args, size, start))
+        return [FrontierRecord(url, Status(status), None if nfd >= NEVER else nfd, k,
+                               orjson.loads(md), updated)
+                for url, status, nfd, k, md, updated in rows]
+
+    def delete(self, key: str | None = None) -> int:
+        """Remove queue ``key`` (every queue: ``None``) with all its URLs; how many URLs."""
+        one, args = ("", ()) if key is None else (" WHERE key = ?", (key,))
+        with self._write():
+            n = self.conn.execute(f"DELETE FROM urls{one}", args).rowcount
+            for table in ("queues", "tag_queues", "blocks"):
+                self.conn.execute(f"DELETE FROM {table}{one}", args)
+        return n
+
+    def block_queue(self, key: str, until: float, now: float) -> None:
+        """Serve no URL of ``key`` before ``until`` (epoch seconds; a past time lifts a block),
+        as URLFrontier's BlockQueueUntil: unlike :attr:`StatusUpdate.block_until` this may shorten
+        a block."""
+        with self._write():
+            if until <= now:
+                self.conn.execute("DELETE FROM blocks WHERE key = ?", (key,))
+            else:
+                self.conn.execute("INSERT OR REPLACE INTO blocks (key, until) VALUES (?, ?)",
+                                  (key, until))
 
     def tag(self, url: str) -> str | None:
         """The stored tag of ``url`` (None: untagged or unknown)."""

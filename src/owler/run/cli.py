@@ -1,4 +1,4 @@
-"""The ``owler`` command: inject, run, status, check-url, check-robots, services, cluster.
+"""The ``owler`` command: inject, run, status, check-url, check-robots, services, cluster, frontier.
 
 Exit codes: 0 success; 1 a run or command failed; 2 bad usage or bad input (unknown topology,
 invalid seeds only, bad configuration); 3 a missing runtime (Java, Storm: run ``make setup``).
@@ -282,6 +282,45 @@ def cmd_cluster(args) -> int:
     return 0
 
 
+def cmd_frontier(args) -> int:
+    """``owler frontier serve``: the configured frontier (SQLite or OpenSearch) as a URLFrontier
+    service on ``--host:--port`` until SIGINT/SIGTERM (:mod:`owler.urlfrontier.service`); exit 2
+    for a frontier that is itself a URLFrontier service or a port that cannot be bound, 3 when
+    the frontier cannot be opened."""
+    import signal
+    import threading
+
+    from owler.frontier import FrontierError
+
+    conf = C.absolute_paths(_conf(args))
+    backend = (C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite") or "sqlite").strip().lower()
+    if backend not in ("sqlite", "opensearch"):
+        print(f"owler frontier serve: frontier.backend {backend!r}: the service serves a "
+              "'sqlite' or 'opensearch' frontier", file=sys.stderr)
+        return 2
+    from owler.urlfrontier.service import serve
+
+    try:
+        server, service, port = serve(conf, args.host, args.port)
+    except FrontierError as exc:
+        print(f"owler frontier serve: cannot use the frontier: {exc}", file=sys.stderr)
+        return 3
+    except (OSError, RuntimeError) as exc:
+        print(f"owler frontier serve: cannot listen on {args.host}:{args.port}: {exc}",
+              file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"URLFrontier service on {args.host}:{port} over {service.frontier.location}",
+          flush=True)
+    stop.wait()
+    server.stop(grace=5).wait()
+    service.close()
+    print("URLFrontier service stopped", flush=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="owler", description="OWLer-py: a StormCrawler port for Apache Storm")
     sub = p.add_subparsers(dest="command", required=True)
@@ -338,6 +377,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="up: how long to wait for the daemons; submit/kill/switch: for a leader")
     s.add_argument("--json", action="store_true", help="status: one JSON object")
     s.set_defaults(func=cmd_cluster)
+
+    s = sub.add_parser("frontier", help="serve the frontier as a URLFrontier service (gRPC)")
+    s.add_argument("action", choices=["serve"])
+    _add_conf_args(s)
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=7071, help="port (default 7071, URLFrontier's; "
+                                                          "0: any free port)")
+    s.set_defaults(func=cmd_frontier)
     return p
 
 

@@ -66,8 +66,9 @@ BACKEND_KEY = "warc2warc.progress.backend"
 
 
 def progress_backend(conf: Mapping[str, Any]) -> str:
-    backend = (C.get_str(conf, BACKEND_KEY, "") or C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite")
-               or "sqlite").strip().lower()
+    frontier = (C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite") or "sqlite").strip().lower()
+    backend = (C.get_str(conf, BACKEND_KEY, "")
+               or ("opensearch" if frontier == "opensearch" else "sqlite")).strip().lower()
     if backend not in ("sqlite", "opensearch"):
         raise C.ConfError(f"{BACKEND_KEY}: unknown backend {backend!r}; expected 'sqlite' or "
                           "'opensearch'")

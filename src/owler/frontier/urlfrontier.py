@@ -1,0 +1,338 @@
+"""``frontier.backend: urlfrontier``: the project's frontier protocol
+(:class:`owler.frontier.Frontier`) over one or more URLFrontier services, so that every topology,
+``owler inject`` and ``owler status`` use any URLFrontier service as their frontier.
+
+Config keys (StormCrawler's names): ``urlfrontier.address`` (``host:port``, or a list of them for
+a cluster of services; else ``urlfrontier.host`` / ``urlfrontier.port``, default
+``localhost:7071``), ``urlfrontier.crawlid`` (the crawl; unset: the spout takes any crawl's URLs
+and updates go to ``DEFAULT``), ``urlfrontier.delay.requestable`` (seconds a URL given to the
+spout stays held by the service; default ``topology.message.timeout.secs``, so a URL in flight is
+never given to another task), ``urlfrontier.timeout`` (seconds a call may take, 60).
+
+- :meth:`URLFrontierClient.due` is GetURLs (max queues, max URLs per queue, delay requestable,
+  crawl), asking each service in turn when there are several.
+- :meth:`URLFrontierClient.apply_updates` is one PutURLs stream per service: DISCOVERED as a
+  ``discovered`` item, any other status as a ``known`` one due at its next fetch date (0: never)
+  with the status in metadata :data:`~owler.frontier.urlfrontier_api.STATUS_KEY`; it returns once every
+  item is acked, the positions acked FAIL or not acked at all as failed. A URL goes to the
+  service its queue hashes to, so a queue lives on one service. A status update's
+  ``block_until`` (a server's Retry-After) is a BlockQueueUntil.
+- :meth:`URLFrontierClient.set_delay` is SetDelay (robots.txt Crawl-delay of a queue).
+
+What the API cannot say: a service other than this project's gives no counts per status
+(:meth:`counts` then says so), no due count (``due_count`` is then the number of URLs still to fetch)
+and no shared counters (:meth:`charge` with a limit raises: the sitemap host budget needs the
+SQLite or OpenSearch frontier).
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from typing import Any, Container, Iterable, Iterator, Mapping
+
+import grpc
+
+from owler import conf as C
+from owler.constants import MESSAGE_TIMEOUT_KEY, STATUS_NAMES, Status
+from owler.frontier import DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate
+from owler.frontier.urlfrontier_api import DEFAULT_CRAWL, DUE_COUNT, STATUS_KEY, Stub, pb
+from owler.urls import normalize, partition_key, partition_mode
+
+log = logging.getLogger("owler.frontier.urlfrontier")
+
+ADDRESS_KEY = "urlfrontier.address"
+DEFAULT_PORT = 7071
+_OK, _SKIPPED, _FAIL = (pb.AckMessage.Status.Value(n) for n in ("OK", "SKIPPED", "FAIL"))
+
+
+def addresses(conf: Mapping[str, Any]) -> list[str]:
+    """``urlfrontier.address`` as a sorted list of ``host:port`` (StormCrawler sorts them too, so
+    every task maps a queue to the same service)."""
+    raw = conf.get(ADDRESS_KEY)
+    if isinstance(raw, str):
+        raw = [a for a in raw.replace(",", " ").split() if a]
+    if not raw:
+        raw = [f"{C.get_str(conf, 'urlfrontier.host', 'localhost')}:"
+               f"{C.get_int(conf, 'urlfrontier.port', DEFAULT_PORT)}"]
+    out = []
+    for a in raw:
+        a = str(a).strip()
+        host, _, port = a.rpartition(":")
+        if not host or not port.isdigit():
+            a = f"{a}:{DEFAULT_PORT}"
+        out.append(a)
+    return sorted(out)
+
+
+def _record(item: Any) -> FrontierRecord:
+    kind = item.WhichOneof("item")
+    info = getattr(item, kind).info
+    md = {k: list(v.values) for k, v in info.metadata.items()}
+    names = md.pop(STATUS_KEY, None) or ()
+    status = next((Status(n) for n in names if n in STATUS_NAMES), None)
+    if kind == "discovered":
+        return FrontierRecord(info.url, status or Status.DISCOVERED, None, info.key, md, 0.0)
+    due = item.known.refetchable_from_date
+    return FrontierRecord(info.url, status or Status.FETCHED, float(due) if due else None,
+                          info.key, md, 0.0)
+
+
+class URLFrontierClient:
+    """:class:`owler.frontier.Frontier` over URLFrontier services (module docstring)."""
+
+    leases_queues = False  # the service holds what it gave out (delay_requestable)
+    hands_out_once = True  # no two spout tasks get the same URL: no sharding by key
+
+    def __init__(self, conf: Mapping[str, Any] | None = None, owner: str | None = None) -> None:
+        conf = conf or {}
+        self.addresses = addresses(conf)
+        self.crawl = C.get_str(conf, "urlfrontier.crawlid", "") or ""
+        self.hold = C.get_int(conf, "urlfrontier.delay.requestable",
+                              C.get_int(conf, MESSAGE_TIMEOUT_KEY, 120))
+        self.timeout = C.get_float(conf, "urlfrontier.timeout", 60.0)
+        self.partition_mode = partition_mode(conf)
+        self.channels = [grpc.insecure_channel(a) for a in self.addresses]
+        self.stubs = [Stub(c) for c in self.channels]
+        self._next = 0  # the service due() asks first
+        try:  # fail now, with the address, rather than at the first query
+            for address, channel in zip(self.addresses, self.channels):
+                grpc.channel_ready_future(channel).result(timeout=min(self.timeout, 10.0))
+        except grpc.FutureTimeoutError:
+            self.close()
+            raise FrontierError(f"cannot reach the URLFrontier service at {address}") from None
+
+    @property
+    def location(self) -> str:
+        return "URLFrontier service " + ", ".join(self.addresses)
+
+    def _fail(self, what: str, i: int, exc: grpc.RpcError) -> FrontierError:
+        return FrontierError(f"URLFrontier {what} at {self.addresses[i]}: {exc.code().name}: "
+                             f"{exc.details()}")
+
+    def _service(self, key: str) -> int:
+        return zlib.crc32(key.encode("utf-8", "surrogatepass")) % len(self.stubs)
+
+    # -- the spout -------------------------------------------------------------------------------
+    def due(self, now: float, max_buckets: int, per_bucket: int, exclude: Container[str] = (),
+            key: str | None = None) -> list[tuple[str, dict[str, list[str]], str]]:
+        """GetURLs from the services in turn until one gives URLs. (``now`` is the service's.)"""
+        if max_buckets <= 0 or per_bucket <= 0:
+            return []
+        params = pb.GetParams(max_urls_per_queue=per_bucket, max_queues=max_buckets,
+                              delay_requestable=self.hold, key=key or "")
+        if self.crawl:
+            params.crawlID = self.crawl
+        else:
+            params.anyCrawlID.SetInParent()
+        n = len(self.stubs)
+        for step in range(n):
+            i = (self._next + step) % n
+            try:
+                rows = [(u.url, {k: list(v.values) for k, v in u.metadata.items()
+                                 if k != STATUS_KEY}, u.key)
+                        for u in self.stubs[i].GetURLs(params, timeout=self.timeout)
+                        if u.url not in exclude]
+            except grpc.RpcError as exc:
+                raise self._fail("GetURLs", i, exc) from exc
+            if rows:
+                self._next = (i + 1) % n
+                return rows
+        return []
+
+    # -- writes ----------------------------------------------------------------------------------
+    def _item(self, u: StatusUpdate, item_id: str) -> Any:
+        info = pb.URLInfo(url=u.url, key=u.key, crawlID=self.crawl or DEFAULT_CRAWL)
+        for k, values in u.metadata.items():
+            if k != STATUS_KEY:
+                info.metadata[k].values.extend(str(v) for v in values)
+        if u.status is Status.DISCOVERED:
+            return pb.URLItem(ID=item_id, discovered=pb.DiscoveredURLItem(info=info))
+        info.metadata[STATUS_KEY].values.append(u.status.value)
+        due = 0 if u.next_fetch_date is None else max(1, int(u.next_fetch_date))
+        return pb.URLItem(ID=item_id, known=pb.KnownURLItem(info=info, refetchable_from_date=due))
+
+    def _put(self, i: int, items: list[Any]) -> dict[str, int]:
+        try:
+            return {a.ID: a.status for a in self.stubs[i].PutURLs(iter(items),
+                                                                  timeout=self.timeout)}
+        except grpc.RpcError as exc:
+            raise self._fail("PutURLs", i, exc) from exc
+
+    def apply_updates(self, updates: Iterable[StatusUpdate]) -> list[int]:
+        """PutURLs; returns the positions acked FAIL or not acked; raises :class:`FrontierError`
+        when a service cannot be reached (nothing of the batch may be assumed written)."""
+        updates = list(updates)
+        per_service: dict[int, list[Any]] = {}
+        blocks: dict[tuple[int, str], float] = {}
+        for pos, u in enumerate(updates):
+            i = self._service(u.key)
+            per_service.setdefault(i, []).append(self._item(u, str(pos)))
+            if u.block_until is not None:
+                blocks[(i, u.key)] = max(u.block_until, blocks.get((i, u.key), 0.0))
+        failed: list[int] = []
+        for i, items in per_service.items():
+            acks = self._put(i, items)
+            for item in items:
+                status = acks.get(item.ID)
+                if status is None or status == _FAIL:
+                    failed.append(int(item.ID))
+                elif status == _SKIPPED:
+                    log.warning("URLFrontier at %s skipped %s", self.addresses[i],
+                                getattr(item, item.WhichOneof("item")).info.url)
+        for (i, key), until in blocks.items():
+            self.block_queue(key, until, i=i)
+        return sorted(failed)
+
+    def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
+        """Seeds as ``discovered`` items (normalised, keyed by ``partition.url.mode``); how many
+        were acked OK (a service that knows a URL acks it SKIPPED)."""
+        updates = []
+        for url, md in seeds:
+            norm = normalize(url)
+            if norm is None:
+                raise ValueError(f"cannot inject {url!r}: not a valid http(s) URL")
+            try:
+                key = partition_key(norm, self.partition_mode)
+            except ValueError:
+                key = DEFAULT_KEY
+            updates.append(StatusUpdate(norm, Status.DISCOVERED, dict(md or {}), now, key))
+        if not updates:
+            return 0
+        ok = 0
+        per_service: dict[int, list[Any]] = {}
+        for pos, u in enumerate(updates):
+            per_service.setdefault(self._service(u.key), []).append(self._item(u, str(pos)))
+        for i, items in per_service.items():
+            acks = self._put(i, items)
+            bad = [item.ID for item in items if acks.get(item.ID) in (None, _FAIL)]
+            if bad:
+                raise FrontierError(f"URLFrontier at {self.addresses[i]}: {len(bad)} seed(s) not "
+                                    "stored")
+            ok += sum(1 for item in items if acks.get(item.ID) == _OK)
+        return ok
+
+    def block_queue(self, key: str, until: float, now: float | None = None, i: int | None = None
+                    ) -> None:
+        """BlockQueueUntil on the service of ``key``."""
+        i = self._service(key) if i is None else i
+        try:
+            self.stubs[i].BlockQueueUntil(pb.BlockQueueParams(
+                key=key, time=max(0, int(until)), crawlID=self.crawl or DEFAULT_CRAWL),
+                timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise self._fail("BlockQueueUntil", i, exc) from exc
+
+    def set_delay(self, key: str, seconds: float) -> None:
+        """SetDelay: at least ``seconds`` between two servings of queue ``key``."""
+        i = self._service(key)
+        try:
+            self.stubs[i].SetDelay(pb.QueueDelayParams(
+                key=key, delay_requestable=max(0, int(round(seconds))),
+                crawlID=self.crawl or DEFAULT_CRAWL), timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise self._fail("SetDelay", i, exc) from exc
+
+    def charge(self, counter: str, n: int, limit: int, now: float, period: float) -> int:
+        if limit < 0:
+            return n
+        raise FrontierError(f"{self.location} keeps no shared counters ({counter!r}); a host "
+                            "budget needs frontier.backend sqlite or opensearch")
+
+    # -- statistics ------------------------------------------------------------------------------
+    def _stats(self, key: str = "") -> list[Any]:
+        out = []
+        for i, stub in enumerate(self.stubs):
+            try:
+                out.append(stub.GetStats(pb.QueueWithinCrawlParams(
+                    key=key, crawlID=self.crawl or DEFAULT_CRAWL), timeout=self.timeout))
+            except grpc.RpcError as exc:
+                raise self._fail("GetStats", i, exc) from exc
+        return out
+
+    def counts(self) -> dict[str, int]:
+        """URLs per status, from the services' ``counts`` (this project's service gives them);
+        :class:`FrontierError` for a service that does not."""
+        out = {name: 0 for name in STATUS_NAMES}
+        for i, stats in enumerate(self._stats()):
+            if not any(name in stats.counts for name in STATUS_NAMES):
+                raise FrontierError(f"the URLFrontier service at {self.addresses[i]} gives no "
+                                    f"counts per status: {stats.size} URLs to fetch, "
+                                    f"{stats.counts.get('completed', 0)} done for good")
+            for name in STATUS_NAMES:
+                out[name] += int(stats.counts.get(name, 0))
+        return out
+
+    def due_count(self, now: float) -> int:
+        """The URLs due now, as this project's service says in GetStats' ``counts``; from
+        another service, the URLs still to fetch some day (the API has no due count)."""
+        return sum(int(s.counts[DUE_COUNT]) if DUE_COUNT in s.counts else int(s.size)
+                   for s in self._stats())
+
+    def queue_count(self, now: float | None = None) -> int:
+        return sum(int(s.numberOfQueues) for s in self._stats())
+
+    def top_hosts(self, n: int = 10) -> list[tuple[str, int]]:
+        """The largest of the first 1,000 queues (by name) of each service."""
+        sizes = []
+        for i, stub in enumerate(self.stubs):
+            try:
+                keys = stub.ListQueues(pb.Pagination(size=1000, include_inactive=True,
+                                                     crawlID=self.crawl or DEFAULT_CRAWL),
+                                       timeout=self.timeout).values
+                for key in keys:
+                    c = stub.CountURLs(pb.CountUrlParams(key=key,
+                                                         crawlID=self.crawl or DEFAULT_CRAWL),
+                                       timeout=self.timeout)
+                    sizes.append((key, int(c.value)))
+            except grpc.RpcError as exc:
+                raise self._fail("ListQueues", i, exc) from exc
+        return sorted(sizes, key=lambda kc: (-kc[1], kc[0]))[:n]
+
+    def get(self, url: str) -> FrontierRecord | None:
+        try:
+            key = partition_key(url, self.partition_mode)
+        except ValueError:
+            key = DEFAULT_KEY
+        i = self._service(key)
+        try:
+            item = self.stubs[i].GetURLStatus(pb.URLStatusRequest(
+                url=url, key=key, crawlID=self.crawl or DEFAULT_CRAWL), timeout=self.timeout)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise self._fail("GetURLStatus", i, exc) from exc
+        return _record(item)
+
+    def list_urls(self, key: str | None = None, start: int = 0, size: int = 100
+                  ) -> Iterator[FrontierRecord]:
+        """ListURLs of every service."""
+        for i, stub in enumerate(self.stubs):
+            try:
+                for item in stub.ListURLs(pb.ListUrlParams(
+                        start=start, size=size, key=key or "",
+                        crawlID=self.crawl or DEFAULT_CRAWL), timeout=self.timeout):
+                    yield _record(item)
+            except grpc.RpcError as exc:
+                raise self._fail("ListURLs", i, exc) from exc
+
+    # -- nothing to do here: the service holds, the API has no leases or refresh -------------------
+    def release(self, key: str, now: float, served: bool = True) -> None:
+        pass
+
+    def release_all(self, now: float) -> None:
+        pass
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel.close()
+        self.channels = []
+
+    def __enter__(self) -> "URLFrontierClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,305 @@
+"""``owler frontier serve``'s service, on both frontiers (a SQLite file, a real OpenSearch node),
+through a real gRPC channel: the behaviours crawler-commons' URLFrontier test suite checks (never
+refetched, order by date, holds and delay_requestable, queue names, crawl IDs), the rest of the
+API the service implements, and this project's client (``frontier.backend: urlfrontier``) on it.
+
+The official suite (``urlfrontier-test-suite``) and reference service (``urlfrontier-service``)
+are not published on Maven Central (only ``urlfrontier-API`` is), so these are the project's own
+conformance tests, written from the API's documented behaviour."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import grpc
+import pytest
+
+from owler.constants import Status
+from owler.frontier import FrontierError, StatusUpdate, open_frontier
+from owler.frontier.urlfrontier_api import DUE_COUNT, STATUS_KEY, Stub, pb
+from owler.urlfrontier.service import serve
+
+pytestmark = pytest.mark.integration
+
+OK, SKIPPED, FAIL = (pb.AckMessage.Status.Value(n) for n in ("OK", "SKIPPED", "FAIL"))
+
+
+@pytest.fixture(params=["sqlite", "opensearch"])
+def backend(request, tmp_path):
+    if request.param == "sqlite":
+        return {"frontier.backend": "sqlite", "frontier.sqlite.path": str(tmp_path / "f.sqlite")}
+    node = request.getfixturevalue("opensearch")
+    return {"frontier.backend": "opensearch", "services.opensearch.port": node.port,
+            "opensearch.status.index.name": f"uf-{uuid.uuid4().hex[:10]}",
+            "fetcher.server.delay": 0.0, "frontier.lease.ttl": 60}
+
+
+class Running:
+    def __init__(self, conf):
+        self.conf = {"partition.url.mode": "byHost", "urlfrontier.default.delay": 0, **conf}
+        self.server, self.service, self.port = serve(self.conf, port=0)
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        self.stub = Stub(self.channel)
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    def put(self, *items):
+        return [(a.ID, a.status) for a in self.stub.PutURLs(iter(items))]
+
+    def get(self, **params):
+        params.setdefault("delay_requestable", 30)
+        return [u.url for u in self.stub.GetURLs(pb.GetParams(**params))]
+
+    def stats(self, key=""):
+        return self.stub.GetStats(pb.QueueWithinCrawlParams(key=key))
+
+    def close(self):
+        self.channel.close()
+        self.server.stop(0).wait()
+        self.service.close()
+
+
+@pytest.fixture
+def svc(backend):
+    running = Running(backend)
+    yield running
+    running.close()
+
+
+def discovered(url, key="", crawl="", md=None, item_id=""):
+    info = pb.URLInfo(url=url, key=key, crawlID=crawl)
+    for k, v in (md or {}).items():
+        info.metadata[k].values.extend(v)
+    return pb.URLItem(ID=item_id, discovered=pb.DiscoveredURLItem(info=info))
+
+
+def known(url, due, key="", status=None, md=None):
+    info = pb.URLInfo(url=url, key=key)
+    for k, v in {**(md or {}), **({STATUS_KEY: [status]} if status else {})}.items():
+        info.metadata[k].values.extend(v)
+    return pb.URLItem(known=pb.KnownURLItem(info=info, refetchable_from_date=int(due)))
+
+
+def eventually(fn, timeout=10.0):
+    """``fn()`` once it is truthy (a queue paused after a round on OpenSearch), else the last."""
+    deadline = time.time() + timeout
+    while True:
+        value = fn()
+        if value or time.time() > deadline:
+            return value
+        time.sleep(0.25)
+
+
+def test_a_url_never_to_be_refetched_is_never_given_out(svc):
+    assert svc.put(known("http://key1.com/", 0, "key1.com")) == [("http://key1.com/", OK)]
+    assert svc.get(key="key1.com", max_urls_per_queue=1, crawlID="DEFAULT") == []
+    item = svc.stub.GetURLStatus(pb.URLStatusRequest(url="http://key1.com/"))
+    assert item.known.refetchable_from_date == 0
+    assert item.known.info.metadata[STATUS_KEY].values == ["FETCHED"]
+    assert svc.stats().counts["completed"] == 1 and svc.stats().size == 0
+
+
+def test_urls_come_earliest_date_first(svc):
+    now = int(time.time())
+    assert len(svc.put(known("http://key1.com/late", now, "key1.com"),
+                       known("http://key1.com/early", now - 10000, "key1.com"))) == 2
+    assert svc.get(key="key1.com", max_urls_per_queue=2) == ["http://key1.com/early",
+                                                             "http://key1.com/late"]
+
+
+def test_a_url_given_out_is_held_for_delay_requestable(svc):
+    url = "http://key1.com/page"
+    acks = svc.put(discovered(url, "key1.com", item_id="a"), discovered(url, "key1.com"))
+    assert acks == [("a", OK), (url, OK)]
+    assert svc.stub.ListQueues(pb.Pagination()).values == ["key1.com"]
+    assert svc.get(key="key1.com", max_urls_per_queue=1, delay_requestable=2) == [url]
+    stats = svc.stats("key1.com")
+    assert (stats.numberOfQueues, stats.inProcess, stats.size) == (1, 1, 1)
+    assert svc.get(max_urls_per_queue=5) == []  # held
+    time.sleep(2.1)
+    assert svc.stats("key1.com").inProcess == 0
+    assert eventually(lambda: svc.get(max_urls_per_queue=5)) == [url]
+    assert svc.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="key1.com")).value == 1
+    assert svc.stats().numberOfQueues == 0 and svc.stats().size == 0
+
+
+def test_an_update_ends_the_hold_and_stores_status_date_and_metadata(svc):
+    url = "http://key1.com/page"
+    svc.put(discovered(url, "key1.com", md={"depth": ["0"]}))
+    assert svc.get(max_urls_per_queue=5) == [url]
+    later = time.time() + 3600
+    assert svc.put(known(url, later, "key1.com", "FETCH_ERROR", {"fetch.error.count": ["1"]})) \
+        == [(url, OK)]
+    assert svc.stats().inProcess <= 1  # over OpenSearch, until the write is searchable
+    assert eventually(lambda: svc.stats().inProcess == 0)
+    item = svc.stub.GetURLStatus(pb.URLStatusRequest(url=url, key="key1.com")).known
+    assert item.refetchable_from_date == int(later)
+    assert dict((k, list(v.values)) for k, v in item.info.metadata.items()) == {
+        "fetch.error.count": ["1"], STATUS_KEY: ["FETCH_ERROR"]}
+    assert svc.stats().counts["FETCH_ERROR"] == 1 and svc.stats().counts[DUE_COUNT] == 0
+    # a DISCOVERED of a known URL changes nothing
+    svc.put(discovered(url, "key1.com"))
+    assert svc.stub.GetURLStatus(pb.URLStatusRequest(url=url)).known.refetchable_from_date \
+        == int(later)
+    with pytest.raises(grpc.RpcError) as err:
+        svc.stub.GetURLStatus(pb.URLStatusRequest(url="http://key1.com/unknown"))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_queue_of_a_url_sent_without_key_is_its_host(svc):
+    assert svc.put(discovered("http://gac.icann.org?language_id=9")) == [
+        ("http://gac.icann.org?language_id=9", OK)]
+    assert svc.stats("gac.icann.org").size == 1
+    # no host: nothing to queue it under, skipped (not to be sent again)
+    assert svc.put(discovered("not a url")) == [("not a url", SKIPPED)]
+    assert svc.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="gac.icann.org")).value == 1
+
+
+def test_one_crawl_named_default(svc):
+    assert svc.stub.ListCrawls(pb.Local()).values == []
+    svc.put(discovered("http://a.com/", crawl=""), discovered("http://a.com/", crawl="DEFAULT"))
+    assert svc.stub.ListCrawls(pb.Local()).values == ["DEFAULT"]
+    stats = svc.stats()
+    assert (stats.size, stats.crawlID, stats.numberOfQueues) == (1, "DEFAULT", 1)
+    with pytest.raises(grpc.RpcError) as err:
+        svc.put(discovered("http://a.com/", crawl="BESPOKE"))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "BESPOKE" in \
+        err.value.details()
+    assert svc.get(crawlID="BESPOKE") == []
+    assert svc.stub.DeleteCrawl(pb.DeleteCrawlMessage(value="BESPOKE")).value == 0
+    assert svc.stub.DeleteCrawl(pb.DeleteCrawlMessage(value="DEFAULT")).value == 1
+    assert svc.stats().size == 0 and svc.stub.ListCrawls(pb.Local()).values == []
+
+
+def test_max_queues_max_urls_per_queue_and_round_robin(svc, backend):
+    svc.put(*[discovered(f"http://h{h}.com/{i}") for h in range(4) for i in range(3)])
+    got = svc.get(max_queues=2, max_urls_per_queue=2)
+    hosts = {u.split("/")[2] for u in got}
+    assert len(got) == 4 and len(hosts) == 2
+    assert got[0].split("/")[2] != got[1].split("/")[2]  # the first of each queue first
+    rest = svc.get()  # no limits: everything not held
+    everything = {f"http://h{h}.com/{i}" for h in range(4) for i in range(3)}
+    if backend["frontier.backend"] == "sqlite":
+        assert sorted(rest + got) == sorted(everything)
+    else:  # a leased queue is served in rounds: not again while a URL of its round is held
+        assert sorted(rest) == sorted(u for u in everything if u.split("/")[2] not in hosts)
+
+
+def test_set_delay_spaces_the_servings_of_a_queue(svc):
+    svc.put(*[discovered(f"http://slow.com/{i}") for i in range(3)])
+    svc.stub.SetDelay(pb.QueueDelayParams(key="slow.com", delay_requestable=2))
+    first = svc.get(max_urls_per_queue=1)
+    assert len(first) == 1
+    assert svc.get(max_urls_per_queue=1) == []  # within its delay
+    # the first URL done: its hold ends, the queue's delay still applies
+    svc.put(known(first[0], time.time() + 3600, "slow.com", "FETCHED"))
+    assert svc.get(max_urls_per_queue=1) == []
+    time.sleep(2.1)
+    assert len(eventually(lambda: svc.get(max_urls_per_queue=1))) == 1
+
+
+def test_block_queue_until_and_unblock(svc):
+    svc.put(discovered("http://b.com/1"), discovered("http://c.com/1"))
+    svc.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.com", time=int(time.time()) + 3600))
+    assert svc.get() == ["http://c.com/1"]
+    assert svc.stub.ListQueues(pb.Pagination()).values == ["c.com"]
+    assert svc.stub.ListQueues(pb.Pagination(include_inactive=True)).values == ["b.com", "c.com"]
+    svc.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.com", time=0))
+    assert svc.get() == ["http://b.com/1"]
+
+
+def test_inactive_service_gives_nothing_but_takes_updates(svc):
+    svc.stub.SetActive(pb.Active(state=False))
+    assert svc.stub.GetActive(pb.Local()).state is False
+    assert svc.put(discovered("http://a.com/")) == [("http://a.com/", OK)]
+    assert svc.get() == []
+    svc.stub.SetActive(pb.Active(state=True))
+    assert svc.get() == ["http://a.com/"]
+
+
+def test_list_and_count_urls_with_filters_and_pages(svc):
+    svc.put(*[discovered(f"http://A.com/Page{i}") for i in range(5)],
+            known("http://b.com/x", 0, "b.com"))
+    count = svc.stub.CountURLs
+    assert count(pb.CountUrlParams()).value == 6
+    assert count(pb.CountUrlParams(key="a.com")).value == 5
+    assert count(pb.CountUrlParams(filter="page")).value == 0
+    assert count(pb.CountUrlParams(filter="page", ignoreCase=True)).value == 5
+    urls = [i.known.info.url for i in svc.stub.ListURLs(pb.ListUrlParams(key="a.com", start=1,
+                                                                          size=2))]
+    assert len(urls) == 2 and set(urls) < {f"http://A.com/Page{i}" for i in range(5)}
+    all_urls = [i.known.info.url for i in svc.stub.ListURLs(pb.ListUrlParams(size=100))]
+    assert len(all_urls) == 6
+    queues = svc.stub.ListQueues(pb.Pagination(start=0, size=1, include_inactive=True))
+    assert list(queues.values) == ["a.com"] and queues.total == 2
+    # b.com holds only a URL never to fetch again: not an active queue
+    assert svc.stub.ListQueues(pb.Pagination(start=1, size=5)).values == []
+
+
+def test_what_the_service_does_not_implement_says_so(svc):
+    with pytest.raises(grpc.RpcError) as err:
+        svc.stub.SetCrawlLimit(pb.CrawlLimitParams(key="a.com", limit=3))
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert svc.stub.ListNodes(pb.Empty()).values == [svc.address]
+    svc.stub.SetLogLevel(pb.LogLevelParams(package="owler.urlfrontier", level=1))
+
+
+# -- the project's client on the service -----------------------------------------------------------
+def client_conf(svc, **extra):
+    return {"frontier.backend": "urlfrontier", "urlfrontier.address": svc.address,
+            "partition.url.mode": "byHost", "urlfrontier.delay.requestable": 60, **extra}
+
+
+def test_client_is_a_frontier_over_the_service(svc):
+    now = time.time()
+    with open_frontier(client_conf(svc)) as f:
+        assert f.inject([("http://A.com/x", {"depth": ["0"]}), ("http://b.com/", {})], now) == 2
+        rows = f.due(now, 10, 10)
+        assert sorted((u, k) for u, _, k in rows) == [("http://a.com/x", "a.com"),
+                                                       ("http://b.com/", "b.com")]
+        assert dict((u, md) for u, md, _ in rows)["http://a.com/x"] == {"depth": ["0"]}
+        assert f.due(now, 10, 10) == []  # held for the spout
+        assert f.apply_updates([
+            StatusUpdate("http://a.com/x", Status.FETCHED, {"depth": ["0"]}, now + 3600, "a.com"),
+            StatusUpdate("http://b.com/", Status.ERROR, {"error.cause": ["x"]}, None, "b.com"),
+            StatusUpdate("http://a.com/new", Status.DISCOVERED, {}, now, "a.com",
+                         block_until=now + 3600),
+        ]) == []
+        assert eventually(lambda: f.counts() == {"DISCOVERED": 1, "FETCHED": 1, "ERROR": 1,
+                                                 "FETCH_ERROR": 0, "REDIRECTION": 0})
+        rec = f.get("http://b.com/")
+        assert rec.status is Status.ERROR and rec.next_fetch_date is None
+        assert rec.metadata == {"error.cause": ["x"]}
+        assert f.get("http://a.com/x").next_fetch_date == int(now + 3600)
+        assert f.get("http://nowhere.com/") is None
+        assert f.due(time.time(), 10, 10) == []  # a.com blocked (the Retry-After)
+        assert f.due_count(time.time()) == 1 and f.queue_count() == 2
+        assert f.top_hosts(1) == [("a.com", 2)]
+        f.set_delay("a.com", 5)
+        with pytest.raises(FrontierError, match="shared counters"):
+            f.charge("sitemap", 1, 10, now, 60)
+
+
+def test_two_clients_never_get_the_same_url(svc):
+    urls = [f"http://h{h}.com/{i}" for h in range(20) for i in range(10)]
+    svc.put(*[discovered(u) for u in urls])
+    got: list[list[str]] = [[], []]
+    clients = [open_frontier(client_conf(svc)) for _ in got]
+    for _ in range(15):  # in turn, each asking for a few queues
+        for f, mine in zip(clients, got):
+            mine.extend(u for u, _, _ in f.due(time.time(), 3, 3))
+    for f in clients:
+        f.close()
+    both = got[0] + got[1]
+    # no URL twice; each queue gave its 3 (then it was full: its URLs are held, none updated)
+    assert len(both) == len(set(both)) == 20 * 3
+    assert got[0] and got[1]
+
+
+def test_client_on_no_service_is_a_clear_error(tmp_path):
+    with pytest.raises(FrontierError, match="cannot reach the URLFrontier service at 127.0.0.1:9"):
+        open_frontier({"frontier.backend": "urlfrontier", "urlfrontier.address": "127.0.0.1:9",
+                       "urlfrontier.timeout": 2})
