@@ -60,6 +60,9 @@ REDIRECT_HOPS = "redirect.hops"
 #: epoch seconds until which the server asked not to be fetched (429/503, Retry-After): the
 #: status updater blocks the URL's queue in the frontier until then. Transient, never stored.
 QUEUE_BLOCK_UNTIL = "_queue.block.until"
+#: the robots.txt Crawl-delay (seconds) the fetcher keeps for the URL's queue: the status updater
+#: tells a URLFrontier service (SetDelay), so crawlers sharing it keep it between them. Transient.
+QUEUE_CRAWL_DELAY = "_queue.crawl.delay"
 #: When a status's URL was fetched, epoch seconds, when it was not just now (an archived record's
 #: WARC-Date): the status updater schedules from it. Never stored unless metadata.persist lists it.
 FETCH_TIME = "fetch.time"

@@ -50,6 +50,7 @@ from owler.conf import ConfError
 from owler.constants import (ANCHORS, DEPTH, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE,
                              FETCH_ERROR_COUNT, FETCH_TIME, FRONTIER_BACKEND_KEY, IS_SITEMAP,
                              MAX_DEPTH, METADATA_TRANSFER_KEY, ON_SITEMAP, QUEUE_BLOCK_UNTIL,
+                             QUEUE_CRAWL_DELAY,
                              REDIRECT_HOPS,
                              REDIRECT_TO, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_STREAM,
                              URL_PATH, Status)
@@ -149,9 +150,11 @@ def transfer_metadata(parent_url: str, parent_md: Mapping[str, list[str]],
     return mt.for_outlink(parent_url, normalize_md(parent_md))
 
 
-def _block_until(md: Mapping[str, list[str]]) -> float | None:
-    """The queue block a throttled fetch asks for (``_queue.block.until``), or None."""
-    value = first(md, QUEUE_BLOCK_UNTIL)
+def _seconds(md: Mapping[str, list[str]], key: str) -> float | None:
+    """A number of seconds (or epoch seconds) in ``md[key]``: the queue block a throttled fetch
+    asks for (``_queue.block.until``), the robots.txt crawl delay (``_queue.crawl.delay``); None
+    when absent or not a number."""
+    value = first(md, key)
     if not value:
         return None
     try:
@@ -266,9 +269,10 @@ class StatusUpdater:
         next_fetch = self.scheduler.schedule(status, md, now)
         if next_fetch is not None and self.round_to:
             next_fetch = round(next_fetch / self.round_to) * self.round_to
-        block = _block_until(md)
+        block = _seconds(md, QUEUE_BLOCK_UNTIL)
+        crawl_delay = _seconds(md, QUEUE_CRAWL_DELAY)
         md = self.transfer.filter(md)
-        return StatusUpdate(url, status, md, next_fetch, self.key_of(url), block)
+        return StatusUpdate(url, status, md, next_fetch, self.key_of(url), block, crawl_delay)
 
     def for_tuple(self, stream: str, values: list, now: float
                   ) -> tuple[list[StatusUpdate], dict[str, int]]:

@@ -174,7 +174,7 @@ def test_one_crawl_named_default(svc):
     assert svc.stats().size == 0 and svc.stub.ListCrawls(pb.Local()).values == []
 
 
-def test_max_queues_max_urls_per_queue_and_round_robin(svc, backend):
+def test_max_queues_max_urls_per_queue_and_round_robin(svc):
     svc.put(*[discovered(f"http://h{h}.com/{i}") for h in range(4) for i in range(3)])
     got = svc.get(max_queues=2, max_urls_per_queue=2)
     hosts = {u.split("/")[2] for u in got}
@@ -182,10 +182,22 @@ def test_max_queues_max_urls_per_queue_and_round_robin(svc, backend):
     assert got[0].split("/")[2] != got[1].split("/")[2]  # the first of each queue first
     rest = svc.get()  # no limits: everything not held
     everything = {f"http://h{h}.com/{i}" for h in range(4) for i in range(3)}
-    if backend["frontier.backend"] == "sqlite":
-        assert sorted(rest + got) == sorted(everything)
-    else:  # a leased queue is served in rounds: not again while a URL of its round is held
-        assert sorted(rest) == sorted(u for u in everything if u.split("/")[2] not in hosts)
+    # a queue is served in rounds: not again while a URL of its round is held
+    assert sorted(rest) == sorted(u for u in everything if u.split("/")[2] not in hosts)
+
+
+def test_without_rounds_a_queue_gives_up_to_max_urls_per_queue_in_process(tmp_path):
+    """urlfrontier.service.rounds: false, as crawler-commons' reference service."""
+    svc = Running({"frontier.sqlite.path": str(tmp_path / "f.sqlite"),
+                   "urlfrontier.service.rounds": False})
+    try:
+        svc.put(*[discovered(f"http://h.com/{i}") for i in range(5)])
+        assert len(svc.get(max_urls_per_queue=2)) == 2
+        assert len(svc.get(max_urls_per_queue=3)) == 1  # 2 of 3 in process
+        assert len(svc.get(max_urls_per_queue=5)) == 2
+        assert svc.get(max_urls_per_queue=5) == []
+    finally:
+        svc.close()
 
 
 def test_set_delay_spaces_the_servings_of_a_queue(svc):
@@ -278,7 +290,12 @@ def test_client_is_a_frontier_over_the_service(svc):
         assert f.due(time.time(), 10, 10) == []  # a.com blocked (the Retry-After)
         assert f.due_count(time.time()) == 1 and f.queue_count() == 2
         assert f.top_hosts(1) == [("a.com", 2)]
+        # a robots.txt Crawl-delay met by the fetcher: the service's delay for the queue
+        f.apply_updates([StatusUpdate("http://c.com/", Status.FETCHED, {}, now + 60, "c.com",
+                                      crawl_delay=4.0)])
+        assert svc.service.delays == {"c.com": 4.0}
         f.set_delay("a.com", 5)
+        assert svc.service.delays == {"c.com": 4.0, "a.com": 5.0}
         with pytest.raises(FrontierError, match="shared counters"):
             f.charge("sitemap", 1, 10, now, 60)
 

@@ -63,6 +63,7 @@ from owler import conf as C
 from owler import wire
 from owler.constants import (DELAY_MINS, ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE,
                              FETCHER_THREADS_KEY, MD_PREFIX_KEY, QUEUE_BLOCK_UNTIL,
+                             QUEUE_CRAWL_DELAY,
                              QUEUE_TIMEOUT_KEY, REDIRECT_HOPS, REDIRECT_TO, REDIRECTIONS_KEY,
                              STORE_HEADERS_KEY, Status)
 from owler.fetch.discovery import SitemapDiscovery
@@ -372,6 +373,7 @@ class FetchEngine:
                 delay = rules.crawl_delay
             with self._lock:
                 self.queues.set_crawl_delay(key, delay)
+            set_value(md, QUEUE_CRAWL_DELAY, f"{delay:g}")
             delay = None  # stored on the queue: finish() applies it with the queue's own rules
 
         conditional = self.revisits.conditional_headers(md)

@@ -67,7 +67,10 @@ class StatusUpdate:
     ``next_fetch_date``: epoch seconds; ``None`` = never fetch again (stored as :data:`NEVER`).
     ``key``: the partition key (queue) of the URL. ``block_until``: epoch seconds before which no
     URL of the queue may be served (the server throttled: 429/503, Retry-After), as URLFrontier's
-    BlockQueueUntil; a block is only ever extended, never shortened.
+    BlockQueueUntil; a block is only ever extended, never shortened. ``crawl_delay``: the
+    robots.txt Crawl-delay the fetcher keeps for the queue, for a frontier shared through a
+    service (URLFrontier's SetDelay; the other backends keep politeness between crawlers by
+    leases and need not store it).
     """
 
     url: str
@@ -76,6 +79,7 @@ class StatusUpdate:
     next_fetch_date: float | None = None
     key: str = DEFAULT_KEY
     block_until: float | None = None
+    crawl_delay: float | None = None
 
 
 @dataclass(slots=True)

@@ -16,8 +16,8 @@ never given to another task), ``urlfrontier.timeout`` (seconds a call may take, 
   with the status in metadata :data:`~owler.frontier.urlfrontier_api.STATUS_KEY`; it returns once every
   item is acked, the positions acked FAIL or not acked at all as failed. A URL goes to the
   service its queue hashes to, so a queue lives on one service. A status update's
-  ``block_until`` (a server's Retry-After) is a BlockQueueUntil.
-- :meth:`URLFrontierClient.set_delay` is SetDelay (robots.txt Crawl-delay of a queue).
+  ``block_until`` (a server's Retry-After) is a BlockQueueUntil, its ``crawl_delay`` (the
+  robots.txt Crawl-delay the fetcher met) a SetDelay of the queue when it changed.
 
 What the API cannot say: a service other than this project's gives no counts per status
 (:meth:`counts` then says so), no due count (``due_count`` is then the number of URLs still to fetch)
@@ -95,6 +95,7 @@ class URLFrontierClient:
         self.channels = [grpc.insecure_channel(a) for a in self.addresses]
         self.stubs = [Stub(c) for c in self.channels]
         self._next = 0  # the service due() asks first
+        self._delays: dict[str, float] = {}  # queue -> crawl delay the service was told
         try:  # fail now, with the address, rather than at the first query
             for address, channel in zip(self.addresses, self.channels):
                 grpc.channel_ready_future(channel).result(timeout=min(self.timeout, 10.0))
@@ -170,6 +171,8 @@ class URLFrontierClient:
             per_service.setdefault(i, []).append(self._item(u, str(pos)))
             if u.block_until is not None:
                 blocks[(i, u.key)] = max(u.block_until, blocks.get((i, u.key), 0.0))
+        delays = {(self._service(u.key), u.key): u.crawl_delay for u in updates
+                  if u.crawl_delay is not None and self._delays.get(u.key) != u.crawl_delay}
         failed: list[int] = []
         for i, items in per_service.items():
             acks = self._put(i, items)
@@ -182,6 +185,11 @@ class URLFrontierClient:
                                 getattr(item, item.WhichOneof("item")).info.url)
         for (i, key), until in blocks.items():
             self.block_queue(key, until, i=i)
+        for (i, key), delay in delays.items():
+            self.set_delay(key, delay)
+            if len(self._delays) >= 100_000:  # hosts seen once: forget them, told again if met
+                self._delays.clear()
+            self._delays[key] = delay
         return sorted(failed)
 
     def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:

@@ -8,12 +8,15 @@ GetURLs
     due URLs, at most ``max_urls_per_queue`` per queue (0: 100) of at most ``max_queues`` queues
     (0: 10,000), or of queue ``key`` only. Every URL given out is *held* for
     ``delay_requestable`` seconds (0: 30): not given out again until its hold ends or a PutURLs
-    updates it. A queue is skipped while it is blocked (BlockQueueUntil), while it holds
-    ``max_urls_per_queue`` URLs already, and until its delay (SetDelay; default
-    ``urlfrontier.default.delay``, 1 s) has passed since it last gave URLs. Over OpenSearch the
-    service also leases each queue it serves (:mod:`owler.frontier.opensearch`) until its last hold
-    ends, so several services on one index never give out the same queue at once; a queue is then
-    served in rounds: not again while a URL it gave out is held. After an update a URL stays held
+    updates it. A queue is served in *rounds* (``urlfrontier.service.rounds``, true): not again
+    while a URL of its last round is held, and not before its delay (SetDelay; default
+    ``urlfrontier.default.delay``, else ``fetcher.server.delay``, 1 s) has passed since that round
+    ended, so that crawlers sharing the service keep a host's politeness between them (with rounds
+    off, as crawler-commons' reference service: a queue is skipped while it holds
+    ``max_urls_per_queue`` URLs, and its delay counts from when it last gave URLs). A blocked queue
+    (BlockQueueUntil) is skipped. Over OpenSearch the service also leases each queue it serves
+    (:mod:`owler.frontier.opensearch`) until its round ends, so several services on one index never
+    give out the same queue at once (rounds then whatever the setting). After an update a URL stays held
     until the write is searchable (the index's refresh), and a GetURLs after updates refreshes
     the index first, so no URL is given out twice because the index lagged.
 PutURLs
@@ -49,7 +52,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import grpc
 
 from owler import conf as C
-from owler.constants import Status
+from owler.constants import SERVER_DELAY_KEY, Status
 from owler.frontier import FrontierError, FrontierRecord, StatusUpdate, open_frontier
 from owler.frontier.feed import lease_owner
 from owler.frontier.urlfrontier_api import (DEFAULT_CRAWL, DUE_COUNT, STATUS_KEY, add_service,
@@ -98,7 +101,9 @@ class FrontierService:
         self.address = address
         self.clock = clock
         self.partition_mode = partition_mode(conf)
-        self.default_delay = C.get_float(conf, "urlfrontier.default.delay", 1.0)
+        self.default_delay = C.get_float(conf, "urlfrontier.default.delay",
+                                         C.get_float(conf, SERVER_DELAY_KEY, 1.0))
+        self.rounds = C.get_bool(conf, "urlfrontier.service.rounds", True)
         self.batch = max(1, C.get_int(conf, "urlfrontier.service.batch", 500))
         self.delays: dict[str, float] = {}
         self.last_served: dict[str, float] = {}
@@ -154,6 +159,8 @@ class FrontierService:
                 left.discard(url)
                 if not left:
                     del self.held[key]
+                    if self.rounds:  # the queue's delay counts from the end of its round
+                        self.last_served[key] = now
                     if self.frontier.leases_queues:
                         self.frontier.release(key, now)
 
@@ -168,8 +175,9 @@ class FrontierService:
               ) -> list[tuple[str, dict, str]]:
         now = self.clock()
         self._expire(now)
-        skip = {k for k, t in self.last_served.items() if t + self._delay(k) > now}
-        skip.update(k for k, urls in self.held.items() if len(urls) >= per_queue)
+        self.last_served = {k: t for k, t in self.last_served.items() if t + self._delay(k) > now}
+        skip = set(self.last_served)
+        skip.update(k for k, urls in self.held.items() if self.rounds or len(urls) >= per_queue)
         if key is not None and key in skip:
             return []
         if self.dirty:  # OpenSearch: the updates so far searchable, or they would look due
@@ -191,8 +199,9 @@ class FrontierService:
             self.holds[url] = (now + hold, k)
             served.add(k)
             out.append((url, md, k))
-        for k in served:
-            self.last_served[k] = now
+        if not self.rounds:
+            for k in served:
+                self.last_served[k] = now
         if self.frontier.leases_queues:  # leased by due() and nothing given out: back at once
             for k in [k for k in self.frontier.leases if k not in self.held]:
                 self.frontier.release(k, now, served=False)
