@@ -9,8 +9,11 @@ conformance tests, written from the API's documented behaviour."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import grpc
 import pytest
@@ -21,6 +24,8 @@ from owler.frontier.urlfrontier_api import DUE_COUNT, STATUS_KEY, Stub, pb
 from owler.urlfrontier.service import serve
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 OK, SKIPPED, FAIL = (pb.AckMessage.Status.Value(n) for n in ("OK", "SKIPPED", "FAIL"))
 
@@ -320,3 +325,45 @@ def test_client_on_no_service_is_a_clear_error(tmp_path):
     with pytest.raises(FrontierError, match="cannot reach the URLFrontier service at 127.0.0.1:9"):
         open_frontier({"frontier.backend": "urlfrontier", "urlfrontier.address": "127.0.0.1:9",
                        "urlfrontier.timeout": 2})
+
+
+# -- a foreign client: the API's published Java stubs (as StormCrawler uses them) -----------------
+@pytest.fixture(scope="module")
+def java_client(tmp_path_factory):
+    version = (ROOT / "services" / "urlfrontier" / "VERSION").read_text().strip()
+    lib = ROOT / ".services" / f"urlfrontier-api-{version}" / "java-lib"
+    jars = sorted(lib.glob("*.jar"))
+    assert any(j.name == f"urlfrontier-API-{version}.jar" for j in jars), \
+        f"no URLFrontier Java API in {lib}: run make setup"
+    out = tmp_path_factory.mktemp("java-client")
+    classpath = ":".join(map(str, jars))
+    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath,
+                    str(ROOT / "tests" / "java" / "urlfrontier" / "JavaClient.java")], check=True)
+    return f"{classpath}:{out}"
+
+
+def test_the_published_java_client_works_with_the_service(svc, java_client):
+    run = subprocess.run(["java", "-cp", java_client, "JavaClient", svc.address],
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr[-3000:]
+    steps = {d.pop("step"): d for d in map(json.loads, run.stdout.splitlines())}
+    assert steps["put"]["acks"] == {"a1": "OK", "a2": "OK", "b1": "OK", "c1": "OK"}
+    got = steps["get"]["urls"]
+    assert sorted(u["url"] for u in got) == ["http://java-a.example/1", "http://java-a.example/2",
+                                             "http://java-b.example/1"]
+    assert {u["url"]: (u["key"], u["crawlID"], u["depth"]) for u in got}[
+        "http://java-a.example/1"] == ("java-a.example", "DEFAULT", "0")
+    assert {u["url"]: u["key"] for u in got}["http://java-b.example/1"] == "java-b.example"
+    assert steps["update"]["acks"] == {"a1": "OK"}
+    stats = steps["stats"]
+    assert (stats["size"], stats["numberOfQueues"], stats["crawlID"]) == (3, 3, "DEFAULT")
+    assert stats["counts"]["completed"] == 1 and stats["counts"]["FETCHED"] == 2
+    assert stats["inProcess"] in (2, 3)  # over OpenSearch a1 stays held until searchable
+    queues = steps["queues"]
+    assert queues["queues"] == ["java-a.example", "java-b.example", "java-c.example"]
+    assert queues["refetch"] > time.time() + 3000 and queues["count"] == 2
+    assert queues["crawls"] == "DEFAULT"
+    assert steps["unknown"]["code"] == "NOT_FOUND"
+    # what the Java client left: java-a blocked for an hour (BlockQueueUntil), java-c done for
+    # good: the one active queue is java-b
+    assert svc.stub.ListQueues(pb.Pagination()).values == ["java-b.example"]
