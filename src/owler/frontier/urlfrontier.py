@@ -88,8 +88,8 @@ class URLFrontierClient:
         conf = conf or {}
         self.addresses = addresses(conf)
         self.crawl = C.get_str(conf, "urlfrontier.crawlid", "") or ""
-        self.hold = C.get_int(conf, "urlfrontier.delay.requestable",
-                              C.get_int(conf, MESSAGE_TIMEOUT_KEY, 120))
+        self.hold = (C.get_int(conf, "urlfrontier.delay.requestable", 0)
+                     or C.get_int(conf, MESSAGE_TIMEOUT_KEY, 120))
         self.timeout = C.get_float(conf, "urlfrontier.timeout", 60.0)
         self.partition_mode = partition_mode(conf)
         self.channels = [grpc.insecure_channel(a) for a in self.addresses]
