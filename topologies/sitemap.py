@@ -42,7 +42,8 @@ from bolts.urlfilter import URLFilterBolt
 from bolts.warc_writer import wiring as warc_wiring
 from bolts.warc_writer import writer_spec
 from owler.conf import ConfError, parallelism, topology_conf
-from owler.constants import (EMIT_OUTLINKS_KEY, EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY,
+from owler.constants import (EMIT_OUTLINKS_KEY, EXCLUDE_TAGS_KEY, FRONTIER_BACKEND_KEY,
+                             FRONTIER_TAGS_KEY,
                              INTEREST_TAGS_KEY, IS_SITEMAP, METADATA_TRANSFER_KEY, ON_SITEMAP,
                              OUTLINKS_STREAM, SITEMAP_DISCOVERY, STATUS_STREAM, TICK_FREQ_KEY,
                              URLFILTERS_FILE_KEY)
@@ -97,6 +98,10 @@ class Sitemap(Topology):
         from owler.sitemap.processor import SitemapProcessor
         from owler.warc.stream import check_conf as check_warc_conf
 
+        if str(conf.get(FRONTIER_BACKEND_KEY) or "").strip().lower() == "urlfrontier":
+            raise ConfError("frontier.backend: the sitemap topology serves its spouts by frontier "
+                            "tags and counts host budgets in the frontier; URLFrontier has "
+                            "neither: use 'sqlite' or 'opensearch'")
         tags = {tag for _, _, tag in tag_rules(conf.get(FRONTIER_TAGS_KEY))}
         missing = [t for t in SITEMAP_TAGS if t not in tags]
         if missing:

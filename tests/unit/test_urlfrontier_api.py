@@ -58,3 +58,19 @@ def test_messages_and_rpcs_as_the_api_defines_them():
     item = pb.URLItem(known=pb.KnownURLItem(info=pb.URLInfo(url="http://a/", key="a"),
                                             refetchable_from_date=5), ID="1")
     assert pb.URLItem.FromString(item.SerializeToString()) == item
+
+
+def test_what_a_urlfrontier_frontier_cannot_serve_is_refused_up_front():
+    """The sitemap topology serves its spouts by tags and counts host budgets in the frontier;
+    URLFrontier has neither."""
+    from owler.conf import ConfError, load_conf, project_root
+    from owler.frontier import open_frontier
+    from owler.run.runner import check_topology_conf, load_topology
+
+    root = project_root()
+    conf = load_conf(None, ["frontier.backend=urlfrontier"])
+    with pytest.raises(ConfError, match="URLFrontier has neither"):
+        check_topology_conf(load_topology(root, "sitemap", conf), root, conf)
+    check_topology_conf(load_topology(root, "explorative", conf), root, conf)
+    with pytest.raises(ConfError, match="a URLFrontier service serves no tags"):
+        open_frontier({**conf, "frontier.interest.tags": ["Sitemap"]})

@@ -415,9 +415,10 @@ class OpenSearchFrontier:
         return {"bool": query}
 
     def due(self, now: float, max_buckets: int, per_bucket: int, exclude: Container[str] = (),
-            key: str | None = None) -> list[tuple[str, dict[str, list[str]], str]]:
+            key: str | None = None, skip_keys: Container[str] = ()
+            ) -> list[tuple[str, dict[str, list[str]], str]]:
         """Due URLs of queues this task could lease now, round-robin, as ``(url, md, key)``
-        (``key``: only that queue).
+        (``key``: only that queue; ``skip_keys``: not these queues).
 
         Queues whose round is still going on (leased by this task) are skipped; so are queues
         leased by others. Raises :class:`FrontierError` when the node cannot be queried.
@@ -431,7 +432,8 @@ class OpenSearchFrontier:
         body = {
             "size": 0, "track_total_hits": False, "query": query,
             "aggs": {"queues": {
-                "terms": {"field": "key", "size": max_buckets + len(self.leases),
+                "terms": {"field": "key",
+                          "size": min(max_buckets + len(self.leases) + len(skip_keys), 65536),
                           "order": {"first": "asc"}},
                 "aggs": {
                     "first": {"min": {"field": "nextFetchDate"}},
@@ -446,7 +448,8 @@ class OpenSearchFrontier:
             self._renew(now)
             _, data = self.client.request("POST", f"/{self.index}/_search", body)
             buckets = data["aggregations"]["queues"]["buckets"]
-            free = [b for b in buckets if b["key"] not in self.leases][:max_buckets]
+            free = [b for b in buckets if b["key"] not in self.leases
+                    and b["key"] not in skip_keys][:max_buckets]
             got = self._acquire([b["key"] for b in free], now)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc

@@ -221,6 +221,17 @@ def _epoch(iso: str) -> float | None:
         return None
 
 
+def _first_keys(rows: Iterable[tuple], n: int, skip: Container[str]) -> list[str]:
+    """The first ``n`` keys (first column) of ``rows`` not in ``skip``, reading no further."""
+    out = []
+    for row in rows:
+        if row[0] not in skip:
+            out.append(row[0])
+            if len(out) >= n:
+                break
+    return out
+
+
 class SQLiteFrontier:
     """The frontier in one SQLite file (created with its parent folder if missing).
 
@@ -480,7 +491,7 @@ class SQLiteFrontier:
     # -- the spout's query -----------------------------------------------------------------------
     def due(
         self, now: float, max_buckets: int, per_bucket: int, exclude: Container[str] = (),
-        key: str | None = None,
+        key: str | None = None, skip_keys: Container[str] = (),
     ) -> list[tuple[str, dict[str, list[str]], str]]:
         """URLs with ``next_fetch_date <= now`` as ``(url, metadata, key)``.
 
@@ -491,21 +502,22 @@ class SQLiteFrontier:
 
         ``frontier.interest.tags`` / ``frontier.interest.exclude.tags`` of the configuration this
         frontier was opened with restrict the URLs served (module docstring, "Tags"). ``key``:
-        only that queue.
+        only that queue; ``skip_keys``: not these queues (the next due ones instead).
         """
         if max_buckets <= 0 or per_bucket <= 0:
             return []
         if self.interest:
-            return self._due_tagged(now, max_buckets, per_bucket, exclude, key)
+            return self._due_tagged(now, max_buckets, per_bucket, exclude, key, skip_keys)
         one = "" if key is None else " AND key = ?"
         cur = self.conn.cursor()
         cur.execute("BEGIN")  # one snapshot for the whole query
         try:
-            keys = [r[0] for r in cur.execute(
+            keys = _first_keys(cur.execute(
                 f"SELECT key FROM queues WHERE next_due <= ?{one} AND key NOT IN "
-                "(SELECT key FROM blocks WHERE until > ?) ORDER BY next_due, key LIMIT ?",
-                (now, *(() if key is None else (key,)), now, max_buckets),
-            )]
+                "(SELECT key FROM blocks WHERE until > ?) ORDER BY next_due, key"
+                + ("" if skip_keys else " LIMIT ?"),
+                (now, *(() if key is None else (key,)), now,
+                 *(() if skip_keys else (max_buckets,)))), max_buckets, skip_keys)
             check_ids = bool(exclude)
             stale: list[str] = []  # queues whose earliest date is out of date (a URL changed key)
             buckets: list[list[tuple[str, dict, str]]] = []
@@ -541,7 +553,8 @@ class SQLiteFrontier:
         return round_robin(buckets, per_bucket)
 
     def _due_tagged(self, now: float, max_buckets: int, per_bucket: int,
-                    exclude: Container[str], key: str | None = None
+                    exclude: Container[str], key: str | None = None,
+                    skip_keys: Container[str] = ()
                     ) -> list[tuple[str, dict[str, list[str]], str]]:
         """:meth:`due` for a spout with interest tags: queues from ``tag_queues``, URLs through
         the partial tag index, one index range per tag, merged by date."""
@@ -551,11 +564,12 @@ class SQLiteFrontier:
         cur = self.conn.cursor()
         cur.execute("BEGIN")
         try:
-            keys = [r[0] for r in cur.execute(
+            keys = _first_keys(cur.execute(
                 f"SELECT key, MIN(next_due) AS d FROM tag_queues WHERE tag IN ({marks}) "
                 f"AND next_due <= ?{one} AND key NOT IN (SELECT key FROM blocks WHERE until > ?) "
-                "GROUP BY key ORDER BY d, key LIMIT ?",
-                (*tags, now, *(() if key is None else (key,)), now, max_buckets))]
+                "GROUP BY key ORDER BY d, key" + ("" if skip_keys else " LIMIT ?"),
+                (*tags, now, *(() if key is None else (key,)), now,
+                 *(() if skip_keys else (max_buckets,)))), max_buckets, skip_keys)
             check_ids = bool(exclude)
             stale: list[tuple[str, str]] = []
             buckets = []

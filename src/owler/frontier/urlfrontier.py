@@ -34,7 +34,8 @@ from typing import Any, Container, Iterable, Iterator, Mapping
 import grpc
 
 from owler import conf as C
-from owler.constants import MESSAGE_TIMEOUT_KEY, STATUS_NAMES, Status
+from owler.constants import (EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY, MESSAGE_TIMEOUT_KEY,
+                             STATUS_NAMES, Status)
 from owler.frontier import DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate
 from owler.frontier.urlfrontier_api import DEFAULT_CRAWL, DUE_COUNT, STATUS_KEY, Stub, pb
 from owler.urls import normalize, partition_key, partition_mode
@@ -86,6 +87,9 @@ class URLFrontierClient:
 
     def __init__(self, conf: Mapping[str, Any] | None = None, owner: str | None = None) -> None:
         conf = conf or {}
+        if C.get_list(conf, INTEREST_TAGS_KEY, []) or C.get_list(conf, EXCLUDE_TAGS_KEY, []):
+            raise C.ConfError("frontier.interest.tags: a URLFrontier service serves no tags; "
+                              "use frontier.backend sqlite or opensearch")
         self.addresses = addresses(conf)
         self.crawl = C.get_str(conf, "urlfrontier.crawlid", "") or ""
         self.hold = (C.get_int(conf, "urlfrontier.delay.requestable", 0)

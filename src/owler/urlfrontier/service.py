@@ -8,17 +8,20 @@ GetURLs
     due URLs, at most ``max_urls_per_queue`` per queue (0: 100) of at most ``max_queues`` queues
     (0: 10,000), or of queue ``key`` only. Every URL given out is *held* for
     ``delay_requestable`` seconds (0: 30): not given out again until its hold ends or a PutURLs
-    updates it. A queue is served in *rounds* (``urlfrontier.service.rounds``, true): not again
-    while a URL of its last round is held, and not before its delay (SetDelay; default
-    ``urlfrontier.default.delay``, else ``fetcher.server.delay``, 1 s) has passed since that round
-    ended, so that crawlers sharing the service keep a host's politeness between them (with rounds
-    off, as crawler-commons' reference service: a queue is skipped while it holds
-    ``max_urls_per_queue`` URLs, and its delay counts from when it last gave URLs). A blocked queue
-    (BlockQueueUntil) is skipped. Over OpenSearch the service also leases each queue it serves
-    (:mod:`owler.frontier.opensearch`) until its round ends, so several services on one index never
-    give out the same queue at once (rounds then whatever the setting). After an update a URL stays held
-    until the write is searchable (the index's refresh), and a GetURLs after updates refreshes
-    the index first, so no URL is given out twice because the index lagged.
+    updates it.
+
+    A queue is served in *rounds* (``urlfrontier.service.rounds``, true): not again while a URL of
+    its last round is held, and not before its delay has passed since that round ended (SetDelay;
+    else ``urlfrontier.default.delay``, else ``fetcher.server.delay``, 1 s). So crawlers sharing
+    the service keep a host's politeness between them. With rounds off the service behaves as
+    crawler-commons' reference one: a queue is skipped while ``max_urls_per_queue`` of its URLs
+    are held, and its delay counts from when it last gave URLs. A blocked queue
+    (BlockQueueUntil) is skipped.
+
+    Over OpenSearch the service also leases each queue it serves (:mod:`owler.frontier.opensearch`)
+    until its round ends, so several services on one index never give out one queue at once. An
+    updated URL stays held until the write is searchable (the index's refresh), and a GetURLs
+    after updates refreshes the index first: no URL is given out twice because the index lagged.
 PutURLs
     ``discovered`` = DISCOVERED (never overwrites a known URL), due now; ``known`` = the status in
     metadata :data:`~owler.frontier.urlfrontier_api.STATUS_KEY` (else FETCHED), due
@@ -183,10 +186,12 @@ class FrontierService:
         if self.dirty:  # OpenSearch: the updates so far searchable, or they would look due
             self.frontier.refresh()
             self.dirty = False
-        extra = max((len(v) for v in self.held.values()), default=0)
+        # without rounds a queue may give more while some of its URLs are held: ask for as many
+        # more as are held, the held ones are skipped (exclude)
+        extra = 0 if self.rounds else max((len(v) for v in self.held.values()), default=0)
         per_bucket = min(per_queue + extra, getattr(self.frontier, "max_per_bucket", 1 << 30))
-        rows = self.frontier.due(now, max_queues + len(skip), per_bucket,
-                                 exclude=self.holds.keys(), key=key)
+        rows = self.frontier.due(now, max_queues, per_bucket, exclude=self.holds.keys(), key=key,
+                                 skip_keys=skip)
         out = []
         served: set[str] = set()
         for url, md, k in rows:
@@ -291,13 +296,23 @@ class FrontierService:
         takes the items, so a batch is written as soon as the client pauses."""
         inbox: queue.Queue = queue.Queue(maxsize=4 * self.batch)
 
+        def put(item: Any) -> bool:  # False once the call is over (the consumer is gone)
+            while context.is_active():
+                try:
+                    inbox.put(item, timeout=1.0)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
         def read() -> None:
             try:
                 for item in items:
-                    inbox.put(item)
+                    if not put(item):
+                        return
             except Exception as exc:  # the client went away: end the stream
                 log.debug("PutURLs stream ended: %s", exc)
-            inbox.put(_END)
+            put(_END)
 
         threading.Thread(target=read, name="PutURLs-reader", daemon=True).start()
         done = False
