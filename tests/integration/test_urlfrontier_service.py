@@ -124,6 +124,8 @@ def test_a_url_given_out_is_held_for_delay_requestable(svc):
     stats = svc.stats("key1.com")
     assert (stats.numberOfQueues, stats.inProcess, stats.size) == (1, 1, 1)
     assert svc.get(max_urls_per_queue=5) == []  # held
+    svc.put(discovered(url, "key1.com"))  # an outlink to it: still held (not an update)
+    assert svc.get(max_urls_per_queue=5) == [] and svc.stats("key1.com").inProcess == 1
     time.sleep(2.1)
     assert svc.stats("key1.com").inProcess == 0
     assert eventually(lambda: svc.get(max_urls_per_queue=5)) == [url]

@@ -254,7 +254,10 @@ class FrontierService:
             for i, pos in enumerate(positions):
                 if i in failed:
                     acks[pos] = (acks[pos][0], FAIL)
-            written = [u.url for i, u in enumerate(updates) if i not in failed]
+            # a URL's status written ends its hold; a DISCOVERED (an outlink to a URL being
+            # fetched) changes nothing of a known URL and ends nothing
+            written = [u.url for i, u in enumerate(updates)
+                       if i not in failed and u.status is not Status.DISCOVERED]
             # OpenSearch: a write is searchable only after the index's refresh; till then the
             # URL would look due still, so its hold lasts until then (the frontier's min_hold)
             visible_in = float(getattr(self.frontier, "min_hold", 0.0))
