@@ -84,6 +84,7 @@ REQUIRED_FIELDS = {"url": ("keyword",), "key": ("keyword",), "status": ("keyword
 
 #: owner of the lease document of a queue held for a throttling server (no task has this name)
 BLOCK_OWNER = "_blocked_"
+_MAX_TERMS = 60_000  # keys in one terms query (an index allows 65,536: index.max_terms_count)
 _FILTER_BULK = "errors,items.*.status,items.*.error.type,items.*.error.reason"
 
 
@@ -429,11 +430,19 @@ class OpenSearchFrontier:
         query = self._filters(now)
         if key is not None:
             query["bool"]["filter"].append({"term": {"key": key}})
+        # queues of my rounds in progress and those the caller skips: left out by the query, not
+        # by asking for that many more buckets (each bucket costs its top_hits)
+        skipped = sorted(set(self.leases).union(skip_keys)) if skip_keys else sorted(self.leases)
+        size = max_buckets
+        if len(skipped) <= _MAX_TERMS:
+            if skipped:
+                query["bool"].setdefault("must_not", []).append({"terms": {"key": skipped}})
+        else:  # beyond a terms query's limit: more buckets, the skipped ones dropped below
+            size = min(max_buckets + len(skipped), 65_536)
         body = {
             "size": 0, "track_total_hits": False, "query": query,
             "aggs": {"queues": {
-                "terms": {"field": "key",
-                          "size": min(max_buckets + len(self.leases) + len(skip_keys), 65536),
+                "terms": {"field": "key", "size": size,
                           "order": {"first": "asc"}},
                 "aggs": {
                     "first": {"min": {"field": "nextFetchDate"}},
