@@ -21,8 +21,9 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
    the tree's summed resident sets.
 2. warc2warc against its bare loop (`bench/bench_warc2warc.py`).
 3. The frontier backends (`bench/bench_frontier.py`, `bench/bench_frontier_opensearch.py`).
+4. The URLFrontier service against the frontier used directly (`bench/bench_urlfrontier.py`).
 
-Usage: .venv/bin/python bench/run_all.py [--only explorative,scrapy,stormcrawler,bare,warc2warc,frontier]
+Usage: .venv/bin/python bench/run_all.py [--only explorative,scrapy,stormcrawler,bare,warc2warc,frontier,urlfrontier]
        [--hosts 500] [--pages 40] [--delay 1.0] [--concurrency 50] [-o KEY=VALUE ...] [--no-write]
 """
 
@@ -184,7 +185,8 @@ def write_benchmarks(section: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="explorative,scrapy,stormcrawler,bare,warc2warc,frontier")
+    ap.add_argument("--only", default="explorative,scrapy,stormcrawler,bare,warc2warc,frontier,"
+                                      "urlfrontier")
     ap.add_argument("--hosts", type=int, default=500)
     ap.add_argument("--pages", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
@@ -229,6 +231,22 @@ def main() -> None:
         os_ = run_json(["bench/bench_frontier_opensearch.py", "--json"])
         results["frontier"] = {"sqlite": sq, "opensearch": os_}
         out += ["#### Frontier backends", ""] + frontier_lines(sq, os_) + [""]
+    if "urlfrontier" in only:
+        print("[bench] URLFrontier service ...", file=sys.stderr, flush=True)
+        uf = run_json(["bench/bench_urlfrontier.py", "--json"])
+        results["urlfrontier"] = uf
+        bare = uf["bare gRPC endpoint (stores nothing)"]
+        out += ["#### URLFrontier: the service against the frontier used directly", "",
+                "| frontier | status updates/s | URLs served/s |", "|---|---:|---:|"]
+        for name, r in uf.items():
+            out.append(f"| {name} | {r['updates_per_s']:,.0f} | {r['served_per_s']:,.0f} |")
+        for backend in ("sqlite", "opensearch"):
+            via, direct = uf[f"{backend} through the service"], uf[f"{backend} direct"]
+            out.append("")
+            out.append(f"{backend} through the service: updates "
+                       f"{via['updates_per_s'] / direct['updates_per_s']:.2f}× direct, "
+                       f"{via['updates_per_s'] / bare['updates_per_s']:.2f}× the bare endpoint.")
+        out.append("")
     section = "\n".join(out).rstrip() + "\n"
     print(section)
     print(json.dumps(results), file=sys.stderr)
