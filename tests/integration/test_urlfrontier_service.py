@@ -220,6 +220,26 @@ def test_set_delay_spaces_the_servings_of_a_queue(svc):
     assert len(eventually(lambda: svc.get(max_urls_per_queue=1))) == 1
 
 
+def test_a_queue_whose_round_ended_goes_to_another_client_first(svc):
+    svc.put(*[discovered(f"http://q.com/{i}") for i in range(4)])
+    # a second client: a connection of its own (grpc shares one between the channels of a
+    # process unless told not to; crawlers are processes of their own)
+    other = Stub(grpc.insecure_channel(svc.address,
+                                       options=[("grpc.use_local_subchannel_pool", 1)]))
+
+    def get_other():
+        return [u.url for u in other.GetURLs(pb.GetParams(max_urls_per_queue=1,
+                                                          delay_requestable=30))]
+
+    first = svc.get(max_urls_per_queue=1)
+    assert len(first) == 1
+    assert get_other() == []  # the other client asks too: the queue's round is going on
+    svc.put(known(first[0], time.time() + 3600, "q.com", "FETCHED"))  # the round ends
+    time.sleep(0.5)  # over OpenSearch, until the write is searchable
+    assert svc.get(max_urls_per_queue=1) == []  # the other client's turn first
+    assert len(eventually(get_other)) == 1
+
+
 def test_block_queue_until_and_unblock(svc):
     svc.put(discovered("http://b.com/1"), discovered("http://c.com/1"))
     svc.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.com", time=int(time.time()) + 3600))

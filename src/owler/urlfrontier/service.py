@@ -16,7 +16,10 @@ GetURLs
     the service keep a host's politeness between them. With rounds off the service behaves as
     crawler-commons' reference one: a queue is skipped while ``max_urls_per_queue`` of its URLs
     are held, and its delay counts from when it last gave URLs. A blocked queue
-    (BlockQueueUntil) is skipped.
+    (BlockQueueUntil) is skipped. While several clients ask for URLs, a queue whose round ended
+    goes to another client (another connection: ``context.peer()``) first, for
+    ``urlfrontier.service.handover`` seconds (1.5) after its delay: else the client that happens
+    to ask first after every round would keep the queues.
 
     Over OpenSearch the service also leases each queue it serves (:mod:`owler.frontier.opensearch`)
     until its round ends, so several services on one index never give out one queue at once. An
@@ -67,6 +70,7 @@ log = logging.getLogger("owler.urlfrontier.service")
 DEFAULT_PER_QUEUE = 100  # GetParams.max_urls_per_queue = 0
 DEFAULT_QUEUES = 10_000  # GetParams.max_queues = 0
 DEFAULT_HOLD = 30  # GetParams.delay_requestable = 0, seconds
+PEER_TTL = 10.0  # seconds a client that asked for URLs counts as sharing the service
 MAX_KEY = 255
 _END = object()
 OK, SKIPPED, FAIL = (pb.AckMessage.Status.Value(n) for n in ("OK", "SKIPPED", "FAIL"))
@@ -112,6 +116,10 @@ class FrontierService:
         self.last_served: dict[str, float] = {}
         self.holds: dict[str, tuple[float, str]] = {}  # url -> (until, key)
         self.held: dict[str, set[str]] = {}  # key -> held urls
+        self.round_owner: dict[str, str] = {}  # key -> the client (peer) its round went to
+        self.handover: dict[str, tuple[str, float]] = {}  # key -> (last owner, its turn after)
+        self.peers: dict[str, float] = {}  # clients asking for URLs -> when they last asked
+        self.handover_secs = C.get_float(conf, "urlfrontier.service.handover", 1.5)
         self.active = True
         self.dirty = False  # written since the frontier's last refresh
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="frontier")
@@ -164,6 +172,10 @@ class FrontierService:
                     del self.held[key]
                     if self.rounds:  # the queue's delay counts from the end of its round
                         self.last_served[key] = now
+                        owner = self.round_owner.pop(key, None)
+                        if owner is not None:  # the others' turn first (_take)
+                            self.handover[key] = (owner,
+                                                  now + self._delay(key) + self.handover_secs)
                     if self.frontier.leases_queues:
                         self.frontier.release(key, now)
 
@@ -174,12 +186,20 @@ class FrontierService:
     def _delay(self, key: str) -> float:
         return self.delays.get(key, self.default_delay)
 
-    def _take(self, key: str | None, max_queues: int, per_queue: int, hold: float
-              ) -> list[tuple[str, dict, str]]:
+    def _take(self, key: str | None, max_queues: int, per_queue: int, hold: float,
+              peer: str = "") -> list[tuple[str, dict, str]]:
         now = self.clock()
         self._expire(now)
         self.last_served = {k: t for k, t in self.last_served.items() if t + self._delay(k) > now}
         skip = set(self.last_served)
+        # handover: while other clients are asking too, a queue whose round just ended goes to
+        # one of them first (else the client that polls most often keeps every queue)
+        self.peers[peer] = now
+        if len(self.peers) > 1:
+            self.peers = {p: t for p, t in self.peers.items() if now - t < PEER_TTL}
+        self.handover = {k: h for k, h in self.handover.items() if h[1] > now}
+        if len(self.peers) > 1:
+            skip.update(k for k, (owner, _) in self.handover.items() if owner == peer)
         skip.update(k for k, urls in self.held.items() if self.rounds or len(urls) >= per_queue)
         if key is not None and key in skip:
             return []
@@ -203,6 +223,7 @@ class FrontierService:
             urls.add(url)
             self.holds[url] = (now + hold, k)
             served.add(k)
+            self.round_owner[k] = peer
             out.append((url, md, k))
         if not self.rounds:
             for k in served:
@@ -275,10 +296,11 @@ class FrontierService:
             return
         if not self.active:
             return
+        peer = context.peer() or ""
         rows = self._call(context, lambda: self._take(
             request.key or None, request.max_queues or DEFAULT_QUEUES,
             request.max_urls_per_queue or DEFAULT_PER_QUEUE,
-            request.delay_requestable or DEFAULT_HOLD))
+            request.delay_requestable or DEFAULT_HOLD, peer))
         for url, md, key in rows:
             info = pb.URLInfo(url=url, key=key, crawlID=DEFAULT_CRAWL)
             fill_metadata(info, md)
@@ -420,6 +442,8 @@ class FrontierService:
             self.held.clear()
             self.last_served.clear()
             self.delays.clear()
+            self.round_owner.clear()
+            self.handover.clear()
             return n
 
         return pb.Long(value=self._call(context, delete))
