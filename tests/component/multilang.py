@@ -74,6 +74,30 @@ class ShellComponent:
             if pred(msg):
                 return out
 
+    def read_until_ticking(self, pred, timeout: float = 20.0, every: float = 0.5) -> list[dict]:
+        """:meth:`read_until`, sending a tick every ``every`` seconds meanwhile, as Storm does: a
+        bolt that commits on its interval is not left waiting for the one tick a test sent too
+        early for it (a slow start under load)."""
+        out = []
+        deadline = time.time() + timeout
+        next_tick = 0.0
+        while True:
+            if time.time() >= next_tick:
+                self.tick()
+                next_tick = time.time() + every
+            try:
+                msg = self.read(max(0.01, min(next_tick, deadline) - time.time()))
+            except TimeoutError:
+                if time.time() >= deadline:
+                    raise
+                continue
+            if msg.get("command") == "log":
+                self.logs.append(msg.get("msg", ""))
+                continue
+            out.append(msg)
+            if pred(msg):
+                return out
+
     # -- bolts --------------------------------------------------------------------------------
     def process(self, values: list, tid: str = "t1", stream: str = "default", comp: str = "src",
                 task: int = 9) -> None:

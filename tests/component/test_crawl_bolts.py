@@ -76,9 +76,8 @@ def test_status_updater_acks_after_commit_and_never_overwrites(conf, tmp_path):
         bolt.process(["http://example.com/p", {}, [["http://example.com/a", "the A"],
                                                     "http://example.com/p"]],
                      tid="o1", stream="outlinks")
-        time.sleep(0.6)
-        bolt.tick()  # nothing is acked before the commit, which the interval (ticks) triggers
-        msgs = bolt.read_until(lambda m: m.get("id") == "o1", timeout=10)
+        # nothing is acked before the commit, which the interval (ticks) triggers
+        msgs = bolt.read_until_ticking(lambda m: m.get("id") == "o1")
         assert [m["id"] for m in msgs if m.get("command") == "ack"] == ["s1", "o1"]
         f = open_frontier(conf)
         try:
@@ -100,9 +99,7 @@ def test_status_updater_persists_anchors_when_asked(conf, tmp_path):
         bolt.process(["http://example.com/p", {}, [["http://example.com/a", "the A"],
                                                     "http://example.com/b"]],
                      tid="o1", stream="outlinks")
-        time.sleep(0.6)
-        bolt.tick()
-        bolt.read_until(lambda m: m.get("id") == "o1", timeout=10)
+        bolt.read_until_ticking(lambda m: m.get("id") == "o1")
         f = open_frontier(conf)
         try:
             assert f.get("http://example.com/a").metadata["anchors"] == ["the A"]
