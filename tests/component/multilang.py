@@ -61,30 +61,18 @@ class ShellComponent:
                 raise EOFError(f"component exited with {self.proc.wait()}")
             self._buf += chunk
 
-    def read_until(self, pred, timeout: float = 10.0) -> list[dict]:
-        """Messages up to and including the first one matching ``pred`` (logs kept aside)."""
+    def read_until(self, pred, timeout: float = 10.0, tick_every: float | None = None
+                   ) -> list[dict]:
+        """Messages up to and including the first one matching ``pred`` (logs kept aside). With
+        ``tick_every``, a tick every so many seconds meanwhile, as Storm sends them: a bolt that
+        commits on its interval is not left waiting for one tick a test sent too early for it."""
         out = []
         deadline = time.time() + timeout
+        next_tick = time.time() if tick_every else deadline
         while True:
-            msg = self.read(max(0.01, deadline - time.time()))
-            if msg.get("command") == "log":
-                self.logs.append(msg.get("msg", ""))
-                continue
-            out.append(msg)
-            if pred(msg):
-                return out
-
-    def read_until_ticking(self, pred, timeout: float = 20.0, every: float = 0.5) -> list[dict]:
-        """:meth:`read_until`, sending a tick every ``every`` seconds meanwhile, as Storm does: a
-        bolt that commits on its interval is not left waiting for the one tick a test sent too
-        early for it (a slow start under load)."""
-        out = []
-        deadline = time.time() + timeout
-        next_tick = 0.0
-        while True:
-            if time.time() >= next_tick:
+            if tick_every and time.time() >= next_tick:
                 self.tick()
-                next_tick = time.time() + every
+                next_tick = time.time() + tick_every
             try:
                 msg = self.read(max(0.01, min(next_tick, deadline) - time.time()))
             except TimeoutError:

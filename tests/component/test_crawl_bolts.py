@@ -77,7 +77,7 @@ def test_status_updater_acks_after_commit_and_never_overwrites(conf, tmp_path):
                                                     "http://example.com/p"]],
                      tid="o1", stream="outlinks")
         # nothing is acked before the commit, which the interval (ticks) triggers
-        msgs = bolt.read_until_ticking(lambda m: m.get("id") == "o1")
+        msgs = bolt.read_until(lambda m: m.get("id") == "o1", timeout=20, tick_every=0.5)
         assert [m["id"] for m in msgs if m.get("command") == "ack"] == ["s1", "o1"]
         f = open_frontier(conf)
         try:
@@ -99,7 +99,7 @@ def test_status_updater_persists_anchors_when_asked(conf, tmp_path):
         bolt.process(["http://example.com/p", {}, [["http://example.com/a", "the A"],
                                                     "http://example.com/b"]],
                      tid="o1", stream="outlinks")
-        bolt.read_until_ticking(lambda m: m.get("id") == "o1")
+        bolt.read_until(lambda m: m.get("id") == "o1", timeout=20, tick_every=0.5)
         f = open_frontier(conf)
         try:
             assert f.get("http://example.com/a").metadata["anchors"] == ["the A"]

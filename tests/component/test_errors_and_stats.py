@@ -56,16 +56,18 @@ def test_status_updater_reports_an_unavailable_frontier_once_and_counts(conf, tm
     bolt = ShellComponent("bolts.status_updater.StatusUpdaterBolt", conf, tmp_path, "status")
     try:
         bolt.process(["http://example.com/p", {}, "FETCHED"], tid="s1", stream="status")
-        msgs = bolt.read_until_ticking(
-            lambda m: m.get("command") in ("ack", "fail") and m.get("id") == "s1")
+        msgs = bolt.read_until(
+            lambda m: m.get("command") in ("ack", "fail") and m.get("id") == "s1",
+            timeout=20, tick_every=0.5)
         assert msgs[-1]["command"] == "fail"  # nothing written: Storm replays it
         (err,) = errors(msgs)
         assert err.startswith("frontier unavailable (retrying every 5 s): ") and "cannot reach" in err
         # the retry 5 s later fails again: logged and counted, not sent to Storm again (throttled)
         time.sleep(5.2)
         bolt.process(["http://example.com/q", {}, "FETCHED"], tid="s2", stream="status")
-        msgs = bolt.read_until_ticking(
-            lambda m: m.get("command") in ("ack", "fail") and m.get("id") == "s2")
+        msgs = bolt.read_until(
+            lambda m: m.get("command") in ("ack", "fail") and m.get("id") == "s2",
+            timeout=20, tick_every=0.5)
         assert msgs[-1]["command"] == "fail" and errors(msgs) == []
         time.sleep(2.1)
         bolt.tick()  # the stats file is written at most every 2 s

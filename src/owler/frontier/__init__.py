@@ -30,6 +30,7 @@ from typing import Any, Container, Iterable, Mapping, Protocol
 from owler import conf as C
 from owler.conf import ConfError
 from owler.constants import FRONTIER_BACKEND_KEY, SQLITE_PATH_KEY, Status
+from owler.urls import normalize, partition_key
 
 __all__ = [
     "NEVER",
@@ -41,6 +42,7 @@ __all__ = [
     "FrontierError",
     "open_frontier",
     "round_robin",
+    "seed_key",
     "tag_rules",
 ]
 
@@ -157,6 +159,19 @@ def tag_rules(rules: Any) -> list[tuple[str, str, str]]:
         k, v = str(cond).split("=", 1)
         out.append((k.strip(), v.strip(), str(tag)))
     return out
+
+
+def seed_key(url: str, mode: str) -> tuple[str, str]:
+    """A seed as every backend's ``inject`` stores it: ``(normalised URL, partition key)``, the key
+    :data:`DEFAULT_KEY` when none can be computed; ``ValueError`` for a URL that does not
+    normalise."""
+    norm = normalize(url)
+    if norm is None:
+        raise ValueError(f"cannot inject {url!r}: not a valid http(s) URL")
+    try:
+        return norm, partition_key(norm, mode)
+    except ValueError:
+        return norm, DEFAULT_KEY
 
 
 def round_robin(buckets: list[list], per_bucket: int) -> list:

@@ -71,10 +71,10 @@ from owler.constants import (EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY, INTEREST_TAGS_
                              SERVER_DELAY_KEY, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES,
                              Status)
 from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate, round_robin,
-                            tag_rules)
+                            seed_key, tag_rules)
 from owler.frontier.refresh import EXT_PREFIXES, REFRESH_KEYS, TRUE, is_refresh, is_sitemap_key
 from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key, epoch_of
-from owler.urls import normalize, partition_key, partition_mode
+from owler.urls import partition_key, partition_mode
 
 log = logging.getLogger("owler.frontier.opensearch")
 
@@ -375,13 +375,7 @@ class OpenSearchFrontier:
         lines: list[bytes] = []
         n = 0
         for url, md in seeds:
-            norm = normalize(url)
-            if norm is None:
-                raise ValueError(f"cannot inject {url!r}: not a valid http(s) URL")
-            try:
-                key = partition_key(norm, self.partition_mode)
-            except ValueError:
-                key = DEFAULT_KEY
+            norm, key = seed_key(url, self.partition_mode)
             lines.append(self._action("create", _sha256(norm), key))
             lines.append(self._doc(norm, Status.DISCOVERED.value, dict(md or {}), now, key))
             n += 1

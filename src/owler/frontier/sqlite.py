@@ -97,9 +97,9 @@ from owler.conf import ConfError
 from owler.constants import (EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY, INTEREST_TAGS_KEY,
                              SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES, Status)
 from owler.frontier import (DEFAULT_KEY, NEVER, FrontierError, FrontierRecord, StatusUpdate,
-                            round_robin, tag_rules)
+                            round_robin, seed_key, tag_rules)
 from owler.frontier.refresh import REFRESH_KEYS, is_refresh, listed, merge_sitemap_facts
-from owler.urls import normalize, partition_key, partition_mode
+from owler.urls import partition_mode
 
 SCHEMA_VERSION = "3"
 
@@ -466,13 +466,7 @@ class SQLiteFrontier:
         rows = []
         keys: set[str] = set()
         for url, md in seeds:
-            norm = normalize(url)
-            if norm is None:
-                raise ValueError(f"cannot inject {url!r}: not a valid http(s) URL")
-            try:
-                key = partition_key(norm, self.partition_mode)
-            except ValueError:
-                key = DEFAULT_KEY
+            norm, key = seed_key(url, self.partition_mode)
             md = dict(md or {})
             rows.append((_url_id(norm), norm, Status.DISCOVERED.value, float(now), key,
                          _dump(md), time.time(), self._tag_of(md)))

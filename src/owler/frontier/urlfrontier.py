@@ -29,16 +29,16 @@ from __future__ import annotations
 
 import logging
 import zlib
-from typing import Any, Container, Iterable, Iterator, Mapping
+from typing import Any, Container, Iterable, Mapping
 
 import grpc
 
 from owler import conf as C
 from owler.constants import (EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY, MESSAGE_TIMEOUT_KEY,
                              STATUS_NAMES, Status)
-from owler.frontier import DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate
+from owler.frontier import DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate, seed_key
 from owler.frontier.urlfrontier_api import DEFAULT_CRAWL, DUE_COUNT, STATUS_KEY, Stub, pb
-from owler.urls import normalize, partition_key, partition_mode
+from owler.urls import partition_key, partition_mode
 
 log = logging.getLogger("owler.frontier.urlfrontier")
 
@@ -157,77 +157,64 @@ class URLFrontierClient:
         due = 0 if u.next_fetch_date is None else max(1, int(u.next_fetch_date))
         return pb.URLItem(ID=item_id, known=pb.KnownURLItem(info=info, refetchable_from_date=due))
 
-    def _put(self, i: int, items: list[Any]) -> dict[str, int]:
-        try:
-            return {a.ID: a.status for a in self.stubs[i].PutURLs(iter(items),
-                                                                  timeout=self.timeout)}
-        except grpc.RpcError as exc:
-            raise self._fail("PutURLs", i, exc) from exc
+    def _put(self, updates: list[StatusUpdate]) -> list[int | None]:
+        """PutURLs of ``updates``, each to the service of its queue: the ack status of each
+        position (``None``: not acked); :class:`FrontierError` when a service cannot be reached."""
+        per_service: dict[int, list[Any]] = {}
+        for pos, u in enumerate(updates):
+            per_service.setdefault(self._service(u.key), []).append(self._item(u, str(pos)))
+        out: list[int | None] = [None] * len(updates)
+        for i, items in per_service.items():
+            try:
+                for ack in self.stubs[i].PutURLs(iter(items), timeout=self.timeout):
+                    if ack.ID.isdigit() and int(ack.ID) < len(out):
+                        out[int(ack.ID)] = ack.status
+            except grpc.RpcError as exc:
+                raise self._fail("PutURLs", i, exc) from exc
+        return out
 
     def apply_updates(self, updates: Iterable[StatusUpdate]) -> list[int]:
         """PutURLs; returns the positions acked FAIL or not acked; raises :class:`FrontierError`
         when a service cannot be reached (nothing of the batch may be assumed written)."""
         updates = list(updates)
-        per_service: dict[int, list[Any]] = {}
-        blocks: dict[tuple[int, str], float] = {}
-        for pos, u in enumerate(updates):
-            i = self._service(u.key)
-            per_service.setdefault(i, []).append(self._item(u, str(pos)))
+        acks = self._put(updates)
+        failed = []
+        for pos, (u, status) in enumerate(zip(updates, acks)):
+            if status is None or status == _FAIL:
+                failed.append(pos)
+            elif status == _SKIPPED:
+                log.warning("URLFrontier skipped %s", u.url)
+        blocks: dict[str, float] = {}
+        for u in updates:
             if u.block_until is not None:
-                blocks[(i, u.key)] = max(u.block_until, blocks.get((i, u.key), 0.0))
-        delays = {(self._service(u.key), u.key): u.crawl_delay for u in updates
+                blocks[u.key] = max(u.block_until, blocks.get(u.key, 0.0))
+        for key, until in blocks.items():
+            self.block_queue(key, until)
+        delays = {u.key: u.crawl_delay for u in updates
                   if u.crawl_delay is not None and self._delays.get(u.key) != u.crawl_delay}
-        failed: list[int] = []
-        for i, items in per_service.items():
-            acks = self._put(i, items)
-            for item in items:
-                status = acks.get(item.ID)
-                if status is None or status == _FAIL:
-                    failed.append(int(item.ID))
-                elif status == _SKIPPED:
-                    log.warning("URLFrontier at %s skipped %s", self.addresses[i],
-                                getattr(item, item.WhichOneof("item")).info.url)
-        for (i, key), until in blocks.items():
-            self.block_queue(key, until, i=i)
-        for (i, key), delay in delays.items():
+        for key, delay in delays.items():
             self.set_delay(key, delay)
             if len(self._delays) >= 100_000:  # hosts seen once: forget them, told again if met
                 self._delays.clear()
             self._delays[key] = delay
-        return sorted(failed)
+        return failed
 
     def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
         """Seeds as ``discovered`` items (normalised, keyed by ``partition.url.mode``); how many
         were acked OK (a service that knows a URL acks it SKIPPED)."""
         updates = []
         for url, md in seeds:
-            norm = normalize(url)
-            if norm is None:
-                raise ValueError(f"cannot inject {url!r}: not a valid http(s) URL")
-            try:
-                key = partition_key(norm, self.partition_mode)
-            except ValueError:
-                key = DEFAULT_KEY
+            norm, key = seed_key(url, self.partition_mode)
             updates.append(StatusUpdate(norm, Status.DISCOVERED, dict(md or {}), now, key))
-        if not updates:
-            return 0
-        ok = 0
-        per_service: dict[int, list[Any]] = {}
-        for pos, u in enumerate(updates):
-            per_service.setdefault(self._service(u.key), []).append(self._item(u, str(pos)))
-        for i, items in per_service.items():
-            acks = self._put(i, items)
-            bad = [item.ID for item in items if acks.get(item.ID) in (None, _FAIL)]
-            if bad:
-                raise FrontierError(f"URLFrontier at {self.addresses[i]}: {len(bad)} seed(s) not "
-                                    "stored")
-            ok += sum(1 for item in items if acks.get(item.ID) == _OK)
-        return ok
+        acks = self._put(updates)
+        bad = sum(1 for status in acks if status is None or status == _FAIL)
+        if bad:
+            raise FrontierError(f"{self.location}: {bad} seed(s) not stored")
+        return sum(1 for status in acks if status == _OK)
 
-    def block_queue(self, key: str, until: float, now: float | None = None, i: int | None = None
-                    ) -> None:
+    def block_queue(self, key: str, until: float, now: float | None = None) -> None:
         """BlockQueueUntil on the service of ``key``."""
-        i = self._service(key) if i is None else i
+        i = self._service(key)
         try:
             self.stubs[i].BlockQueueUntil(pb.BlockQueueParams(
                 key=key, time=max(0, int(until)), crawlID=self.crawl or DEFAULT_CRAWL),
@@ -315,18 +302,6 @@ class URLFrontierClient:
                 return None
             raise self._fail("GetURLStatus", i, exc) from exc
         return _record(item)
-
-    def list_urls(self, key: str | None = None, start: int = 0, size: int = 100
-                  ) -> Iterator[FrontierRecord]:
-        """ListURLs of every service."""
-        for i, stub in enumerate(self.stubs):
-            try:
-                for item in stub.ListURLs(pb.ListUrlParams(
-                        start=start, size=size, key=key or "",
-                        crawlID=self.crawl or DEFAULT_CRAWL), timeout=self.timeout):
-                    yield _record(item)
-            except grpc.RpcError as exc:
-                raise self._fail("ListURLs", i, exc) from exc
 
     # -- nothing to do here: the service holds, the API has no leases or refresh -------------------
     def release(self, key: str, now: float, served: bool = True) -> None:

@@ -145,10 +145,10 @@ class FrontierService:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"this frontier holds one crawl, {DEFAULT_CRAWL!r}; not {crawl!r}")
 
-    def _refreshed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` once every write so far is visible to it (OpenSearch: a refresh)."""
+    def _fresh(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` once every write so far is visible to it (OpenSearch: a refresh)."""
         self.frontier.refresh()
-        return fn
+        return fn(*args)
 
     def close(self) -> None:
         def close() -> None:
@@ -398,8 +398,9 @@ class FrontierService:
         self._one_crawl(request.crawlID, context)
         text = request.filter if request.HasField("filter") else None
         ignore = request.ignoreCase if request.HasField("ignoreCase") else False
-        records = self._call(context, lambda: self._refreshed(self.frontier.list_urls)(
-            request.key or None, request.start, request.size or 100, text, ignore))
+        records = self._call(context, lambda: self._fresh(
+            self.frontier.list_urls, request.key or None, request.start, request.size or 100,
+            text, ignore))
         for rec in records:
             yield known_item(rec)
 
@@ -407,8 +408,8 @@ class FrontierService:
         self._one_crawl(request.crawlID, context)
         text = request.filter if request.HasField("filter") else None
         ignore = request.ignoreCase if request.HasField("ignoreCase") else False
-        return pb.Long(value=self._call(context, lambda: self._refreshed(self.frontier.count_urls)(
-            request.key or None, text, ignore)))
+        return pb.Long(value=self._call(context, lambda: self._fresh(
+            self.frontier.count_urls, request.key or None, text, ignore)))
 
     def GetURLStatus(self, request: Any, context: Any) -> Any:
         self._one_crawl(request.crawlID, context)
@@ -429,7 +430,7 @@ class FrontierService:
         return pb.Long(value=self._call(context, delete))
 
     def ListCrawls(self, request: Any, context: Any) -> Any:
-        n = self._call(context, lambda: self._refreshed(self.frontier.count_urls)())
+        n = self._call(context, lambda: self._fresh(self.frontier.count_urls))
         return pb.StringList(values=[DEFAULT_CRAWL] if n else [])
 
     def DeleteCrawl(self, request: Any, context: Any) -> Any:
