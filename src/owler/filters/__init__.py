@@ -21,12 +21,11 @@ Config keys read:
 
 from __future__ import annotations
 
-import importlib
-import json
 import logging
 from pathlib import Path
 from typing import Any, Mapping
 
+from owler.chain import ChainSpec, build_chain, load_class, read_chain_file
 from owler.conf import ConfError, get_int, get_str, resource_path
 from owler.constants import DEPTH, URLFILTERS_FILE_KEY
 
@@ -35,9 +34,9 @@ __all__ = ["URLFilter", "URLFilters", "URLFilterSetupError", "SC_CLASSES", "load
 log = logging.getLogger(__name__)
 
 
-#: Root keys accepted in the JSON file (StormCrawler 3.x and 2.x).
 MEMO_KEY = "urlfilters.memo.size"
 
+#: Root keys accepted in the JSON file (StormCrawler 3.x and 2.x).
 ROOT_KEYS = (
     "org.apache.stormcrawler.filtering.URLFilters",
     "com.digitalpebble.stormcrawler.filtering.URLFilters",
@@ -59,6 +58,9 @@ SC_CLASSES = {
 
 class URLFilterSetupError(ConfError):
     """A filter chain could not be built; the message names the file or the entry."""
+
+
+CHAIN = ChainSpec(ROOT_KEYS, _SC_PREFIXES, SC_CLASSES, "filter", URLFilterSetupError, "URL filters")
 
 
 class URLFilter:
@@ -88,25 +90,7 @@ class URLFilter:
 
 def load_filter_class(name: str) -> type:
     """The class for a StormCrawler class name or a Python dotted path. Raises ``ValueError``."""
-    dotted = name
-    for prefix in _SC_PREFIXES:
-        if name.startswith(prefix):
-            short = name[len(prefix):]
-            if short not in SC_CLASSES:
-                raise ValueError(f"StormCrawler filter {name} is not ported (known: {', '.join(sorted(SC_CLASSES))})")
-            dotted = SC_CLASSES[short]
-            break
-    module_name, _, cls_name = dotted.rpartition(".")
-    if not module_name:
-        raise ValueError(f"{name!r} is not a dotted class path")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import module {module_name}: {exc}") from exc
-    cls = getattr(module, cls_name, None)
-    if not isinstance(cls, type):
-        raise ValueError(f"module {module_name} has no class {cls_name}")
-    return cls
+    return load_class(name, CHAIN)
 
 
 class URLFilters:
@@ -134,58 +118,17 @@ class URLFilters:
 
     @classmethod
     def from_file(cls, path: str | Path, conf: Mapping[str, Any] | None = None) -> "URLFilters":
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise URLFilterSetupError(f"cannot read URL filters file {p}: {exc.strerror or exc}") from exc
-        except ValueError as exc:
-            raise URLFilterSetupError(f"invalid JSON in URL filters file {p}: {exc}") from exc
+        data = read_chain_file(path, CHAIN)
         try:
             return cls.from_json(data, conf or {})
         except URLFilterSetupError as exc:
-            raise URLFilterSetupError(f"{p}: {exc}") from exc
+            raise URLFilterSetupError(f"{Path(path)}: {exc}") from exc
 
     @classmethod
     def from_json(cls, data: Any, conf: Mapping[str, Any] | None = None) -> "URLFilters":
         """Build from the parsed JSON document (a map with one of :data:`ROOT_KEYS`)."""
         conf = conf or {}
-        if not isinstance(data, dict):
-            raise URLFilterSetupError("expected a JSON object with key " + ROOT_KEYS[0])
-        entries = None
-        for key in ROOT_KEYS:
-            if key in data:
-                entries = data[key]
-                break
-        if entries is None:
-            raise URLFilterSetupError(f"no {ROOT_KEYS[0]} key in the JSON object (keys: {', '.join(data)})")
-        if not isinstance(entries, list):
-            raise URLFilterSetupError(f"{ROOT_KEYS[0]} must hold a list of filters")
-        filters = []
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, dict):
-                raise URLFilterSetupError(f"filter entry #{i} is not a JSON object: {entry!r}")
-            class_name = entry.get("class")
-            name = entry.get("name")
-            if not class_name:
-                log.warning("URL filter entry #%d (%s) has no 'class': skipped", i, name or "unnamed")
-                continue
-            class_name = str(class_name).strip()
-            name = str(name) if name else class_name.rpartition(".")[2]
-            params = entry.get("params") or {}
-            try:
-                if not isinstance(params, dict):
-                    raise ValueError("'params' must be a JSON object")
-                filter_cls = load_filter_class(class_name)
-                f = filter_cls()
-                f.name = name
-                f.configure(conf, params)
-            except Exception as exc:  # any setup failure is fatal and names the entry
-                raise URLFilterSetupError(f"Can't setup {name}[{class_name}]: {exc}") from exc
-            if not callable(getattr(f, "filter", None)):
-                raise URLFilterSetupError(f"Can't setup {name}[{class_name}]: it has no filter() method")
-            filters.append(f)
-        return cls(filters, get_int(conf, MEMO_KEY, 50000))
+        return cls(build_chain(data, conf, CHAIN), get_int(conf, MEMO_KEY, 50000))
 
     def filter(
         self, source_url: str | None, source_md: Mapping[str, list[str]] | None, url: str
