@@ -279,3 +279,49 @@ def test_charge_shares_one_allowance_between_tasks_exactly(conf, opensearch):
     finally:
         for t in tasks:
             t.close()
+
+
+def test_wildcard_tags_priorities_and_the_parse_filters_mapping(conf, opensearch):
+    """Issue 18 on the OpenSearch frontier: ``lang=*`` / ``risk=*`` rules give every tag, a spout
+    serves one language minus adult pages, a tag's priority moves a URL in its queue, a sitemap
+    refresh keeps the wildcard tags, and the parse filters' counts are numbers in the index."""
+    c = {**conf, "frontier.tags": {"lang=*": "lang:*", "risk=*": "risk:*",
+                                   "isDiscoveredOnSitemap=true": "OnSitemap"},
+         "frontier.tags.priority": {"lang:de": 3600}}
+    now = time.time()
+    with open_frontier(c, owner="w") as f:
+        f.apply_updates([
+            upd("http://a.example/de", "FETCHED", now - 10, "a.example",
+                {"lang": ["de"], "risk": ["benign"], "parse.text.length": ["5300"],
+                 "lang.confidence": ["0.970"]}),
+            upd("http://a.example/adult", "DISCOVERED", now - 20, "a.example",
+                {"lang": ["de"], "risk": ["adult"]}),
+            upd("http://b.example/fr", "DISCOVERED", now - 30, "b.example",
+                {"lang": ["fr"], "parse.text.length": ["120"]}),
+            upd("http://c.example/", "DISCOVERED", now - 40, "c.example")])
+        f.refresh()
+        rec = f.get("http://a.example/de")
+        assert rec.next_fetch_date == pytest.approx(now - 10 - 3600, abs=1)  # whole seconds
+        index = conf["opensearch.status.index.name"]
+        _, hits = opensearch.request("POST", f"/{index}/_search", {
+            "query": {"range": {"metadata.parse%2Etext%2Elength": {"gte": 1000}}}})
+        assert [h["_source"]["url"] for h in hits["hits"]["hits"]] == ["http://a.example/de"]
+        _, mapping = opensearch.request("GET", f"/{index}/_mapping")
+        md = mapping[index]["mappings"]["properties"]["metadata"]["properties"]
+        assert md["parse%2Etext%2Elength"]["type"] == "long"
+        assert md["lang%2Econfidence"]["type"] == "float" and md["lang"]["type"] == "keyword"
+        _, doc = opensearch.request("POST", f"/{index}/_search", {
+            "query": {"term": {"url": "http://a.example/adult"}}})
+        assert doc["hits"]["hits"][0]["_source"]["tags"] == ["lang:de", "risk:adult"]
+        # a sitemap listing of the adult page keeps its wildcard tags and adds OnSitemap
+        f.apply_updates([upd("http://a.example/adult", "DISCOVERED", now - 20, "a.example",
+                             {"isDiscoveredOnSitemap": ["true"]})])
+        f.refresh()
+        _, doc = opensearch.request("POST", f"/{index}/_search", {
+            "query": {"term": {"url": "http://a.example/adult"}}})
+        assert sorted(doc["hits"]["hits"][0]["_source"]["tags"]) == [
+            "OnSitemap", "lang:de", "risk:adult"]
+    german = {**c, "frontier.interest.tags": ["lang:de"],
+              "frontier.interest.exclude.tags": ["risk:adult"]}
+    with open_frontier(german, owner="g") as g:
+        assert [u for u, _, _ in g.due(now, 10, 10)] == ["http://a.example/de"]

@@ -200,7 +200,7 @@ def test_migration_from_schema_2_tags_stored_urls(path):
         assert f.tag("http://a.com/p") is None
         assert sorted(u for u, _, _ in f.due(NOW, 10, 10)) == ["http://a.com/f", "http://a.com/s.xml"]
         assert f.counts()["DISCOVERED"] == 3
-        assert f.conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "3"
+        assert f.conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "4"
 
 
 def test_default_configuration_tags(path):
@@ -208,3 +208,129 @@ def test_default_configuration_tags(path):
     with SQLiteFrontier(path, conf) as f:
         f.apply_updates([upd("http://a.com/p", md=on_sitemap())])
         assert f.tag("http://a.com/p") == "OnSitemap"
+
+
+# ---- schema 4: several tags per URL, wildcard rules, priorities (issue 18) ----------------------
+
+FOCUS = {"frontier.tags": {"lang=*": "lang:*", "risk=*": "risk:*", "isSitemap=true": "Sitemap"}}
+
+
+def page(lang=None, risk=None, **extra):
+    md = {k: [v] for k, v in extra.items()}
+    if lang:
+        md["lang"] = [lang]
+    if risk:
+        md["risk"] = [risk]
+    return md
+
+
+def test_wildcard_rules_give_every_tag(path):
+    with SQLiteFrontier(path, FOCUS) as f:
+        f.apply_updates([upd("http://a.com/de", md=page("de", "benign")),
+                         upd("http://a.com/x", md=page("de", "adult", isSitemap="true")),
+                         upd("http://a.com/none", md=page())])
+        assert f.tags("http://a.com/de") == ["lang:de", "risk:benign"]
+        assert f.tags("http://a.com/x") == ["lang:de", "risk:adult", "Sitemap"]
+        assert f.tags("http://a.com/none") == [] and f.tag("http://a.com/none") is None
+        assert f.tag("http://a.com/x") == "Sitemap"  # the first by name
+        # url_tags follows every write: one row per tag
+        assert f.conn.execute("SELECT COUNT(*) FROM url_tags").fetchone()[0] == 5
+        # a re-fetch found another language: the old tag rows go
+        f.apply_updates([upd("http://a.com/de", Status.FETCHED, NOW + 100, page("fr", "benign"))])
+        assert f.tags("http://a.com/de") == ["lang:fr", "risk:benign"]
+        rows = f.conn.execute("SELECT tag, next_fetch_date FROM url_tags WHERE tag LIKE 'lang:%' "
+                              "ORDER BY tag").fetchall()
+        assert rows == [("lang:de", NOW), ("lang:fr", NOW + 100)]
+        f.delete("a.com")
+        assert f.conn.execute("SELECT COUNT(*) FROM url_tags").fetchone()[0] == 0
+
+
+def test_interest_and_exclusion_across_several_tags(path):
+    with SQLiteFrontier(path, FOCUS) as w:
+        w.apply_updates([upd("http://a.com/1", md=page("de", "benign"), nfd=NOW - 3),
+                         upd("http://a.com/2", md=page("de", "adult"), nfd=NOW - 2),
+                         upd("http://b.com/1", md=page("fr", "benign"), nfd=NOW - 1),
+                         upd("http://c.com/1", md=page("de"), nfd=NOW - 1),
+                         upd("http://d.com/1", nfd=NOW - 5)])
+    german = {**FOCUS, "frontier.interest.tags": ["lang:de"]}
+    with SQLiteFrontier(path, german) as f:
+        assert sorted(u for u, _, _ in f.due(NOW, 10, 10)) == [
+            "http://a.com/1", "http://a.com/2", "http://c.com/1"]
+        assert f.due_count(NOW) == 3 and f.queue_count(NOW) == 2
+    clean = {**german, "frontier.interest.exclude.tags": ["risk:adult"]}
+    with SQLiteFrontier(path, clean) as f:
+        assert sorted(u for u, _, _ in f.due(NOW, 10, 10)) == ["http://a.com/1", "http://c.com/1"]
+    both = {**FOCUS, "frontier.interest.tags": ["lang:de", "risk:benign"]}
+    with SQLiteFrontier(path, both) as f:  # a URL with two interest tags is served once
+        got = [u for u, _, _ in f.due(NOW, 10, 10)]
+        assert sorted(got) == ["http://a.com/1", "http://a.com/2", "http://b.com/1",
+                               "http://c.com/1"]
+        assert f.due_count(NOW) == 4
+    no_adult = {**FOCUS, "frontier.interest.exclude.tags": ["risk:adult"]}
+    with SQLiteFrontier(path, no_adult) as f:  # exclusion alone: every URL but the adult one
+        assert sorted(u for u, _, _ in f.due(NOW, 10, 10)) == [
+            "http://a.com/1", "http://b.com/1", "http://c.com/1", "http://d.com/1"]
+        assert f.due_count(NOW) == 4
+
+
+def test_tag_priority_moves_urls_in_their_queue(path):
+    conf = {**FOCUS, "frontier.tags.priority": {"lang:de": 3600, "risk:adult": -86400}}
+    with SQLiteFrontier(path, conf) as f:
+        f.apply_updates([upd("http://a.com/en", md=page("en"), nfd=NOW - 60),
+                         upd("http://a.com/de", md=page("de"), nfd=NOW),
+                         upd("http://a.com/adult", md=page("de", "adult"), nfd=NOW - 600),
+                         upd("http://a.com/gone", Status.FETCHED, None, page("de"))])
+        assert [u for u, _, _ in f.due(NOW, 1, 10)] == ["http://a.com/de", "http://a.com/en"]
+        assert record(f, "http://a.com/de").next_fetch_date == NOW - 3600
+        assert record(f, "http://a.com/adult").next_fetch_date == NOW - 600 - 3600 + 86400
+        assert record(f, "http://a.com/gone").next_fetch_date is None  # never stays never
+    with pytest.raises(ConfError, match="frontier.tags.priority"):
+        SQLiteFrontier(path, {**FOCUS, "frontier.tags.priority": {"lang:de": "soon"}})
+
+
+def test_migration_from_schema_3_keeps_tags(path):
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '3');
+        CREATE TABLE urls (id BLOB PRIMARY KEY, url TEXT NOT NULL, status TEXT NOT NULL,
+            next_fetch_date REAL NOT NULL, key TEXT NOT NULL, metadata TEXT NOT NULL,
+            updated REAL NOT NULL, tag TEXT);
+        CREATE INDEX urls_key_next_fetch_date ON urls (key, next_fetch_date);
+        CREATE TABLE queues (key TEXT PRIMARY KEY, next_due REAL NOT NULL);
+        CREATE INDEX urls_tag_key_next_fetch_date ON urls (tag, key, next_fetch_date)
+            WHERE tag IS NOT NULL;
+        CREATE TABLE tag_queues (tag TEXT NOT NULL, key TEXT NOT NULL, next_due REAL NOT NULL,
+            PRIMARY KEY (tag, key));
+    """)
+    from owler.frontier.sqlite import _url_id
+
+    for u, md, tag in (("http://a.com/s.xml", '{"isSitemap":["true"]}', "Sitemap"),
+                       ("http://a.com/p", '{}', None)):
+        conn.execute("INSERT INTO urls VALUES (?, ?, 'DISCOVERED', ?, 'a.com', ?, ?, ?)",
+                     (_url_id(u), u, NOW - 1, md, NOW - 1, tag))
+    conn.execute("INSERT INTO queues VALUES ('a.com', ?)", (NOW - 1,))
+    conn.execute("INSERT INTO tag_queues VALUES ('Sitemap', 'a.com', ?)", (NOW - 1,))
+    conn.commit()
+    conn.close()
+    with SQLiteFrontier(path, INTEREST) as f:
+        assert f.tags("http://a.com/s.xml") == ["Sitemap"] and f.tags("http://a.com/p") == []
+        assert [u for u, _, _ in f.due(NOW, 10, 10)] == ["http://a.com/s.xml"]
+        indexes = {r[0] for r in f.conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        assert "urls_tag_key_next_fetch_date" not in indexes
+        f.apply_updates([upd("http://a.com/s.xml", Status.FETCHED, NOW + 50, SM)])
+        assert f.conn.execute("SELECT next_fetch_date FROM url_tags").fetchall() == [(NOW + 50,)]
+
+
+def test_tagger_rules():
+    from owler.frontier import Tagger
+
+    t = Tagger({"frontier.tags": {"lang=*": "lang:*", "risk=adult": "Adult", "k=*": "Any"}})
+    assert t.tags({"lang": ["de", "fr", " "], "risk": ["adult"], "k": ["x", "y"]}) == [
+        "lang:de", "lang:fr", "Adult", "Any"]
+    assert t.tags({"risk": ["benign"]}) == [] and t.keys == {"lang", "risk", "k"}
+    assert t.shift(["lang:de"]) == 0.0
+    t = Tagger({"frontier.tags.priority": {"a": 10, "b": -4.5}})
+    assert t.shift(["a", "b", "c"]) == 5.5 and not t
+    with pytest.raises(ConfError):
+        Tagger({"frontier.tags.priority": ["a"]})

@@ -14,12 +14,20 @@ Rules every backend keeps:
 - "Never fetch again" (a ``None`` next fetch date) is stored as :data:`NEVER` and read back as
   ``None``.
 
-Tags (``frontier.tags``, read by both backends with :func:`tag_rules`): a map
+Tags (``frontier.tags``, read by both backends through :class:`Tagger`): a map
 ``"<metadata key>=<value>": <tag>``; a URL whose metadata has that value is stored with that tag, and
 a spout can serve only some tags (``frontier.interest.tags`` / ``frontier.interest.exclude.tags``).
+A value ``*`` matches any value of the key, and a ``*`` in the tag stands for it:
+``"lang=*": "lang:*"`` tags a page the language identification found German ``lang:de`` (the
+focused sub-crawls of OWLer's interest partitions; with ``lang`` in ``metadata.transfer`` a page's
+outlinks carry its language, so a ``lang:de`` spout follows German pages' links). A URL has every
+tag its metadata matches. ``frontier.tags.priority`` (a map tag → seconds) moves a tagged URL up
+(positive) or down (negative) in its queue: its stored next fetch date is that much earlier or
+later (the sum over its tags), so it is served before or after the URLs it would have queued with.
 
 Config keys read here: ``frontier.backend`` (``sqlite`` | ``opensearch`` | ``urlfrontier``: any
-URLFrontier service, :mod:`owler.frontier.urlfrontier`), ``frontier.tags``.
+URLFrontier service, :mod:`owler.frontier.urlfrontier`), ``frontier.tags``,
+``frontier.tags.priority``.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from typing import Any, Container, Iterable, Mapping, Protocol
 
 from owler import conf as C
 from owler.conf import ConfError
-from owler.constants import FRONTIER_BACKEND_KEY, SQLITE_PATH_KEY, Status
+from owler.constants import FRONTIER_BACKEND_KEY, FRONTIER_TAGS_KEY, SQLITE_PATH_KEY, Status
 from owler.urls import normalize, partition_key
 
 __all__ = [
@@ -44,7 +52,14 @@ __all__ = [
     "round_robin",
     "seed_key",
     "tag_rules",
+    "Tagger",
+    "WILDCARD",
+    "TAG_PRIORITY_KEY",
 ]
+
+#: a ``frontier.tags`` value matching any value of its key; in the tag, the value found
+WILDCARD = "*"
+TAG_PRIORITY_KEY = "frontier.tags.priority"
 
 #: Stored next fetch date of a URL that is never to be fetched again: 9999-12-31T23:59:59Z.
 #: Chosen far beyond any ``now`` so no due-query ever returns it; reported as ``None``.
@@ -159,6 +174,52 @@ def tag_rules(rules: Any) -> list[tuple[str, str, str]]:
         k, v = str(cond).split("=", 1)
         out.append((k.strip(), v.strip(), str(tag)))
     return out
+
+
+class Tagger:
+    """The tags of a URL's metadata under ``frontier.tags`` and their priority shift under
+    ``frontier.tags.priority`` (the module docstring)."""
+
+    def __init__(self, conf: Mapping[str, Any] | None) -> None:
+        conf = conf or {}
+        self.rules = tag_rules(conf.get(FRONTIER_TAGS_KEY))
+        self.keys = frozenset(k for k, _, _ in self.rules)
+        raw = conf.get(TAG_PRIORITY_KEY) or {}
+        if not isinstance(raw, Mapping):
+            raise ConfError(f"{TAG_PRIORITY_KEY}: expected a map 'tag: seconds', got {raw!r}")
+        self.priority: dict[str, float] = {}
+        for tag, secs in raw.items():
+            try:
+                self.priority[str(tag)] = float(secs)
+            except (TypeError, ValueError):
+                raise ConfError(f"{TAG_PRIORITY_KEY}: {tag}: {secs!r} is not a number of "
+                                "seconds") from None
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def tags(self, md: Mapping[str, list[str]]) -> list[str]:
+        """Every tag ``md`` matches, in rule order, each once."""
+        out: list[str] = []
+        for k, v, tag in self.rules:
+            values = md.get(k)
+            if not values:
+                continue
+            if v == WILDCARD:
+                for value in values:
+                    value = str(value).strip()
+                    t = tag.replace(WILDCARD, value) if WILDCARD in tag else tag
+                    if value and t not in out:
+                        out.append(t)
+            elif v in values and tag not in out:
+                out.append(tag)
+        return out
+
+    def shift(self, tags: list[str]) -> float:
+        """Seconds to take off a URL's next fetch date for its tags (negative: to add)."""
+        if not self.priority:
+            return 0.0
+        return sum(self.priority.get(t, 0.0) for t in tags)
 
 
 def seed_key(url: str, mode: str) -> tuple[str, str]:

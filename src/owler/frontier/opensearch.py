@@ -66,12 +66,12 @@ from urllib.parse import quote
 import orjson
 
 from owler import conf as C
-from owler.constants import (EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY, INTEREST_TAGS_KEY, IS_SITEMAP,
+from owler.constants import (EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY, IS_SITEMAP,
                              MESSAGE_TIMEOUT_KEY, MIN_DELAY_QUERIES_KEY, ON_SITEMAP,
                              SERVER_DELAY_KEY, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES,
                              Status)
 from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate, round_robin,
-                            seed_key, tag_rules)
+                            seed_key, Tagger)
 from owler.frontier.refresh import EXT_PREFIXES, REFRESH_KEYS, TRUE, is_refresh, is_sitemap_key
 from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key, epoch_of
 from owler.urls import partition_key, partition_mode
@@ -113,7 +113,8 @@ class OpenSearchFrontier:
         self._budgets_ready = False  # <index>_budgets checked (charge())
         self.routing = C.get_bool(conf, "opensearch.status.routing", False)
         self.partition_mode = partition_mode(conf)
-        self.tag_rules = tag_rules(conf.get(FRONTIER_TAGS_KEY))
+        self.tagger = Tagger(conf)
+        self.tag_rules = self.tagger.rules
         self.interest = [str(t) for t in C.get_list(conf, INTEREST_TAGS_KEY, [])]
         self.not_interest = [str(t) for t in C.get_list(conf, EXCLUDE_TAGS_KEY, [])]
         self.lease_ttl = C.get_float(conf, "frontier.lease.ttl", 0.0) or (
@@ -216,12 +217,13 @@ class OpenSearchFrontier:
                                "metadata": {self._md_name(k): v for k, v in md.items()}}
         if self.write_updated:
             doc["updated"] = int(now * 1000)
+        tags = self.tagger.tags(md) if self.tag_rules else ()
+        if tags:
+            doc["tags"] = tags
+            if nfd is not None:
+                nfd -= self.tagger.shift(tags)
         if nfd is not None:
             doc["nextFetchDate"] = _iso(nfd)
-        if self.tag_rules:
-            tags = [t for k, v, t in self.tag_rules if v in (md.get(k) or ())]
-            if tags:
-                doc["tags"] = tags
         return doc
 
     def _doc(self, url: str, status: str, md: Mapping[str, list[str]], nfd: float | None,
@@ -810,8 +812,15 @@ if (params.seeded) {
 List tags = new ArrayList();
 for (def r : params.rules) {
   def v = md.get(r[0]);
-  boolean hit = v != null && (v instanceof List ? v.contains(r[1]) : r[1].equals(v.toString()));
-  if (hit && !tags.contains(r[2])) { tags.add(r[2]); }
+  if (v == null) { continue; }
+  List vs = v instanceof List ? v : [v.toString()];
+  if (r[1] == '*') {
+    for (def x : vs) {
+      String val = x.toString().trim();
+      String t = r[2].replace('*', val);
+      if (!val.isEmpty() && !tags.contains(t)) { tags.add(t); }
+    }
+  } else if (vs.contains(r[1]) && !tags.contains(r[2])) { tags.add(r[2]); }
 }
 def oldTags = ctx._source.tags;
 boolean sameTags = (oldTags == null && tags.isEmpty()) || (oldTags != null && oldTags.equals(tags));

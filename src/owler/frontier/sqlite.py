@@ -13,26 +13,27 @@ Tables
     ``max_buckets`` most overdue keys from an index instead of ranking every due row (measured in
     ``bench/bench_frontier.py``: a window function over 1M due rows takes about a second; this takes
     milliseconds).
-    ``meta(name, value)``: ``schema_version`` (a schema 1 file, with hex ids, or a schema 2 file,
-    without tags, is migrated when opened).
+    ``meta(name, value)``: ``schema_version`` (a schema 1 file, with hex ids, a schema 2 file,
+    without tags, or a schema 3 file, one tag per URL, is migrated when opened).
     ``blocks(key, until)``: queues the server asked to leave alone (429/503, Retry-After; written
     with the throttled URL's status, :attr:`StatusUpdate.block_until`): :meth:`SQLiteFrontier.due`
     serves none of their URLs before ``until``. Created when a file is opened, if missing.
 
-Tags (schema 3; OWLer's interest tags, as the OpenSearch frontier's ``tags``)
-    ``urls.tag``: the tag of the ``frontier.tags`` rules (``"<metadata key>=<value>": tag``) that
-    the stored metadata matches, NULL when none does; one tag per URL (OpenSearch keeps every
-    matching tag): when several rules match, the tag that sorts first by name (not the first rule:
-    the map's order does not survive the Storm configuration, a Java map). With the default rules
-    a URL is ``Sitemap`` (``isSitemap=true``), ``Feed`` or ``OnSitemap``
-    (``isDiscoveredOnSitemap=true``; also a sitemap listed in an index), tags the sitemap spout
-    serves together. Tags are computed when a URL is written; changing the rules does
-    not re-tag stored URLs.
-    A spout with ``frontier.interest.tags`` is served only URLs with one of those tags (minus
-    ``frontier.interest.exclude.tags``), and is never starved by untagged URLs however many are
-    due: a partial index ``(tag, key, next_fetch_date) WHERE tag IS NOT NULL`` (untagged rows are
-    not in it, so the explorative write path pays nothing for it: ``bench/bench_frontier.py``) and
-    ``tag_queues(tag, key, next_due)``, maintained like ``queues`` for tagged rows only.
+Tags (schema 4; OWLer's interest tags, as the OpenSearch frontier's ``tags``)
+    ``urls.tag``: every tag of the ``frontier.tags`` rules (``"<metadata key>=<value>": tag``,
+    ``"lang=*": "lang:*"``; :class:`owler.frontier.Tagger`) the stored metadata matches, as a JSON
+    array, NULL when none does. With the default rules a URL is ``Sitemap``
+    (``isSitemap=true``), ``Feed`` or ``OnSitemap`` (``isDiscoveredOnSitemap=true``; also a
+    sitemap listed in an index), tags the sitemap spout serves together. Tags are computed when a
+    URL is written; changing the rules does not re-tag stored URLs. ``frontier.tags.priority``
+    shifts a tagged URL's stored next fetch date (:class:`owler.frontier.Tagger`).
+    ``url_tags(tag, key, next_fetch_date, id)``: one row per tag of a tagged URL, kept by
+    triggers on ``urls`` (an untagged write costs the triggers' ``WHEN`` test only:
+    ``bench/bench_frontier.py``), its primary key the index of the interest queries.
+    A spout with ``frontier.interest.tags`` is served only URLs with one of those tags and none of
+    ``frontier.interest.exclude.tags``, and is never starved by untagged URLs however many are
+    due: it reads ``tag_queues(tag, key, next_due)``, maintained like ``queues`` for tagged rows
+    only, and ``url_tags``.
     A spout with only ``frontier.interest.exclude.tags`` (the sitemap seed spout: untagged URLs)
     reads the ordinary queues and skips excluded rows, looking at most at the first
     :data:`EXCLUDE_SCAN` due URLs of a queue per query (untagged rows behind a longer backlog of
@@ -94,14 +95,14 @@ import orjson
 
 from owler import conf as C
 from owler.conf import ConfError
-from owler.constants import (EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY, INTEREST_TAGS_KEY,
+from owler.constants import (EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY,
                              SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES, Status)
 from owler.frontier import (DEFAULT_KEY, NEVER, FrontierError, FrontierRecord, StatusUpdate,
-                            round_robin, seed_key, tag_rules)
+                            Tagger, round_robin, seed_key)
 from owler.frontier.refresh import REFRESH_KEYS, is_refresh, listed, merge_sitemap_facts
 from owler.urls import partition_mode
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 
 #: at most this many due rows of one queue are looked at per query when only exclude tags filter
 EXCLUDE_SCAN = 200
@@ -120,9 +121,10 @@ _SCHEMA = [
     "CREATE INDEX IF NOT EXISTS urls_key_next_fetch_date ON urls (key, next_fetch_date)",
     "CREATE TABLE IF NOT EXISTS queues (key TEXT PRIMARY KEY, next_due REAL NOT NULL)",
     "CREATE INDEX IF NOT EXISTS queues_next_due ON queues (next_due)",
-    # tagged rows only (schema 3): the interest queries; untagged writes never touch these
-    "CREATE INDEX IF NOT EXISTS urls_tag_key_next_fetch_date ON urls (tag, key, next_fetch_date) "
-    "WHERE tag IS NOT NULL",
+    # tagged rows only (schema 4): one row per tag, kept by the triggers of _TRIGGERS
+    """CREATE TABLE IF NOT EXISTS url_tags (tag TEXT NOT NULL, key TEXT NOT NULL,
+        next_fetch_date REAL NOT NULL, id BLOB NOT NULL,
+        PRIMARY KEY (tag, key, next_fetch_date, id)) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS tag_queues (tag TEXT NOT NULL, key TEXT NOT NULL,
         next_due REAL NOT NULL, PRIMARY KEY (tag, key))""",
     "CREATE INDEX IF NOT EXISTS tag_queues_next_due ON tag_queues (tag, next_due)",
@@ -131,6 +133,20 @@ _SCHEMA = [
     # windowed counters shared by every task (charge(): the sitemap host budgets)
     """CREATE TABLE IF NOT EXISTS budgets (id TEXT PRIMARY KEY, start REAL NOT NULL,
         used INTEGER NOT NULL)""",
+]
+
+# url_tags follows urls.tag (a JSON array of tags, or NULL) on every insert, update and delete
+_TAG_ROWS = ("INSERT OR IGNORE INTO url_tags (tag, key, next_fetch_date, id) "
+             "SELECT value, new.key, new.next_fetch_date, new.id FROM json_each(new.tag);")
+_UNTAG_ROWS = ("DELETE FROM url_tags WHERE tag IN (SELECT value FROM json_each(old.tag)) "
+               "AND key = old.key AND next_fetch_date = old.next_fetch_date AND id = old.id;")
+_TRIGGERS = [
+    "CREATE TRIGGER IF NOT EXISTS urls_tag_insert AFTER INSERT ON urls "
+    f"WHEN new.tag IS NOT NULL BEGIN {_TAG_ROWS} END",
+    "CREATE TRIGGER IF NOT EXISTS urls_tag_update AFTER UPDATE OF tag, key, next_fetch_date ON urls "
+    f"WHEN old.tag IS NOT NULL OR new.tag IS NOT NULL BEGIN {_UNTAG_ROWS} {_TAG_ROWS} END",
+    "CREATE TRIGGER IF NOT EXISTS urls_tag_delete AFTER DELETE ON urls "
+    f"WHEN old.tag IS NOT NULL BEGIN {_UNTAG_ROWS} END",
 ]
 
 _BLOCK = """
@@ -178,7 +194,7 @@ _DROP_EMPTY_QUEUE = "DELETE FROM queues WHERE key = ?1 AND NOT EXISTS (SELECT 1 
 # the same for (tag, key) queues of tagged rows
 _REFRESH_TAG_QUEUE = """
 INSERT INTO tag_queues (tag, key, next_due)
-SELECT ?1, ?2, MIN(next_fetch_date) FROM urls WHERE tag = ?1 AND key = ?2
+SELECT ?1, ?2, MIN(next_fetch_date) FROM url_tags WHERE tag = ?1 AND key = ?2
 HAVING MIN(next_fetch_date) IS NOT NULL
 ON CONFLICT (tag, key) DO UPDATE SET next_due = excluded.next_due
 """
@@ -188,7 +204,7 @@ ON CONFLICT (tag, key) DO UPDATE SET next_due = excluded.next_due
 WHERE excluded.next_due < tag_queues.next_due
 """
 _DROP_EMPTY_TAG_QUEUE = ("DELETE FROM tag_queues WHERE tag = ?1 AND key = ?2 AND NOT EXISTS "
-                         "(SELECT 1 FROM urls WHERE tag = ?1 AND key = ?2)")
+                         "(SELECT 1 FROM url_tags WHERE tag = ?1 AND key = ?2)")
 
 _SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -250,12 +266,13 @@ class SQLiteFrontier:
         busy = C.get_float(conf, "frontier.sqlite.busy.timeout", 30.0)
         cache_mb = C.get_int(conf, "frontier.sqlite.cache.mb", 64)
         ckpt = C.get_int(conf, "frontier.sqlite.wal.autocheckpoint", 50000)
-        self.tag_rules = sorted(tag_rules(conf.get(FRONTIER_TAGS_KEY)), key=lambda r: (r[2], r))
-        self._rule_keys = frozenset(k for k, _, _ in self.tag_rules)
+        self.tagger = Tagger(conf)
+        self.tag_rules = self.tagger.rules
+        self._rule_keys = self.tagger.keys
         exclude = [str(t) for t in C.get_list(conf, EXCLUDE_TAGS_KEY, [])]
         self.interest = [str(t) for t in C.get_list(conf, INTEREST_TAGS_KEY, [])
                          if str(t) not in exclude]
-        self.exclude = [] if self.interest else exclude
+        self.exclude = exclude  # a URL with several tags may have an interest and an excluded one
         if exclude and not self.interest and C.get_list(conf, INTEREST_TAGS_KEY, []):
             self.interest = ["\x00none"]  # every interest tag is excluded: nothing is served
         try:
@@ -290,12 +307,14 @@ class SQLiteFrontier:
                 self.conn.execute("ALTER TABLE urls ADD COLUMN tag TEXT")
                 self.conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'",
                                   (SCHEMA_VERSION,))
+            elif row is not None and row[0] == "3":
+                self._migrate_from_3()
             elif row is not None and row[0] != SCHEMA_VERSION:
                 raise FrontierError(
                     f"{self.path} has frontier schema version {row[0]}, this code expects "
                     f"{SCHEMA_VERSION}; use a new frontier.sqlite.path"
                 )
-            for stmt in _SCHEMA:
+            for stmt in _SCHEMA + _TRIGGERS:
                 self.conn.execute(stmt)
             if row is not None and row[0] in ("1", "2"):
                 self._tag_stored_urls()
@@ -318,27 +337,35 @@ class SQLiteFrontier:
         self.conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'",
                           (SCHEMA_VERSION,))
 
+    def _migrate_from_3(self) -> None:
+        """Schema 3 (one tag per URL, a partial index on it) → 4, inside the caller's transaction:
+        each tag becomes a one-tag array and a ``url_tags`` row (before the triggers exist)."""
+        for stmt in _SCHEMA:  # url_tags among them
+            self.conn.execute(stmt)
+        self.conn.execute("INSERT OR IGNORE INTO url_tags (tag, key, next_fetch_date, id) "
+                          "SELECT tag, key, next_fetch_date, id FROM urls WHERE tag IS NOT NULL")
+        self.conn.execute("UPDATE urls SET tag = json_array(tag) WHERE tag IS NOT NULL")
+        self.conn.execute("DROP INDEX IF EXISTS urls_tag_key_next_fetch_date")
+        self.conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'",
+                          (SCHEMA_VERSION,))
+
     def _tag_stored_urls(self) -> None:
         """Schema 1/2 → 3: tag the stored URLs by ``frontier.tags`` (only rows whose metadata
         names a rule's key are looked at) and build their tag queues."""
         if not self.tag_rules:
             return
-        self.conn.create_function("owler_tag", 1, lambda md: self._tag_of(orjson.loads(md)))
+        self.conn.create_function("owler_tag", 1, lambda md: self._tags_json(orjson.loads(md)))
         names = sorted({k for k, _, _ in self.tag_rules})
         cond = " OR ".join("instr(metadata, ?) > 0" for _ in names)
         self.conn.execute(f"UPDATE urls SET tag = owler_tag(metadata) WHERE {cond}",
                           [orjson.dumps(n).decode() for n in names])
         self.conn.execute("INSERT OR REPLACE INTO tag_queues (tag, key, next_due) "
-                          "SELECT tag, key, MIN(next_fetch_date) FROM urls WHERE tag IS NOT NULL "
-                          "GROUP BY tag, key")
+                          "SELECT tag, key, MIN(next_fetch_date) FROM url_tags GROUP BY tag, key")
 
-    def _tag_of(self, md: Mapping[str, list[str]]) -> str | None:
-        """The first tag by name of the ``frontier.tags`` rules ``md`` matches, or None."""
-        for k, v, tag in self.tag_rules:  # sorted by tag (__init__)
-            values = md.get(k)
-            if values and v in values:
-                return tag
-        return None
+    def _tags_json(self, md: Mapping[str, list[str]]) -> str | None:
+        """The stored form of ``md``'s tags: a JSON array, or None when it has none."""
+        tags = self.tagger.tags(md)
+        return orjson.dumps(tags).decode() if tags else None
 
     def _write(self) -> "_Transaction":
         return _Transaction(self.conn)
@@ -357,7 +384,7 @@ class SQLiteFrontier:
         refreshes: list[tuple[int, StatusUpdate]] = []  # sitemap refreshes, at their batch position
         last_md, last_json = None, ""
         discovered = Status.DISCOVERED.value
-        tag_of = self._tag_of if self.tag_rules else None
+        tagger = self.tagger if self.tag_rules else None
         rule_keys = self._rule_keys
         blocks: dict[str, float] = {}
         for u in updates:
@@ -373,19 +400,23 @@ class SQLiteFrontier:
                 continue
             key = u.key or DEFAULT_KEY
             nfd = _stored_date(u.next_fetch_date)
-            tag = tag_of(md) if tag_of is not None and not rule_keys.isdisjoint(md) else None
+            tags = (tagger.tags(md) if tagger is not None and not rule_keys.isdisjoint(md)
+                    else ())
+            if tags and nfd < NEVER:
+                nfd -= tagger.shift(tags)
             if md is not last_md:  # a page's outlinks share one metadata dict: dumped once
                 last_md, last_json = md, _dump(md)
-            rows.append((_url_id(u.url), u.url, status, nfd, key, last_json, now, tag))
+            rows.append((_url_id(u.url), u.url, status, nfd, key, last_json, now,
+                         orjson.dumps(tags).decode() if tags else None))
             if status == discovered:
                 if nfd < lowered.get(key, NEVER + 1):
                     lowered[key] = nfd
-                if tag is not None and nfd < tag_lowered.get((tag, key), NEVER + 1):
-                    tag_lowered[(tag, key)] = nfd
+                for tag in tags:
+                    if nfd < tag_lowered.get((tag, key), NEVER + 1):
+                        tag_lowered[(tag, key)] = nfd
             else:
                 rescheduled.add(key)
-                if tag is not None:
-                    tag_rescheduled.add((tag, key))
+                tag_rescheduled.update((tag, key) for tag in tags)
         if not rows and not refreshes:
             return []
         with self._write():
@@ -421,13 +452,17 @@ class SQLiteFrontier:
             (uid,)).fetchone()
         if row is None:  # unknown: a plain discovery
             key = u.key or DEFAULT_KEY
-            tag = self._tag_of(md)
+            tags = self.tagger.tags(md)
+            if tags and nfd < NEVER:
+                nfd -= self.tagger.shift(tags)
             self.conn.execute(_INSERT_NEW, (uid, u.url, Status.DISCOVERED.value, nfd, key,
-                                            _dump(md), now, tag))
+                                            _dump(md), now,
+                                            orjson.dumps(tags).decode() if tags else None))
             if nfd < lowered.get(key, NEVER + 1):
                 lowered[key] = nfd
-            if tag is not None and nfd < tag_lowered.get((tag, key), NEVER + 1):
-                tag_lowered[(tag, key)] = nfd
+            for tag in tags:
+                if nfd < tag_lowered.get((tag, key), NEVER + 1):
+                    tag_lowered[(tag, key)] = nfd
             return
         status, old_nfd, key, old_json, updated, old_tag = row
         stored = orjson.loads(old_json)
@@ -445,15 +480,16 @@ class SQLiteFrontier:
                 when = _epoch(new_lm)
                 if when is not None and when > updated:
                     new_nfd = min(old_nfd, nfd)  # changed since it was last fetched
-        tag = self._tag_of(merged)
+        tags = self.tagger.tags(merged)
+        tag = orjson.dumps(tags).decode() if tags else None
         if merged == stored and new_nfd == old_nfd and tag == old_tag:
             return
         self.conn.execute("UPDATE urls SET metadata = ?, next_fetch_date = ?, tag = ? WHERE id = ?",
                           (_dump(merged), new_nfd, tag, uid))
         if new_nfd != old_nfd:
             rescheduled.add(key)
-        if tag is not None:
-            tag_rescheduled.add((tag, key))
+        old_tags = orjson.loads(old_tag) if old_tag else []
+        tag_rescheduled.update((t, key) for t in {*tags, *old_tags})
 
     def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
         """Add seed URLs as DISCOVERED, due ``now``, never overwriting a known URL.
@@ -469,17 +505,16 @@ class SQLiteFrontier:
             norm, key = seed_key(url, self.partition_mode)
             md = dict(md or {})
             rows.append((_url_id(norm), norm, Status.DISCOVERED.value, float(now), key,
-                         _dump(md), time.time(), self._tag_of(md)))
+                         _dump(md), time.time(), self._tags_json(md)))
             keys.add(key)
         if not rows:
             return 0
         with self._write():
-            before = self.conn.total_changes
-            self.conn.executemany(_INSERT_NEW, rows)
-            inserted = self.conn.total_changes - before
+            # rowcount: the statements' own inserts (total_changes would count the triggers')
+            inserted = self.conn.executemany(_INSERT_NEW, rows).rowcount
             self.conn.executemany(_REFRESH_QUEUE, [(k,) for k in keys])
-            self.conn.executemany(_REFRESH_TAG_QUEUE, sorted({(r[7], r[4]) for r in rows
-                                                              if r[7] is not None}))
+            self.conn.executemany(_REFRESH_TAG_QUEUE, sorted({
+                (t, r[4]) for r in rows if r[7] is not None for t in orjson.loads(r[7])}))
         return inserted
 
     # -- the spout's query -----------------------------------------------------------------------
@@ -525,7 +560,7 @@ class SQLiteFrontier:
                     (key, now),
                 )
                 for url, md, tag in rows:
-                    if tag is not None and tag in excluded_tags:
+                    if tag is not None and not excluded_tags.isdisjoint(orjson.loads(tag)):
                         skipped += 1
                         if skipped >= EXCLUDE_SCAN:
                             break
@@ -551,7 +586,8 @@ class SQLiteFrontier:
                     skip_keys: Container[str] = ()
                     ) -> list[tuple[str, dict[str, list[str]], str]]:
         """:meth:`due` for a spout with interest tags: queues from ``tag_queues``, URLs through
-        the partial tag index, one index range per tag, merged by date."""
+        ``url_tags``, one index range per tag, merged by date; a URL with an excluded tag is
+        skipped, a URL with two interest tags served once."""
         tags = self.interest
         marks = ",".join("?" * len(tags))
         one = "" if key is None else " AND key = ?"
@@ -565,29 +601,35 @@ class SQLiteFrontier:
                 (*tags, now, *(() if key is None else (key,)), now,
                  *(() if skip_keys else (max_buckets,)))), max_buckets, skip_keys)
             check_ids = bool(exclude)
+            excluded_tags = frozenset(self.exclude)
             stale: list[tuple[str, str]] = []
             buckets = []
             for key in keys:
-                found = []
+                found: dict[str, tuple[float, str]] = {}
                 for tag in tags:
                     got = skipped = 0
-                    for url, md, nfd in cur.execute(
-                            "SELECT url, metadata, next_fetch_date FROM urls WHERE tag = ? AND "
-                            "key = ? AND next_fetch_date <= ? ORDER BY next_fetch_date, url",
+                    for url, md, nfd, url_tags in cur.execute(
+                            "SELECT u.url, u.metadata, t.next_fetch_date, u.tag FROM url_tags AS t "
+                            "JOIN urls AS u ON u.id = t.id WHERE t.tag = ? AND t.key = ? AND "
+                            "t.next_fetch_date <= ? ORDER BY t.next_fetch_date, u.url",
                             (tag, key, now)):
-                        if check_ids and (url in exclude or _sha256_hex(url) in exclude):
+                        if (check_ids and (url in exclude or _sha256_hex(url) in exclude)) or (
+                                excluded_tags and not excluded_tags.isdisjoint(
+                                    orjson.loads(url_tags))):
                             skipped += 1
+                            if skipped >= EXCLUDE_SCAN:
+                                break
                             continue
-                        found.append((nfd, url, md))
+                        found[url] = (nfd, md)
                         got += 1
                         if got >= per_bucket:
                             break
                     if not got and not skipped:
                         stale.append((tag, key))
                 if found:
-                    found.sort()
+                    ranked = sorted((nfd, url, md) for url, (nfd, md) in found.items())
                     buckets.append([(url, orjson.loads(md), key)
-                                    for _, url, md in found[:per_bucket]])
+                                    for _, url, md in ranked[:per_bucket]])
         finally:
             cur.execute("COMMIT")
         if stale:
@@ -617,16 +659,17 @@ class SQLiteFrontier:
         if self.interest:
             marks = ",".join("?" * len(self.interest))
             return self.conn.execute(
-                "SELECT COUNT(*) FROM tag_queues AS q JOIN urls AS u ON u.tag = q.tag "
-                f"AND u.key = q.key AND u.next_fetch_date <= ? WHERE q.tag IN ({marks}) "
-                "AND q.next_due <= ?", (now, *self.interest, now)).fetchone()[0]
+                "SELECT COUNT(DISTINCT t.id) FROM tag_queues AS q JOIN url_tags AS t ON "
+                "t.tag = q.tag AND t.key = q.key AND t.next_fetch_date <= ? "
+                f"WHERE q.tag IN ({marks}) AND q.next_due <= ?",
+                (now, *self.interest, now)).fetchone()[0]
         if self.exclude:
             marks = ",".join("?" * len(self.exclude))
             return self.conn.execute(
                 "SELECT COUNT(*) FROM queues AS q JOIN urls AS u ON u.key = q.key "
-                "AND u.next_fetch_date <= ? WHERE q.next_due <= ? AND "
-                f"(u.tag IS NULL OR u.tag NOT IN ({marks}))", (now, now, *self.exclude)
-            ).fetchone()[0]
+                "AND u.next_fetch_date <= ? WHERE q.next_due <= ? AND (u.tag IS NULL OR NOT "
+                f"EXISTS (SELECT 1 FROM json_each(u.tag) WHERE value IN ({marks})))",
+                (now, now, *self.exclude)).fetchone()[0]
         return self.conn.execute(
             "SELECT COUNT(*) FROM queues AS q JOIN urls AS u ON u.key = q.key "
             "AND u.next_fetch_date <= ?1 WHERE q.next_due <= ?1", (now,)
@@ -732,10 +775,14 @@ class SQLiteFrontier:
                 self.conn.execute("INSERT OR REPLACE INTO blocks (key, until) VALUES (?, ?)",
                                   (key, until))
 
-    def tag(self, url: str) -> str | None:
-        """The stored tag of ``url`` (None: untagged or unknown)."""
+    def tags(self, url: str) -> list[str]:
+        """The stored tags of ``url`` ([]: untagged or unknown)."""
         row = self.conn.execute("SELECT tag FROM urls WHERE id = ?", (_url_id(url),)).fetchone()
-        return row[0] if row else None
+        return orjson.loads(row[0]) if row and row[0] else []
+
+    def tag(self, url: str) -> str | None:
+        """The first of :meth:`tags` by name (None: untagged or unknown)."""
+        return min(self.tags(url), default=None)
 
     def charge(self, counter: str, n: int, limit: int, now: float, period: float) -> int:
         """Take up to ``n`` from ``counter``'s allowance of ``limit`` per ``period`` seconds (a

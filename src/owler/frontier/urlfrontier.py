@@ -36,7 +36,8 @@ import grpc
 from owler import conf as C
 from owler.constants import (EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY, MESSAGE_TIMEOUT_KEY,
                              STATUS_NAMES, Status)
-from owler.frontier import DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate, seed_key
+from owler.frontier import (DEFAULT_KEY, TAG_PRIORITY_KEY, FrontierError, FrontierRecord,
+                            StatusUpdate, seed_key)
 from owler.frontier.urlfrontier_api import DEFAULT_CRAWL, DUE_COUNT, STATUS_KEY, Stub, pb
 from owler.urls import partition_key, partition_mode
 
@@ -89,6 +90,9 @@ class URLFrontierClient:
         conf = conf or {}
         if C.get_list(conf, INTEREST_TAGS_KEY, []) or C.get_list(conf, EXCLUDE_TAGS_KEY, []):
             raise C.ConfError("frontier.interest.tags: a URLFrontier service serves no tags; "
+                              "use frontier.backend sqlite or opensearch")
+        if conf.get(TAG_PRIORITY_KEY):
+            raise C.ConfError(f"{TAG_PRIORITY_KEY}: a URLFrontier service keeps no tags; "
                               "use frontier.backend sqlite or opensearch")
         self.addresses = addresses(conf)
         self.crawl = C.get_str(conf, "urlfrontier.crawlid", "") or ""
