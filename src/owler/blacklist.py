@@ -57,17 +57,17 @@ RELOAD_INTERVAL_KEY = "blacklist.reload.interval"
 CAUSE_PREFIX = "blacklist:"
 
 _MAX_LOGGED_INVALID = 5
-_HOSTS_IPS = frozenset({"0.0.0.0", "127.0.0.1", "::1", "::", "0", "fe80::1%lo0", "255.255.255.255"})
-_HOSTS_BOILERPLATE = frozenset({
+HOSTS_IPS = frozenset({"0.0.0.0", "127.0.0.1", "::1", "::", "0", "fe80::1%lo0", "255.255.255.255"})
+HOSTS_BOILERPLATE = frozenset({
     "localhost", "localhost.localdomain", "local", "broadcasthost", "ip6-localhost", "ip6-loopback",
     "ip6-localnet", "ip6-mcastprefix", "ip6-allnodes", "ip6-allrouters", "ip6-allhosts", "0.0.0.0",
 })
 _LABEL = r"(?!-)[a-z0-9_-]{1,63}(?<!-)"
 _HOST_RE = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
-_IPV4_RE = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+IPV4_RE = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 
 
-def _fast_host(url: str) -> str | None:
+def fast_host(url: str) -> str | None:
     """Host of an already normalized http(s) URL by string slicing (the usual case, ~10x cheaper
     than parsing); None when the URL does not look normalized and needs the parser."""
     if url.startswith("https://"):
@@ -101,7 +101,7 @@ class ListStats:
         return f"ListStats({self.name}: {self.domains} domains, {self.prefixes} prefixes, {self.invalid} invalid)"
 
 
-def _clean_host(token: str) -> str | None:
+def clean_host(token: str) -> str | None:
     """A domain/host token → canonical host (lower-case, punycode), or None if invalid."""
     h = token.strip().lower().rstrip(".")
     if h.startswith("*."):
@@ -110,7 +110,7 @@ def _clean_host(token: str) -> str | None:
         h = h[1:]
     if not h:
         return None
-    if _IPV4_RE.match(h):
+    if IPV4_RE.match(h):
         return h if all(int(p) < 256 for p in h.split(".")) else None
     if not h.isascii():
         try:
@@ -205,15 +205,15 @@ class Blacklist:
             if line.startswith("||"):
                 line = line[2:].rstrip("^")
             tokens = line.split()
-            if len(tokens) > 1 and (tokens[0] in _HOSTS_IPS or _IPV4_RE.match(tokens[0])):
-                hosts = [t for t in tokens[1:] if t.lower() not in _HOSTS_BOILERPLATE]
+            if len(tokens) > 1 and (tokens[0] in HOSTS_IPS or IPV4_RE.match(tokens[0])):
+                hosts = [t for t in tokens[1:] if t.lower() not in HOSTS_BOILERPLATE]
             elif len(tokens) == 1:
                 hosts = tokens
             else:
                 self._invalid(st, lineno, raw)
                 continue
             for token in hosts:
-                h = _clean_host(token)
+                h = clean_host(token)
                 if h is None:
                     self._invalid(st, lineno, raw)
                     continue
@@ -257,7 +257,7 @@ class Blacklist:
         h = host.lower().rstrip(".")
         if h in domains:
             return domains[h]
-        if _IPV4_RE.match(h) or h.startswith("["):
+        if IPV4_RE.match(h) or h.startswith("["):
             return None  # IPs match exactly only
         i = h.find(".")
         while i >= 0:
@@ -273,7 +273,7 @@ class Blacklist:
         An unparsable URL matches nothing."""
         if not self._domains and not self._prefixes:
             return None
-        host = _fast_host(url)
+        host = fast_host(url)
         if host is None:
             host = urls.host_of(url)
             if not host:
