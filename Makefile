@@ -15,9 +15,9 @@ SEEDS ?=
 CONF ?=
 IDLE ?= 30
 
-.PHONY: setup apt venv storm services urlfrontier testdata fuzz crawl demo test unit integration bench clean
+.PHONY: setup apt venv storm services urlfrontier risk testdata fuzz crawl demo test unit integration bench clean
 
-setup: apt venv storm services urlfrontier testdata
+setup: apt venv storm services urlfrontier risk testdata
 
 apt: .work/.apt.stamp
 .work/.apt.stamp:
@@ -50,6 +50,12 @@ services: apt
 urlfrontier: apt venv
 	@bash services/urlfrontier/install.sh
 
+# The lists of the risk-class parse filter (malicious: uBlock's badware list and URLhaus; adult:
+# e2guardian's weighted phrases), taken from pinned Debian packages without installing them
+# (services/risk/).
+risk: apt
+	@bash services/risk/install.sh
+
 # Real WARC files the tests read that the repository may not hold (GPL): into .work/testdata/.
 testdata: venv
 	@bash tests/testdata.sh
@@ -77,7 +83,7 @@ test: setup
 fuzz: venv
 	OWLER_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/fuzz
 
-unit: venv
+unit: venv risk
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/component
 
 integration: setup

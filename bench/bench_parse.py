@@ -29,7 +29,7 @@ import ada_url  # noqa: E402
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
 from owler.parse import simhash  # noqa: E402
-from owler.parse.html import _rough_text, parse_html  # noqa: E402
+from owler.parse.html import rough_text, parse_html  # noqa: E402
 
 PAGE_URL = "https://news.example.com/world/2024/05/article-123.html?ref=home"
 WORDS = (
@@ -204,7 +204,7 @@ def farm_texts(n_hosts: int = 6, n_pages: int = 30) -> list[bytes]:
         for path, resp in host.items():
             if path.endswith(b".html") or path == b"/":
                 tree = LexborHTMLParser(resp.partition(b"\r\n\r\n")[2])
-                texts.append(simhash._utf8_start(_rough_text(tree)))
+                texts.append(simhash._utf8_start(rough_text(tree)))
     return texts
 
 

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from owler.constants import (SQLITE_PATH_KEY, WARC2WARC_INPUT_KEY, WARC2WARC_PROGRESS_KEY,
+from owler.constants import (RISK_LISTS_DIR_KEY, SQLITE_PATH_KEY, WARC2WARC_INPUT_KEY, WARC2WARC_PROGRESS_KEY,
                              WARC_DIR_KEY)
 
 #: Where the default configuration lives, relative to the project root.
@@ -218,9 +218,9 @@ def get_duration(conf: Mapping[str, Any], key: str, default: float) -> float:
                         f"got {value!r}") from None
 
 
-#: Keys naming files or folders the crawler writes; relative values are taken from the project root
+#: Keys naming files or folders the crawler writes or reads; relative values are taken from the project root
 #: (not from a Storm worker's working directory, which is the extracted topology jar).
-PATH_KEYS = (SQLITE_PATH_KEY, WARC_DIR_KEY, "owler.work.dir", WARC2WARC_INPUT_KEY,
+PATH_KEYS = (SQLITE_PATH_KEY, WARC_DIR_KEY, "owler.work.dir", WARC2WARC_INPUT_KEY, RISK_LISTS_DIR_KEY,
              WARC2WARC_PROGRESS_KEY)
 
 

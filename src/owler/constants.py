@@ -158,3 +158,5 @@ TICK_FREQ_KEY = "topology.tick.tuple.freq.secs"
 PARTITION_MODE_HOST = "byHost"
 PARTITION_MODE_DOMAIN = "byDomain"
 PARTITION_MODE_IP = "byIP"
+#: folder of the risk-class parse filter's lists (owler.parse.filters.risk, services/risk/)
+RISK_LISTS_DIR_KEY = "risk.lists.dir"

@@ -12,7 +12,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from owler import wire
-from owler.parse.html import _rough_text
+from owler.parse.html import rough_text
 from owler.parse.page import PageHandler
 from owler.parse import simhash
 from owler.parse.simhash import MIN_FEATURES, NearDuplicates, distance, simhash64, to_hex
@@ -39,7 +39,7 @@ def real_pages() -> list[tuple[str, bytes]]:
 def texts():
     out = []
     for url, body in real_pages():
-        text = _rough_text(LexborHTMLParser(body))
+        text = rough_text(LexborHTMLParser(body))
         if len(text.split()) >= 300:
             out.append(text)
     assert len(out) >= 10

@@ -115,6 +115,12 @@ class ParseResult:
     charset: str = "utf-8"
     signature: str = ""
     simhash: int | None = None  # of the text (simhash.enabled), None when too short
+    # lexbor's text of the body when ``text`` was not extracted but the SimHash needed one (the
+    # parse filters reuse it, :mod:`owler.parse.filters`)
+    rough_text: str | None = None
+    # the parsed document, for the parse filters; scripts, styles, noscript and template
+    # elements have been removed by the text extraction
+    tree: Any = None
 
 
 # --- content type ---------------------------------------------------------------------------
@@ -267,7 +273,7 @@ def _collapse(s: str) -> str:
 _WS_TO_SPACE = bytes.maketrans(b"\t\n\r\x0b\x0c", b"     ")
 
 
-def _collapse_long(s: str) -> str:
+def collapse_long(s: str) -> str:
     """:func:`_collapse` for page-sized text: the same result (ASCII whitespace and NBSP) about
     twice as fast, working on UTF-8 bytes instead of creating one string per word."""
     b = s.encode("utf-8", "surrogatepass").translate(_WS_TO_SPACE)
@@ -303,7 +309,7 @@ def _extract_text(tree: LexborHTMLParser, conf: Mapping[str, Any] | None) -> str
             add(node.text_content or "")
         elif tag in block:
             add(" ")
-    text = _collapse_long("".join(parts))
+    text = collapse_long("".join(parts))
     if conf is not None:
         limit = C.get_int(conf, TEXT_SKIP_AFTER_KEY, -1)
         if 0 <= limit < len(text):
@@ -311,7 +317,7 @@ def _extract_text(tree: LexborHTMLParser, conf: Mapping[str, Any] | None) -> str
     return text
 
 
-def _rough_text(tree: LexborHTMLParser) -> str:
+def rough_text(tree: LexborHTMLParser) -> str:
     """The body's text joined by lexbor in one call, without :func:`_extract_text`'s word
     boundaries at block elements (a word may run into the next across a tag): enough for a
     SimHash at an eighth of the cost. Scripts and styles are removed first."""
@@ -518,10 +524,13 @@ def _parse(
 
     res.text = _extract_text(tree, conf)
     if C.get_bool(cf, SIMHASH_KEY, False):
-        res.simhash = simhash64(res.text or _rough_text(tree))
+        if not res.text:
+            res.rough_text = rough_text(tree)
+        res.simhash = simhash64(res.text or res.rough_text)
     use_text = res.text and C.get_bool(cf, SIGNATURE_TEXT_KEY, False)
     data = res.text.encode("utf-8") if use_text else content
     res.signature = hashlib.md5(data).hexdigest()  # noqa: S324 - a change signature, not security
+    res.tree = tree
     return res
 
 

@@ -12,6 +12,9 @@
   ``jsoup.treat.non.html.as.error`` turns it into ERROR;
 - a parse failure gives ERROR with ``error.source=parser`` and ``error.message``.
 
+Parse filters (``parsefilters.config.file``, :mod:`owler.parse.filters`) run last on every HTML
+page: page metadata, language, risk classes, XPath/CSS extractions.
+
 Re-visits: the previous ``signature`` is kept as ``signatureOld`` before the new one is set (the
 adaptive scheduler compares them); a ``304`` (a conditional fetch whose content did not change,
 :mod:`owler.fetch.revisit`) is FETCHED with the metadata of the last fetch (signature, SimHash)
@@ -39,6 +42,7 @@ from owler.constants import (ANCHORS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, 
                              IS_FEED, MAX_OUTLINKS_KEY, NEAR_DUPLICATE_OF, SIGNATURE,
                              SIGNATURE_OLD, SIMHASH, Status)
 from owler.metadata import first, set_value
+from owler.parse.filters import ParsedPage, ParseFilters
 from owler.parse.html import (SIGNATURE_TEXT_KEY, SIMHASH_KEY, TEXT_NONE_KEY, TRACK_ANCHORS_KEY,
                               is_html, parse_html)
 from owler.parse.simhash import NearDuplicates, to_hex
@@ -66,9 +70,11 @@ class PageHandler:
         # outlinks' bytes (bench/bench_warc2warc.py): then they are not extracted.
         if C.get_bool(conf, TRACK_ANCHORS_KEY, True) and not _anchors_used(conf):
             conf = {**conf, TRACK_ANCHORS_KEY: False}
+        self.filters = ParseFilters.from_conf(conf)
         # The page's text is read by nothing in these topologies (no indexer) unless the signature
-        # is computed over it: then it is not extracted (about a quarter of a page's parse).
-        if not C.get_bool(conf, SIGNATURE_TEXT_KEY, False):
+        # is computed over it or a parse filter asks for it: otherwise it is not extracted (about
+        # a quarter of a page's parse); the filters then read lexbor's text of the body.
+        if not C.get_bool(conf, SIGNATURE_TEXT_KEY, False) and not self.filters.needs_text:
             conf = {**conf, TEXT_NONE_KEY: True}
         self.conf = conf
         # parser.emitOutlinks, robots.noFollow.strict and http.robots.{meta,headers}.skip are
@@ -154,6 +160,11 @@ class PageHandler:
             outlinks = outlinks[: self.max_outlinks]
         if near and self.skip_near_outlinks:
             outlinks = []
+        if self.filters.filters:
+            page = ParsedPage(url, content, header_map, res, md, outlinks)
+            self.filters.run(page)
+            outlinks = page.outlinks
+        res.tree = None  # the document is not needed any more
         return PageOutcome(Status.FETCHED, md, outlinks, res.text)
 
 
