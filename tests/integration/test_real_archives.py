@@ -257,3 +257,22 @@ def test_every_record_is_archived_once_but_those_of_known_damage(run):
     assert not unexplained, [(n, i) for n, ids in per_file.items() for i in ids if i in unexplained]
     assert sum(max(0, given[i] - archived[i]) for i in given) <= 12
     assert sum(archived.values()) >= 500
+
+
+def test_the_parse_filters_fill_the_page_metadata(run, expected):
+    """Issue 18: the archived pages get what a crawl's pages get from the shipped parse filters:
+    language, page metadata, risk class (the pages are English mostly; iana.org, CC, dolma)."""
+    with SQLiteFrontier(run["work"] / "frontier.sqlite") as f:
+        fetched = [r for r in (f.get(u) for u in expected) if r and r.status.value == "FETCHED"]
+    assert len(fetched) >= 50
+    langs = Counter((r.metadata.get("lang") or ["-"])[0] for r in fetched)
+    assert langs["en"] >= 0.8 * len(fetched), langs
+    for r in fetched:
+        md = r.metadata
+        assert int(md["parse.outlinks.count"][0]) >= 0 and int(md["parse.text.length"][0]) >= 0
+        assert md["risk.classes"] == ["malicious", "adult"]
+        assert "parse.filters.failed" not in md, (r.url, md["parse.filters.failed"])
+    sources = Counter(r.metadata["lang.source"][0] for r in fetched if "lang.source" in r.metadata)
+    assert sources["text"] >= 0.7 * len(fetched), sources
+    assert sum(1 for r in fetched if "parse.description" in r.metadata) >= 5
+    assert Counter(r.metadata.get("risk", ["-"])[0] for r in fetched)["benign"] >= 0.9 * len(fetched)

@@ -1,0 +1,201 @@
+"""Benchmark and evaluation of the parse filters (issue 18): what they cost per page, and how well
+the language identification does on labelled text nobody on the project wrote.
+
+Cost: :meth:`owler.parse.page.PageHandler.handle_page` (what the parser bolt runs per page, text
+extraction included when a configuration asks for it) over the 50 real HTML pages of the test data
+(the Common Crawl and dolma WARC samples, trafilatura's pages), each configuration timed in
+interleaved rounds (median of the per-round mean), compared with the parser as it ran before parse
+filters (no chain) in the same run:
+
+- ``no parse filters``: the parser bolt before issue 18;
+- ``+ PageMetadata``; ``+ LanguageID``; ``default chain`` (+ RiskClassifier: the shipped
+  ``parsefilters.json``);
+- ``default chain, text extracted``: the same with ``signature.useText`` (the parser extracts the
+  full text; the filters otherwise read lexbor's text of the body);
+- ``+ XPathFilter`` (StormCrawler's archetype expressions: a second parse with lxml).
+
+Accuracy: fastText's lid.176 (as :class:`owler.parse.filters.langid.LanguageID` runs it) on eld
+1.0.6's labelled test set (``eld/tests/data/big-test.txt``, 60 languages x 1,000 sentences, taken
+from the PyPI wheel into ``.work/eval/``): every sentence alone, and the sentences joined ten by
+ten as a page's text would be (6,000 documents). Labels naming one language are counted as equal
+(nb/nn/no, fil/tl, ckb/ku).
+
+Run: ``.venv/bin/python bench/bench_parsefilters.py [--rounds N] [--no-eval]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import subprocess
+import sys
+import time
+import zipfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+from warcio.archiveiterator import ArchiveIterator  # noqa: E402
+
+from owler import wire  # noqa: E402
+from owler.parse.filters.langid import LanguageID  # noqa: E402
+from owler.parse.page import PageHandler  # noqa: E402
+
+DATA = ROOT / "tests" / "data"
+EVAL = ROOT / ".work" / "eval"
+ELD = "eld==1.0.6"
+SAME = {"no": {"no", "nb", "nn"}, "tl": {"tl", "fil"}, "ku": {"ku", "ckb"}}
+ROOT_KEY = "org.apache.stormcrawler.parse.ParseFilters"
+XPATH = {"class": "org.apache.stormcrawler.parse.filter.XPathFilter", "name": "XPathFilter",
+         "params": {"canonical": "//*[@rel=\"canonical\"]/@href",
+                    "parse.description": ["//*[@name=\"description\"]/@content",
+                                          "//*[@name=\"Description\"]/@content"],
+                    "parse.title": ["//TITLE/allText()", "//META[@name=\"title\"]/@content"],
+                    "parse.keywords": "//META[@name=\"keywords\"]/@content"}}
+
+
+def pages() -> list[tuple[str, bytes, dict]]:
+    out = []
+    for name in ("CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc",
+                 "dolma-sample-0000.warc.gz", "dolma-sample-0001.warc.gz"):
+        with open(DATA / "warc" / name, "rb") as fh:
+            for rec in ArchiveIterator(fh, arc2warc=True):
+                if rec.rec_type != "response" or not rec.http_headers:
+                    continue
+                if "html" not in (rec.http_headers.get_header("Content-Type") or "").lower():
+                    continue
+                headers = rec.http_headers.headers
+                out.append((rec.rec_headers.get_header("WARC-Target-URI"),
+                            rec.content_stream().read(),
+                            {wire.RAW_HEADERS: wire.encode_headers(list(headers))}))
+    for path in sorted((DATA / "html" / "trafilatura").iterdir()):
+        body = path.read_bytes()
+        if path.suffix == ".gz":
+            body = gzip.decompress(body)
+        out.append((f"https://example.org/{path.stem}", body, {wire.RAW_HEADERS: wire.encode_headers(
+            [("Content-Type", "text/html; charset=utf-8")])}))
+    return out
+
+
+def chain_file(entries: list[dict], work: Path, name: str) -> str:
+    path = work / f"{name}.json"
+    path.write_text(json.dumps({ROOT_KEY: entries}), encoding="utf-8")
+    return str(path)
+
+
+def configurations(work: Path) -> dict[str, dict]:
+    shipped = json.loads((ROOT / "resources" / "parsefilters.json").read_text())[ROOT_KEY]
+    by_name = {e["name"]: e for e in shipped}
+    meta, lid = by_name["PageMetadata"], by_name["LanguageID"]
+    return {
+        "no parse filters": {"parsefilters.config.file": ""},
+        "+ PageMetadata": {"parsefilters.config.file": chain_file([meta], work, "meta")},
+        "+ LanguageID": {"parsefilters.config.file": chain_file([meta, lid], work, "lid")},
+        "default chain": {"parsefilters.config.file": "parsefilters.json"},
+        "default chain, text extracted": {"parsefilters.config.file": "parsefilters.json",
+                                          "signature.useText": True},
+        "default chain + XPathFilter": {"parsefilters.config.file": chain_file(
+            [*shipped, XPATH], work, "xpath")},
+    }
+
+
+def cost_table(rounds: int) -> list[str]:
+    work = EVAL / "bench-parsefilters"
+    work.mkdir(parents=True, exist_ok=True)
+    inputs = pages()
+    handlers = {name: PageHandler(conf) for name, conf in configurations(work).items()}
+    for h in handlers.values():  # warm: models loaded, caches filled
+        for url, body, md in inputs:
+            h.handle_page(url, body, dict(md))
+    times: dict[str, list[float]] = defaultdict(list)
+    for _ in range(rounds):
+        for name, h in handlers.items():
+            t = time.perf_counter()
+            for url, body, md in inputs:
+                h.handle_page(url, body, dict(md))
+            times[name].append((time.perf_counter() - t) / len(inputs))
+    base = statistics.median(times["no parse filters"])
+    size = sum(len(b) for _, b, _ in inputs) / len(inputs)
+    lines = [f"{len(inputs)} real HTML pages (mean {size / 1000:.0f} KB), {rounds} interleaved "
+             "rounds, median of the per-round mean", "",
+             "| configuration | µs/page | pages/s/core | x vs no filters |", "|---|---|---|---|"]
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        lines.append(f"| {name} | {med * 1e6:,.0f} | {1 / med:,.0f} | {med / base:.2f} |")
+    return lines
+
+
+def eld_sentences() -> dict[str, list[str]]:
+    EVAL.mkdir(parents=True, exist_ok=True)
+    wheels = list(EVAL.glob("eld-1.0.6-*.whl"))
+    if not wheels:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", ELD, "-d",
+                        str(EVAL)], check=True)
+        wheels = list(EVAL.glob("eld-1.0.6-*.whl"))
+    out: dict[str, list[str]] = defaultdict(list)
+    with zipfile.ZipFile(wheels[0]) as z:
+        for line in z.read("eld/tests/data/big-test.txt").decode("utf-8").splitlines():
+            lang, _, text = line.partition("\t")
+            if lang and text:
+                out[lang].append(text)
+    return out
+
+
+def accuracy_table() -> list[str]:
+    data = eld_sentences()
+    lines = [f"eld 1.0.6 test set: {len(data)} languages, "
+             f"{sum(len(v) for v in data.values()):,} sentences (mean "
+             f"{statistics.mean(len(t) for v in data.values() for t in v):.0f} characters)", "",
+             "| model | sentences | documents (10 sentences) | µs per call | weakest languages "
+             "(documents) |", "|---|---|---|---|---|"]
+    for model in ("cld2", "fasttext"):
+        lines.append(accuracy_row(data, model))
+    return lines
+
+
+def accuracy_row(data: dict[str, list[str]], model: str) -> str:
+    lid = LanguageID()
+    lid.name = "LanguageID"
+    lid.configure({}, {"model": model, "minLength": 0, "minProb": 0.0})
+
+    def right(lang: str, text: str) -> bool:
+        found = lid.detect(text)
+        return found is not None and found[0] in SAME.get(lang, {lang})
+
+    sent = Counter()
+    docs = Counter()
+    per_lang = {}
+    t0 = time.perf_counter()
+    n_calls = 0
+    for lang, texts in data.items():
+        s = sum(right(lang, t) for t in texts)
+        d = sum(right(lang, " ".join(texts[i:i + 10])) for i in range(0, len(texts), 10))
+        n_calls += len(texts) + len(texts) // 10
+        sent.update({"ok": s, "n": len(texts)})
+        docs.update({"ok": d, "n": len(texts) // 10})
+        per_lang[lang] = d / (len(texts) // 10)
+    elapsed = time.perf_counter() - t0
+    worst = sorted(per_lang.items(), key=lambda kv: kv[1])[:6]
+    return (f"| {model} | {sent['ok'] / sent['n']:.1%} | {docs['ok'] / docs['n']:.1%} "
+            f"| {elapsed / n_calls * 1e6:.0f} | "
+            + ", ".join(f"{lang} {acc:.0%}" for lang, acc in worst) + " |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--no-eval", action="store_true", help="the cost table only")
+    args = ap.parse_args()
+    print("\n".join(cost_table(args.rounds)))
+    if not args.no_eval:
+        print()
+        print("\n".join(accuracy_table()))
+
+
+if __name__ == "__main__":
+    main()
