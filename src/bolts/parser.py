@@ -7,6 +7,7 @@ from streamparse import Bolt, Stream
 
 from owler import wire
 from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM
+from owler.parse.filters import FAILED_KEY as FILTERS_FAILED
 from owler.parse.page import PageHandler
 from owler.task.component import StatusEmitter
 
@@ -28,5 +29,7 @@ class ParserBolt(StatusEmitter, Bolt):
             return
         self.count(out.status.value)
         self.count("outlinks", len(out.outlinks))
+        if FILTERS_FAILED in out.metadata:  # named in the page's metadata too
+            self.count("parse_filter_failed")
         self.emit_status(url, out.metadata, out.status, out.outlinks)
         self.write_stats()

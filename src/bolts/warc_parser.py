@@ -17,6 +17,7 @@ from owler import outlinks as outlink
 from owler import wire
 from owler.constants import (FETCH_STATUS_CODE, OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS,
                              STATUS_STREAM)
+from owler.parse.filters import FAILED_KEY as FILTERS_FAILED
 from owler.parse.page import PageHandler
 from owler.task.component import StatusEmitter
 from owler.warc.record import RecordParser
@@ -48,6 +49,8 @@ class WARCParserBolt(StatusEmitter, Bolt):
                 page = self.pages.handle_page(url, rec.content, rec.metadata)
                 status, out_md = page.status, page.metadata
                 self.count("outlinks", len(page.outlinks))
+                if FILTERS_FAILED in page.metadata:  # named in the page's metadata too
+                    self.count("parse_filter_failed")
                 outlinks = self.sent.new(page.outlinks, wire.RAW_REPLAYED in md)
                 self.count("outlinks_repeated", len(page.outlinks) - len(outlinks))
         except Exception as exc:  # noqa: BLE001 - never let a record kill the bolt
