@@ -2,7 +2,7 @@
 the language identification does on labelled text nobody on the project wrote.
 
 Cost: :meth:`owler.parse.page.PageHandler.handle_page` (what the parser bolt runs per page, text
-extraction included when a configuration asks for it) over the 50 real HTML pages of the test data
+extraction included when a configuration asks for it) over the real HTML pages of the test data
 (the Common Crawl and dolma WARC samples, trafilatura's pages), each configuration timed in
 interleaved rounds (median of the per-round mean), compared with the parser as it ran before parse
 filters (no chain) in the same run:
