@@ -168,3 +168,9 @@ def test_text_extraction_is_not_forced():
                      conf={"textextractor.no.text": True, "simhash.enabled": True})
     page = ParsedPage("http://h.example/", b"", {}, res, {})
     assert page.text == "Guten Tag"
+
+
+def test_the_declared_language_without_page_metadata():
+    page = page_of("http://h.example/", b"<html lang='it'><body>Ciao</body></html>")
+    ParseFilters([make(LanguageID)]).run(page)
+    assert page.metadata["lang"] == ["it"] and page.metadata["lang.source"] == ["html"]

@@ -246,3 +246,13 @@ def test_chain_json_round_trip(tmp_path):
                                   [("Content-Type", "text/html")])})
     assert out.metadata["parse.h1"] == ["Could Manchin Actually Leave The Democratic Party?"]
     assert out.metadata["parse.title"]
+
+
+def test_a_page_that_is_no_longer_html_keeps_no_parse_filter_values():
+    handler = PageHandler({"parsefilters.config.file": "parsefilters.json"})
+    md = {"lang": ["de"], "lang.source": ["text"], "parse.description": ["old"], "depth": ["1"],
+          wire.RAW_HEADERS: wire.encode_headers([("Content-Type", "application/pdf")])}
+    out = handler.handle_page("http://h.example/doc", b"%PDF-1.7", md)
+    assert out.status == Status.FETCHED and out.metadata["parse.mimetype"] == ["application/pdf"]
+    assert "lang" not in out.metadata and "parse.description" not in out.metadata
+    assert out.metadata["depth"] == ["1"]

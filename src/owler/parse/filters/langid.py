@@ -22,7 +22,8 @@ Decision, per page:
    its ends); the cost grows with the length.
 2. otherwise the language the page declares, ``extracted`` (default ``parse.lang``: ``<html
    lang>`` or ``<meta http-equiv=Content-Language>``, written by PageMetadata, which must run
-   before), then the ``Content-Language`` response header (``lang.source=html`` / ``header``; no
+   before; without it, the parser's reading of the same), then the ``Content-Language`` response
+   header (``lang.source=html`` / ``header``; no
    confidence). Declared values are reduced to their primary language subtag in lower case
    (``de-AT`` → ``de``, ``en_US`` → ``en``); ``*``, ``mul``, ``und`` and malformed values are not
    a language.
@@ -198,9 +199,14 @@ class LanguageID(ParseFilter):
             self.model = model_named("cld2")
         return self.model.predict(text)
 
-    def declared(self, md: Mapping[str, list[str]], headers: Mapping[str, str]
-                 ) -> tuple[str, str] | None:
-        lang = primary_subtag(first(md, self.extracted))
+    def declared(self, page: ParsedPage) -> tuple[str, str] | None:
+        """The language the page declares and where: its HTML (``extracted``, else the parser's
+        own reading of it when PageMetadata did not run), else the Content-Language header."""
+        md, headers = page.metadata, page.headers
+        html = first(md, self.extracted)
+        if html is None and self.extracted == DECLARED_LANG:
+            html = page.result.lang
+        lang = primary_subtag(html)
         if lang:
             return lang, "html"
         lang = primary_subtag(first(md, CONTENT_LANGUAGE) or headers.get("content-language"))
@@ -210,7 +216,7 @@ class LanguageID(ParseFilter):
 
     def filter(self, page: ParsedPage) -> None:
         md = page.metadata
-        declared = self.declared(md, page.headers)
+        declared = self.declared(page)
         if self.prefer_declared and declared:
             set_value(md, self.key, declared[0])
             set_value(md, f"{self.key}.source", declared[1])
