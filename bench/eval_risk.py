@@ -11,8 +11,14 @@ Method:
 - ``adult``, per page: the score of every benign real HTML page at hand (the HTML responses of
   the WARC samples in ``tests/data/warc``, ``tests/data/html``, and, read in place, the
   StormCrawler test pages in ``shared/testdata/html/stormcrawler``); the false-positive rate at
-  e2guardian's suggested limits 50 / 100 / 160. No labelled adult text was found in a package
-  registry, so adult recall is not measured.
+  e2guardian's suggested limits 50 / 100 / 160. Positives: no adult web page is shipped in a
+  package registry reachable here (the adult-site API packages of PyPI and npm carry none); the
+  nearest labelled adult text is the test data of yt-dlp (PyPI, Unlicense): its extractors'
+  ``_TESTS`` record real videos with ``age_limit: 18`` and their titles, descriptions and tags,
+  read here with ``ast`` from the wheel (``.work/eval``). These are short texts (tens of
+  characters, not pages), the worst case for a weighted phrase list that adds up a page's hits:
+  their recall is a floor, not the recall on pages; a few are age-gated without being
+  pornographic.
 - Cost: µs per page of :meth:`RiskClassifier.filter` (the page parsed and its text extracted
   beforehand), over the real pages and over a 20 KB text.
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -94,6 +101,50 @@ def html_pages() -> list[tuple[str, str, bytes]]:
     return out
 
 
+YT_DLP = "yt-dlp==2026.10.26"
+_INFO_KEYS = ("title", "description", "tags", "categories", "age_limit")
+
+
+def age_restricted_texts() -> list[str]:
+    """Title, description and tags of every yt-dlp extractor test whose info_dict says
+    ``age_limit: 18`` (``md5:`` placeholders of long descriptions left out)."""
+    import ast
+
+    EVAL.mkdir(parents=True, exist_ok=True)
+    wheels = list(EVAL.glob("yt_dlp-2026.10.26-*.whl"))
+    if not wheels:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary",
+                        ":all:", YT_DLP, "-d", str(EVAL)], check=True)
+        wheels = list(EVAL.glob("yt_dlp-2026.10.26-*.whl"))
+    texts = []
+    with zipfile.ZipFile(wheels[0]) as z:
+        for name in sorted(n for n in z.namelist() if n.startswith("yt_dlp/extractor/")
+                           and n.endswith(".py")):
+            tree = ast.parse(z.read(name).decode("utf-8"))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Dict):
+                    continue
+                info = {}
+                for k, v in zip(node.keys, node.values):
+                    if isinstance(k, ast.Constant) and k.value in _INFO_KEYS:
+                        try:
+                            info[k.value] = ast.literal_eval(v)
+                        except ValueError:
+                            pass
+                if info.get("age_limit") != 18 or not isinstance(info.get("title"), str):
+                    continue
+                parts = [info["title"]]
+                for key in ("description", "tags", "categories"):
+                    value = info.get(key)
+                    if isinstance(value, str) and not value.startswith(("md5:", "re:")):
+                        parts.append(value)
+                    elif isinstance(value, list):
+                        parts += [str(x) for x in value]
+                if not parts[0].startswith("re:"):
+                    texts.append(" ".join(parts))
+    return texts
+
+
 def parsed(url: str, body: bytes) -> ParsedPage:
     headers = {"content-type": "text/html"}
     return ParsedPage(url, body, headers, parse_html(url, body, headers, conf={}), {})
@@ -128,8 +179,12 @@ def main() -> None:
     for src, scores in [*by_src.items(), ("all", [s for v in by_src.values() for s in v])]:
         fps = "  ".join(f"{sum(s >= x for s in scores):5d}" for x in LIMITS)
         print(f"  {src:22s} {len(scores):5d} {max(scores):10d}  {fps}")
-    print("  adult positives: no labelled adult text found in a package registry: recall not "
-          "measured")
+    positives = [adult.score(t) for t in age_restricted_texts()]
+    recall = "  ".join(f"{sum(s >= x for s in positives) / len(positives):5.1%}" for x in LIMITS)
+    print(f"  positives: {len(positives)} age-restricted video texts of yt-dlp's tests (mean "
+          f"{statistics.mean(len(t) for t in age_restricted_texts()):.0f} chars), recall at "
+          f"{', '.join(map(str, LIMITS))}: {recall}; median score "
+          f"{statistics.median(positives):.0f}, {sum(s <= 0 for s in positives)} score 0 or less")
 
     texts = [p for _, p in pages]
     for p in texts:
