@@ -19,16 +19,14 @@ request is logged as a JSON line (time, host, path, status).
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import socket
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 from aiohttp import web
+
+from tests.farm import aiosites
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lang" / "eld-1.0.6-big-test-sample.tsv"
 #: address → (language, what its pages declare: ("html", tag) / ("header", tag) / None)
@@ -71,10 +69,10 @@ EXPECTED = expected()
 
 
 class Farm:
-    def __init__(self, log_path: str) -> None:
+    def __init__(self, log_path: str, port: int) -> None:
         self.log = open(log_path, "a", buffering=1)
         self.text = sentences()
-        self.port = 0
+        self.port = port
 
     def page(self, addr: str, title: str, body: str, links: list[str],
              declared: tuple[str, str] | None) -> web.Response:
@@ -114,32 +112,8 @@ class Farm:
         return resp
 
 
-async def serve(log_path: str, port: int) -> None:
-    farm = Farm(log_path)
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", farm.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    if not port:
-        with socket.socket() as s:
-            s.bind((next(iter(SITES)), 0))
-            port = s.getsockname()[1]
-    farm.port = port
-    for addr in SITES:
-        await web.TCPSite(runner, addr, port).start()
-    print(f"READY {port}", flush=True)
-    await asyncio.Event().wait()
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--log", required=True)
-    ap.add_argument("--port", type=int, default=0)
-    args = ap.parse_args()
-    try:
-        asyncio.run(serve(args.log, args.port))
-    except KeyboardInterrupt:
-        sys.exit(0)
+    aiosites.main(lambda log, port: Farm(log, port).handle, list(SITES))
 
 
 if __name__ == "__main__":

@@ -18,16 +18,14 @@ logged as a JSON line: time, host, path, status, and the conditional headers it 
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import random
-import socket
-import sys
 import time
 from email.utils import formatdate, parsedate_to_datetime
 
 from aiohttp import web
+
+from tests.farm import aiosites
 
 SITE, OPTOUT = "127.0.70.1", "127.0.70.2"
 NETWORK = "127.0.70.0/24"
@@ -119,31 +117,8 @@ class Farm:
         return web.Response(body=body, content_type="text/html", headers=headers)
 
 
-async def serve(log_path: str, port: int) -> None:
-    farm = Farm(log_path)
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", farm.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    if not port:
-        with socket.socket() as s:
-            s.bind((SITE, 0))
-            port = s.getsockname()[1]
-    for addr in (SITE, OPTOUT):
-        await web.TCPSite(runner, addr, port).start()
-    print(f"READY {port}", flush=True)
-    await asyncio.Event().wait()
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--log", required=True)
-    ap.add_argument("--port", type=int, default=0)
-    args = ap.parse_args()
-    try:
-        asyncio.run(serve(args.log, args.port))
-    except KeyboardInterrupt:
-        sys.exit(0)
+    aiosites.main(lambda log, port: Farm(log).handle, (SITE, OPTOUT))
 
 
 if __name__ == "__main__":

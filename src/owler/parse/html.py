@@ -266,7 +266,7 @@ _BLOCK = frozenset(
 )
 
 
-def _collapse(s: str) -> str:
+def collapse(s: str) -> str:
     return " ".join(s.split())
 
 
@@ -274,7 +274,7 @@ _WS_TO_SPACE = bytes.maketrans(b"\t\n\r\x0b\x0c", b"     ")
 
 
 def collapse_long(s: str) -> str:
-    """:func:`_collapse` for page-sized text: the same result (ASCII whitespace and NBSP) about
+    """:func:`collapse` for page-sized text: the same result (ASCII whitespace and NBSP) about
     twice as fast, working on UTF-8 bytes instead of creating one string per word."""
     b = s.encode("utf-8", "surrogatepass").translate(_WS_TO_SPACE)
     if b"\xc2\xa0" in b:
@@ -473,10 +473,10 @@ def _parse(
                         _apply_directives(mcontent, flags)
                 elif lname == "description":
                     if res.description is None and mcontent.strip():
-                        res.description = _collapse(mcontent)
+                        res.description = collapse(mcontent)
                 elif lname == "keywords":
                     if res.keywords is None and mcontent.strip():
-                        res.keywords = _collapse(mcontent)
+                        res.keywords = collapse(mcontent)
             equiv = attrs.get("http-equiv")
             if equiv:
                 lequiv = equiv.strip().lower()
@@ -487,7 +487,7 @@ def _parse(
                     res.lang = lang or None
         elif tag == "title":
             if not res.title:
-                res.title = _collapse(node.text(deep=True))
+                res.title = collapse(node.text(deep=True))
         elif tag == "base":
             if not base_seen and not _in_noscript(node):
                 base_seen = True
@@ -583,7 +583,7 @@ def _outlinks(
             else:
                 anchor = attrs.get("title") or ""
             if anchor:
-                anchor = _collapse(anchor[: ANCHOR_MAX_CHARS * 4])[:ANCHOR_MAX_CHARS]
+                anchor = collapse(anchor[: ANCHOR_MAX_CHARS * 4])[:ANCHOR_MAX_CHARS]
         found[target] = len(links)
         links.append([target, anchor, nofollow, tag])
         if 0 <= max_outlinks <= len(links):

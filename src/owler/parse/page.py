@@ -106,8 +106,7 @@ class PageHandler:
             header_map.setdefault(lname, value)
         ctype = header_map.get("content-type")
         if not is_html(ctype, content):
-            for key in self.filters.keys:  # what an earlier parse of an HTML page found
-                md.pop(key, None)
+            self.filters.clear(md)  # what an earlier parse of an HTML page found
             mimetype = (ctype or "unknown").split(";")[0].strip()
             set_value(md, "parse.mimetype", mimetype)
             if mimetype.lower() in FEED_TYPES:

@@ -43,7 +43,7 @@ from typing import Any
 
 from owler.chain import ChainSpec, build_chain, read_chain_file
 from owler.conf import ConfError, get_str, resource_path
-from owler.parse.html import ParseResult, rough_text
+from owler.parse.html import ParseResult, collapse, rough_text
 
 __all__ = ["ParseFilter", "ParseFilters", "ParsedPage", "ParseFilterSetupError", "SC_CLASSES",
            "PARSEFILTERS_FILE_KEY"]
@@ -116,8 +116,8 @@ class ParsedPage:
         if self._text is None:
             raw = self.raw_text
             # lexbor's text keeps the markup's indentation: runs of whitespace so many that
-            # split/join beats the parser's collapse_long here (measured, twice as fast)
-            self._text = raw if raw is self.result.text else " ".join(raw.split())
+            # split/join (collapse) beats the parser's collapse_long here (measured, twice as fast)
+            self._text = raw if raw is self.result.text else collapse(raw)
         return self._text
 
     @property
@@ -137,7 +137,7 @@ class ParsedPage:
             return self._text[:n]
         raw, k = self.raw_text, 2 * n
         while True:
-            head = " ".join(raw[:k].split())
+            head = collapse(raw[:k])
             if len(head) >= n or k >= len(raw):
                 return head[:n]
             k *= 4
@@ -148,11 +148,11 @@ class ParsedPage:
         raw = self._text if self._text is not None else self.raw_text
         if len(raw) > 4 * n:
             mid = len(raw) // 2
-            part = " ".join(raw[mid - 2 * n: mid + 2 * n].split())
+            part = collapse(raw[mid - 2 * n: mid + 2 * n])
             if len(part) < n:  # whitespace mostly: take the whole text
                 part = self.text
         else:
-            part = " ".join(raw.split())
+            part = collapse(raw)
         if len(part) > n:
             start = (len(part) - n) // 2
             part = part[start:start + n]
@@ -208,10 +208,15 @@ class ParseFilters:
     def from_json(cls, data: Any, conf: Mapping[str, Any] | None = None) -> "ParseFilters":
         return cls(build_chain(data, conf or {}, CHAIN))
 
-    def run(self, page: ParsedPage) -> None:
-        md = page.metadata
+    def clear(self, md: dict[str, list[str]]) -> None:
+        """Remove what the filters write from ``md`` (before a parse; for a page that is no longer
+        HTML, what an earlier parse found)."""
         for key in self.keys:
             md.pop(key, None)
+
+    def run(self, page: ParsedPage) -> None:
+        md = page.metadata
+        self.clear(md)
         for f in self.filters:
             try:
                 f.filter(page)

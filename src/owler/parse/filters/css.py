@@ -20,6 +20,7 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser
 
 from owler.parse.filters import ParsedPage, ParseFilter
+from owler.parse.html import collapse
 
 MAX_VALUE = 1000
 _ATTR = re.compile(r"::attr\(\s*([^()\s]+)\s*\)\s*$")
@@ -66,7 +67,7 @@ class CSSFilter(ParseFilter):
                 found = []
                 for node in tree.css(css):
                     raw = node.attributes.get(attr) if attr else node.text(deep=True)
-                    value = " ".join((raw or "").split())[:MAX_VALUE]
+                    value = collapse(raw or "")[:MAX_VALUE]
                     if value:
                         found.append(value)
                 if found:

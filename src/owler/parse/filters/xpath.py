@@ -24,6 +24,7 @@ from lxml import etree
 
 from owler.parse import charset as _charset
 from owler.parse.filters import ParsedPage, ParseFilter
+from owler.parse.html import collapse
 
 MAX_VALUE = 1000
 # an upper-case element or attribute name outside string literals (HTML names are lower case in
@@ -55,7 +56,7 @@ def _values(result: Any) -> list[str]:
             raw = "" if item != item else (str(int(item)) if item.is_integer() else str(item))
         else:
             raw = str(item)
-        value = " ".join(raw.split())[:MAX_VALUE]
+        value = collapse(raw)[:MAX_VALUE]
         if value:
             out.append(value)
     return out
