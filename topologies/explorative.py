@@ -1,10 +1,9 @@
 """The explorative crawl: frontier → partitioner → fetcher → parser → outlinks back to the frontier.
 
-Fetched pages go from the fetcher to the parser and to the WARC writer (one copy each). With WARC
-files streamed to S3 the writer comes first instead: it passes each page on to the parser once its
-records are stored (bolts/warc_writer.py), so a FETCHED status never outlives a lost capture, and
-pages go to the writer task of their URL, the one that knows what it stored before a crash. Page
-statuses go to the status updater; outlinks, one batch tuple per page, go through the URL filters
+Fetched pages go from the fetcher to the WARC writer, which passes each page on to the parser once
+its records are stored (bolts/warc_writer.py), so a FETCHED status never outlives a lost capture;
+streamed to S3, pages go to the writer task of their URL, the one that knows what it stored before
+a crash. Page statuses go to the status updater; outlinks, one batch tuple per page, go through the URL filters
 and the blacklist first.
 
 Run: ``owler run explorative`` (local mode), ``sparse run -n explorative`` or
@@ -22,7 +21,6 @@ from bolts.parser import ParserBolt
 from bolts.partitioner import PartitionerBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from bolts.warc_writer import wiring as warc_wiring
 from bolts.warc_writer import writer_spec
 from owler.conf import parallelism, topology_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
@@ -44,11 +42,10 @@ class Explorative(Topology):
     partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout], par=par("partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
                                par=par("fetcher"), config=TICK)
-    # to S3, archived first: a page's status is written only once its records are stored
-    archive_first = warc_wiring(CONFIG)
+    # archived first: a page's status is written only once its records are stored
     warc = writer_spec(fetcher, CONFIG, par("warc"), TICK)
     parser = ParserBolt.spec(name="parser", par=par("parser"),
-                             inputs={warc if archive_first else fetcher: Grouping.LOCAL_OR_SHUFFLE})
+                             inputs={warc: Grouping.LOCAL_OR_SHUFFLE})
     urlfilter = URLFilterBolt.spec(
         name="urlfilter", par=par("urlfilter"),
         inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE,

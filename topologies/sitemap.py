@@ -9,13 +9,11 @@ Two spouts over the frontier:
   the fetcher looks up each seed host's sitemaps (robots.txt ``Sitemap:`` lines, else
   ``/sitemap.xml`` and ``/sitemap_index.xml``) instead of fetching the page.
 
-partitioner → fetcher (grouped by key: politeness and robots.txt per queue) → sitemap parser
-(sitemaps: entries DISCOVERED, with lastmod/changefreq/priority/extensions, straight to the status
-updater; other pages passed on) → parser (HTML pages: FETCHED with title, signature; their
-outlinks are NOT followed: the parser's outlinks stream is not wired) and, from the fetcher, the
-WARC writer (sitemaps and pages). With WARC files streamed to S3 the writer sits between the
-fetcher and the sitemap parser (grouped by URL) and passes a page on once its records are stored
-(bolts/warc_writer.py). Redirect targets go through the URL filters and the blacklists
+partitioner → fetcher (grouped by key: politeness and robots.txt per queue) → WARC writer
+(sitemaps and pages; a page goes on once its records are stored, bolts/warc_writer.py) → sitemap
+parser (sitemaps: entries DISCOVERED, with lastmod/changefreq/priority/extensions, straight to the
+status updater; other pages passed on) → parser (HTML pages: FETCHED with title, signature; their
+outlinks are NOT followed: the parser's outlinks stream is not wired). Redirect targets go through the URL filters and the blacklists
 as in every pipeline and inherit ``isSitemap``/``isDiscoveredOnSitemap`` (``metadata.transfer``
 of the status updater), so a redirected sitemap or listed page stays in this pipeline.
 
@@ -39,7 +37,6 @@ from bolts.partitioner import PartitionerBolt
 from bolts.sitemap_parser import SitemapParserBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from bolts.warc_writer import wiring as warc_wiring
 from bolts.warc_writer import writer_spec
 from owler.conf import ConfError, parallelism, topology_conf
 from owler.constants import (EMIT_OUTLINKS_KEY, EXCLUDE_TAGS_KEY, FRONTIER_BACKEND_KEY,
@@ -75,12 +72,11 @@ class Sitemap(Topology):
                                        par=par("partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
                                par=par("fetcher"), config={**TICK, SITEMAP_DISCOVERY: True})
-    # to S3, archived first: a page's status is written only once its records are stored
-    archive_first = warc_wiring(CONFIG)
+    # archived first: a page's status is written only once its records are stored
     warc = writer_spec(fetcher, CONFIG, par("warc"), TICK)
     sitemaps = SitemapParserBolt.spec(
         name="sitemap", par=par("sitemap"),
-        inputs={warc if archive_first else fetcher: Grouping.LOCAL_OR_SHUFFLE})
+        inputs={warc: Grouping.LOCAL_OR_SHUFFLE})
     parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE},
                              par=par("parser"), config={EMIT_OUTLINKS_KEY: False})
     urlfilter = URLFilterBolt.spec(

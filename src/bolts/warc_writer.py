@@ -1,13 +1,13 @@
 """WARCWriterBolt: archives every fetched page (request + response records) in rotated WARC files.
 
-Wiring (:func:`wiring`, used by the topologies):
-
-- WARC files streamed to S3 (``warc.s3.bucket`` with ``warc.s3.stream: true``): fetcher → writer
-  (grouped by URL) → parser. The writer passes each page on once its records are stored, so a
-  page's status is only written after its capture is safe and a crawl never holds a FETCHED page
-  whose capture was lost with a node.
-- otherwise (one machine's disk): fetcher → writer and fetcher → parser side by side, the writer
-  acking each page once written; one multilang hop less per page (BENCHMARKS.md, issue 16).
+Wiring (:func:`writer_spec`, used by the topologies): fetcher → writer → parser. The writer passes
+each page on once its records are stored, so a page's status is only written after its capture is
+safe: a crawl never holds a FETCHED page whose capture was lost with a node, or with a writer
+process that died while the page was on its way to it (test_cluster.py kills one). Streamed to S3
+(``warc.s3.bucket`` with ``warc.s3.stream: true``) pages are grouped by URL, so Storm's replay of a
+page meets the task that stored it; otherwise local or shuffle grouping keeps a page in its worker.
+(The writer once sat beside the parser on local disks, one hop fewer; BENCHMARKS.md, issue 16,
+measured the hop within the run-to-run spread, and the kill -9 test lost captures with it.)
 
 Output (:func:`owler.warc.upload.open_output`):
 
@@ -43,22 +43,10 @@ from owler.warc.writer import partition_name
 
 log = logging.getLogger("owler.warc")
 
-#: component key set by :func:`wiring`: the writer passes pages on (it feeds the parser)
-PASS_ON_KEY = "warc.pass.on"
-
-
-def wiring(conf: dict) -> bool:
-    """Whether the topology puts the WARC writer before the parser (module docstring)."""
-    return stream_enabled(conf)
-
-
 def writer_spec(fetcher, conf: dict, tasks: int, config: dict):
-    """The ``warc`` component of a crawl topology, fed by ``fetcher`` as :func:`wiring` says
-    (the parser then reads from it, or from the fetcher)."""
-    first = wiring(conf)
-    return WARCWriterBolt.spec(
-        name="warc", par=tasks, config={**config, PASS_ON_KEY: first},
-        inputs={fetcher: Grouping.fields("url") if first else Grouping.LOCAL_OR_SHUFFLE})
+    """The ``warc`` component of a crawl topology, fed by ``fetcher``; the parser reads from it."""
+    grouping = Grouping.fields("url") if stream_enabled(conf) else Grouping.LOCAL_OR_SHUFFLE
+    return WARCWriterBolt.spec(name="warc", par=tasks, config=config, inputs={fetcher: grouping})
 
 
 class WARCWriterBolt(OwlerComponent, Bolt):
@@ -70,7 +58,6 @@ class WARCWriterBolt(OwlerComponent, Bolt):
         agent = {"http-header-user-agent": C.get_str(storm_conf, AGENT_NAME_KEY, "")}
         self.writer, self.uploader = open_output(storm_conf, partition_name(self.task_id), agent)
         self.streaming = isinstance(self.writer, S3StreamWriter)
-        self.passes_on = C.get_bool(storm_conf, PASS_ON_KEY, False)
         self.max_age = C.get_float(storm_conf, MAX_AGE_KEY, 10.0)
         self.pending: deque = deque()  # (tuple, file name, end offset, written at)
 
@@ -123,8 +110,7 @@ class WARCWriterBolt(OwlerComponent, Bolt):
         self.gauges["pending"] = len(self.pending)
 
     def pass_on(self, tup):
-        if self.passes_on:
-            self.emit(tup.values, anchors=[tup])
+        self.emit(tup.values, anchors=[tup])
         self.ack(tup)
 
     def shutdown(self):
