@@ -58,6 +58,14 @@ def fetched_pages(log):
             if e["status"] == 200 and e["path"] not in ("/robots.txt", "/slow")}
 
 
+def live_tasks(node, index: str) -> int:
+    """Spout tasks announced in the frontier's leases index (owler/frontier/opensearch.py)."""
+    node.request("POST", f"/{index}_leases/_refresh")
+    _, data = node.request("POST", f"/{index}_leases/_count", {"query": {"bool": {"filter": [
+        {"term": {"task": True}}, {"range": {"until": {"gt": int(time.time() * 1000)}}}]}}})
+    return data["count"]
+
+
 def index_counts(node, index: str) -> dict:
     node.request("POST", f"/{index}/_refresh")
     _, data = node.request("POST", f"/{index}/_search", {
@@ -118,10 +126,10 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
     index = f"shared-{uuid.uuid4().hex[:8]}"
     confs = [write_conf(opensearch, tmp_path / f"c{i}", index) for i in (1, 2)]
     with FarmProcess(8, tmp_path / "access.log") as farm:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("\n".join(farm.seeds()) + "\n")
-        assert owler("inject", str(seeds), "--conf",
-                     str(confs[0])).returncode == 0
+        first, later = tmp_path / "seeds-1.txt", tmp_path / "seeds-2.txt"
+        first.write_text("\n".join(farm.seeds()[:4]) + "\n")
+        later.write_text("\n".join(farm.seeds()[4:]) + "\n")
+        assert owler("inject", str(first), "--conf", str(confs[0])).returncode == 0
         runs = []
         for c in confs:
             runs.append(subprocess.Popen(
@@ -130,6 +138,13 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
                 stderr=subprocess.STDOUT, text=True, env={**os.environ, "OWLER_HOME": str(ROOT)}))
             if len(runs) == 1:
                 wait_for_pages(farm, 10)  # the second crawler joins a crawl holding every queue
+                alone = live_tasks(opensearch, index)
+        # a busy machine may start the second topology after the first crawled everything: the
+        # other half of the hosts comes once the second crawler's spout is there
+        deadline = time.time() + 180
+        while live_tasks(opensearch, index) <= alone and time.time() < deadline:
+            time.sleep(0.5)
+        assert owler("inject", str(later), "--conf", str(confs[0])).returncode == 0
         outs = [r.communicate(timeout=600)[0] for r in runs]
         assert [r.returncode for r in runs] == [0, 0], outs
         log = farm.access_log()
