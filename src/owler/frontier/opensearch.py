@@ -728,6 +728,16 @@ class OpenSearchFrontier:
             "k": {"terms": {"field": "key", "size": n}}}})
         return [(b["key"], b["doc_count"]) for b in data["aggregations"]["k"]["buckets"]]
 
+    def most_delayed(self, now: float, n: int = 5) -> list[tuple[str, float]]:
+        """The ``n`` queues due the longest, as ``(key, seconds since their earliest due URL's
+        date)``, longest first."""
+        data = self._search({"size": 0, "track_total_hits": False, "query": self._filters(now),
+                             "aggs": {"k": {"terms": {"field": "key", "size": n,
+                                                      "order": {"first": "asc"}},
+                                            "aggs": {"first": {"min": {"field": "nextFetchDate"}}}}}})
+        return [(b["key"], round(now - b["first"]["value"] / 1000.0, 3))
+                for b in data["aggregations"]["k"]["buckets"] if b["first"]["value"] is not None]
+
     def get(self, url: str) -> FrontierRecord | None:
         params = None
         if self.routing:

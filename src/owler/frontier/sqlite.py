@@ -696,6 +696,13 @@ class SQLiteFrontier:
             "SELECT key, COUNT(*) AS c FROM urls GROUP BY key ORDER BY c DESC, key LIMIT ?", (n,)
         )]
 
+    def most_delayed(self, now: float, n: int = 5) -> list[tuple[str, float]]:
+        """The ``n`` queues due the longest, as ``(key, seconds since their first URL was
+        due)``, longest first (the dashboard's "most delayed")."""
+        return [(k, round(now - due, 3)) for k, due in self.conn.execute(
+            "SELECT key, next_due FROM queues WHERE next_due <= ? ORDER BY next_due, key LIMIT ?",
+            (now, n))]
+
     def get(self, url: str) -> FrontierRecord | None:
         """The stored record of ``url`` (exact string), or ``None`` when unknown."""
         row = self.conn.execute(

@@ -1,4 +1,4 @@
-"""The ``owler`` command: inject, run, status, check-url, check-robots, services, cluster, frontier.
+"""The ``owler`` command: inject, run, status, dashboard, check-url, check-robots, services, cluster, frontier.
 
 Exit codes: 0 success; 1 a run or command failed; 2 bad usage or bad input (unknown topology,
 invalid seeds only, bad configuration); 3 a missing runtime (Java, Storm: run ``make setup``).
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from owler import conf as C
-from owler.constants import FRONTIER_BACKEND_KEY, METRICS_ENABLED_KEY, SQLITE_PATH_KEY
+from owler.constants import FRONTIER_BACKEND_KEY
 
 
 def _conf(args) -> dict:
@@ -104,49 +104,13 @@ def cmd_status(args) -> int:
     progress file its files and problems; with ``metrics.opensearch`` the latest metrics per
     component (:mod:`owler.run.report`). ``--json`` prints one object."""
     from owler.constants import STATUS_NAMES
-    from owler.frontier import FrontierError
+    from owler.run.report import StatusError, crawl_status, format_latest
 
-    conf = C.absolute_paths(_conf(args))
-    path = conf.get(SQLITE_PATH_KEY)
-    if conf.get(FRONTIER_BACKEND_KEY, "sqlite") == "sqlite" and not Path(str(path)).exists():
-        print(f"owler status: no frontier at {path} (run `owler inject SEEDS` first)",
-              file=sys.stderr)
-        return 1
-    frontier, rc = _open_frontier(conf, "status")
-    if frontier is None:
-        return rc
     try:
-        frontier.refresh()
-        now = time.time()
-        counts = frontier.counts()
-        doc = {name: counts.get(name, 0) for name in STATUS_NAMES}
-        doc["total"] = sum(doc.values())
-        doc["due_now"] = frontier.due_count(now)
-        doc["queues"] = frontier.queue_count()
-        doc["queues_due"] = frontier.queue_count(now)
-        doc["top_hosts"] = [[k, c] for k, c in frontier.top_hosts(10)]
-        doc["frontier"] = frontier.location
-    except FrontierError as exc:
+        doc = crawl_status(C.absolute_paths(_conf(args)))
+    except StatusError as exc:
         print(f"owler status: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        frontier.close()
-    from owler.warc.progress import open_progress
-
-    try:
-        progress = open_progress(conf, create=False)  # a warc2warc pipeline ran on this frontier
-        if progress is not None:
-            try:
-                doc["warc2warc"] = progress.summary()
-            finally:
-                progress.close()
-    except Exception as exc:  # noqa: BLE001 - OpenSearch away or the like: say so, not a trace
-        print(f"owler status: the warc2warc progress: {exc}", file=sys.stderr)
-        return 1
-    if C.get_bool(conf, METRICS_ENABLED_KEY, False):  # the crawl's metrics index
-        from owler.run.report import format_latest, latest_metrics
-
-        doc["metrics"] = latest_metrics(conf)
+        return exc.exit_code
     if args.json:
         print(json.dumps(doc))
         return 0
@@ -169,6 +133,46 @@ def cmd_status(args) -> int:
             print(f"  problem: {item['file']} @{item['offset']}: {item['message']}")
     for line in format_latest(doc["metrics"]) if "metrics" in doc else []:
         print(line)
+    return 0
+
+
+def cmd_dashboard(args) -> int:
+    """``owler dashboard``: the crawl dashboard on 127.0.0.1 (:mod:`owler.run.dashboard`) until
+    Ctrl-C or SIGTERM; exit 2 when the port cannot be bound. With ``metrics.opensearch`` it also
+    writes the frontier's figures to the metrics index every ``metrics.interval`` seconds, under
+    the newest topology id there, since no component of a cluster writes them."""
+    import signal
+    import threading
+
+    from owler.run.dashboard import DEFAULT_PORT, PORT_KEY, DashboardData, make_server
+
+    conf = C.absolute_paths(_conf(args))
+    port = args.port if args.port is not None else C.get_int(conf, PORT_KEY, DEFAULT_PORT)
+    data = DashboardData(conf)
+    try:
+        server = make_server(data, port=port)
+    except OSError as exc:
+        print(f"owler dashboard: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc} "
+              "(--port or dashboard.port)", file=sys.stderr)
+        return 2
+    host, bound = server.server_address[:2]
+    print(f"owler dashboard: http://{host}:{bound}/ (Ctrl-C stops)", flush=True)
+    stop = threading.Event()
+    sampler = None
+    if data.from_opensearch:
+        from owler.run.history import FrontierSampler
+
+        sampler = FrontierSampler(conf, stop)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    threading.Thread(target=server.serve_forever, name="owler-dashboard", daemon=True).start()
+    while not stop.wait(0.5):
+        pass
+    server.shutdown()
+    server.server_close()
+    if sampler is not None:
+        sampler.join(5)
+    print("owler dashboard: stopped", flush=True)
     return 0
 
 
@@ -338,6 +342,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop when nothing was due or in flight for this long (default 30)")
     s.set_defaults(func=cmd_run)
 
+    s = sub.add_parser("dashboard", help="the crawl dashboard on 127.0.0.1")
+    _add_conf_args(s)
+    s.add_argument("--port", type=int, help="port (default: dashboard.port, 8765; 0: any)")
+    s.set_defaults(func=cmd_dashboard)
     s = sub.add_parser("status", help="counts per status, due URLs, queues")
     _add_conf_args(s)
     s.add_argument("--json", action="store_true", help="one JSON object")

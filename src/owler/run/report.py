@@ -1,5 +1,6 @@
-"""What ``owler status`` shows besides the frontier: the latest metrics of a crawl, read back from
-StormCrawler's metrics index (written by :mod:`owler.task.metrics`).
+"""What ``owler status`` shows, and the dashboard's ``status`` with it (:func:`crawl_status`): URLs
+per status, due now, queues; a warc2warc pipeline's progress; the latest metrics of a crawl, read
+back from StormCrawler's metrics index (written by :mod:`owler.task.metrics`).
 
 Config keys: ``metrics.interval`` (the window of "latest"), ``opensearch.metrics.index.name`` and
 the ``opensearch.metrics.<k>`` / ``opensearch.<k>`` connection keys.
@@ -8,11 +9,72 @@ the ``opensearch.metrics.<k>`` / ``opensearch.<k>`` connection keys.
 from __future__ import annotations
 
 import textwrap
+import time
+from pathlib import Path
 from typing import Any, Mapping
 
 from owler import conf as C
+from owler.constants import FRONTIER_BACKEND_KEY, METRICS_ENABLED_KEY, SQLITE_PATH_KEY, STATUS_NAMES
 from owler.osclient import OpenSearchError, OSClient, epoch_of
 from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY, KIND, index_name, iso_millis
+
+
+class StatusError(RuntimeError):
+    """The crawl's status cannot be read; the message says why, ``exit_code`` is the CLI's (1: no
+    frontier or a frontier error, 3: a service cannot be reached)."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def crawl_status(conf: dict, now: float | None = None, with_metrics: bool = True) -> dict:
+    """One JSON object: the count of URLs per status (:data:`STATUS_NAMES`) and ``total``,
+    ``due_now``, ``queues``, ``queues_due``, ``top_hosts`` (``[key, URLs]``, 10), ``most_delayed``
+    (``[key, seconds due]``, 5; not through a URLFrontier service), ``frontier``
+    (where it is); ``warc2warc`` when a warc2warc pipeline ran on this frontier; ``metrics`` with
+    ``metrics.opensearch`` (and ``with_metrics``). ``conf`` has absolute paths. Raises
+    :class:`StatusError`."""
+    from owler.frontier import FrontierError, open_frontier
+    from owler.warc.progress import open_progress
+
+    path = conf.get(SQLITE_PATH_KEY)
+    if conf.get(FRONTIER_BACKEND_KEY, "sqlite") == "sqlite" and not Path(str(path)).exists():
+        raise StatusError(f"no frontier at {path} (run `owler inject SEEDS` first)")
+    try:
+        frontier = open_frontier(conf)
+    except FrontierError as exc:
+        raise StatusError(f"cannot use the frontier: {exc}",
+                          3 if "cannot reach" in str(exc) else 1) from None
+    try:
+        frontier.refresh()
+        now = time.time() if now is None else now
+        counts = frontier.counts()
+        doc: dict[str, Any] = {name: counts.get(name, 0) for name in STATUS_NAMES}
+        doc["total"] = sum(doc.values())
+        doc["due_now"] = frontier.due_count(now)
+        doc["queues"] = frontier.queue_count()
+        doc["queues_due"] = frontier.queue_count(now)
+        doc["top_hosts"] = [[k, c] for k, c in frontier.top_hosts(10)]
+        if hasattr(frontier, "most_delayed"):  # not a URLFrontier service: it has no such query
+            doc["most_delayed"] = [[k, s] for k, s in frontier.most_delayed(now, 5)]
+        doc["frontier"] = frontier.location
+    except FrontierError as exc:
+        raise StatusError(str(exc), 3 if "cannot reach" in str(exc) else 1) from None
+    finally:
+        frontier.close()
+    try:
+        progress = open_progress(conf, create=False)  # a warc2warc pipeline ran on this frontier
+        if progress is not None:
+            try:
+                doc["warc2warc"] = progress.summary()
+            finally:
+                progress.close()
+    except Exception as exc:  # noqa: BLE001 - OpenSearch away or the like: say so, not a trace
+        raise StatusError(f"the warc2warc progress: {exc}") from None
+    if with_metrics and C.get_bool(conf, METRICS_ENABLED_KEY, False):  # the metrics index
+        doc["metrics"] = latest_metrics(conf)
+    return doc
 
 
 def latest_metrics(conf: Mapping[str, Any], client: OSClient | None = None) -> dict:
