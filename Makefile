@@ -1,7 +1,8 @@
 # OWLer-py: set-up, the main job and the tests. Everything is installed by the project's own files:
-# Debian packages (Java, Maven, leiningen, zookeeper), a Python virtualenv with pinned packages, and
-# Apache Storm from Maven Central into .storm/ (storm/install.sh) and a single-node OpenSearch into
-# .services/ (services/opensearch/install.sh). `make setup` is idempotent and
+# Debian packages (Java, Maven, leiningen, zookeeper, headless Chromium for the dashboard's test),
+# a Python virtualenv with pinned packages, Apache Storm from Maven Central into .storm/
+# (storm/install.sh), a single-node OpenSearch into .services/ (services/opensearch/install.sh) and
+# the dashboard's chart library from npm (services/dashboard/install.sh). `make setup` is idempotent and
 # returns at once when everything is in place.
 SHELL := /bin/bash
 PY ?= python3
@@ -10,14 +11,14 @@ BIN := $(VENV)/bin
 export LEIN_ROOT := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-APT_PACKAGES := openjdk-17-jdk-headless maven leiningen zookeeper
+APT_PACKAGES := openjdk-17-jdk-headless maven leiningen zookeeper chromium-headless-shell
 SEEDS ?=
 CONF ?=
 IDLE ?= 30
 
-.PHONY: setup apt venv storm services urlfrontier risk testdata fuzz crawl demo test unit integration bench clean
+.PHONY: setup apt venv storm services urlfrontier risk dashboard testdata fuzz crawl demo test unit integration bench clean
 
-setup: apt venv storm services urlfrontier risk testdata
+setup: apt venv storm services urlfrontier risk dashboard testdata
 
 apt: .work/.apt.stamp
 .work/.apt.stamp:
@@ -56,6 +57,11 @@ urlfrontier: apt venv
 risk: apt
 	@bash services/risk/install.sh
 
+# The dashboard's chart library (uPlot, its npm package pinned in services/dashboard/VERSIONS),
+# served by the dashboard itself.
+dashboard:
+	@bash services/dashboard/install.sh
+
 # Real WARC files the tests read that the repository may not hold (GPL): into .work/testdata/.
 testdata: venv
 	@bash tests/testdata.sh
@@ -83,7 +89,7 @@ test: setup
 fuzz: venv
 	OWLER_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/fuzz
 
-unit: venv risk
+unit: venv risk dashboard
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/component
 
 integration: setup

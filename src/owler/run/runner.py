@@ -8,6 +8,10 @@ stops after ``--time`` seconds, when the crawl has been idle (nothing due, nothi
 ``--idle-exit`` seconds, or on Ctrl-C / SIGTERM. Stopping deactivates the spouts, drains tuples in
 flight, kills the topology so every component closes its files, and checks that no WARC file is
 left half-written. A component that dies ends the run with its name and its log file.
+
+While it runs it records the crawl's figures every ``metrics.interval`` seconds
+(:class:`owler.run.history.Recorder`, beside the frontier) and serves the dashboard
+(:mod:`owler.run.dashboard`) on 127.0.0.1, whose address it prints.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pathlib import Path
 import yaml
 
 from owler import conf as C
-from owler.constants import (WARC2WARC_INPUT_KEY, WARC_DIR_KEY, WARC_PREFIX_KEY, WARC_S3_BUCKET_KEY,
+from owler.constants import (METRICS_ENABLED_KEY, WARC2WARC_INPUT_KEY, WARC_DIR_KEY, WARC_PREFIX_KEY, WARC_S3_BUCKET_KEY,
                              WARC_S3_PREFIX_KEY)
 
 
@@ -154,6 +158,8 @@ class LocalRun:
         self.log_dir = self.work / "logs"
         self.stop_reason: str | None = None
         self._log_pos = 0
+        self.recorder = None
+        self.dashboard = None
 
     # -- set-up ----------------------------------------------------------------------------
     def prepare(self) -> tuple[Path, Path]:
@@ -253,6 +259,9 @@ class LocalRun:
         env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
         env["STORM_LOG_DIR"] = str(self.log_dir)
         env["OWLER_STORM_STDIN"] = "1"
+        from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY
+
+        self.record_every = C.get_float(self.conf, INTERVAL_KEY, DEFAULT_INTERVAL)
         storm_log = self.log_dir / "owler-local.log"
         if storm_log.exists():
             storm_log.unlink()
@@ -263,6 +272,7 @@ class LocalRun:
         print(f"owler: running topology {self.name!r} on Apache Storm (local mode)", file=self.out)
         print(f"owler: logs: {self.log_dir} (Storm: {storm_log}; components: pystorm_*.log)",
               file=self.out)
+        self.start_observing(time.time())
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=console,
                                 stderr=subprocess.STDOUT, env=env, cwd=str(self.root),
                                 start_new_session=True)
@@ -274,7 +284,7 @@ class LocalRun:
         old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         start = time.time()
         idle_since: float | None = None
-        last_progress = 0.0
+        last_progress = last_record = 0.0
         last_fetched, last_t = 0.0, start
         stopping = False
         try:
@@ -314,6 +324,9 @@ class LocalRun:
                         self.stop_reason = f"idle for {self.idle_exit:g} s"
                 else:
                     idle_since = None
+                if now - last_record >= self.record_every:
+                    self.record(now, stats)
+                    last_record = now
                 if now - last_progress >= self.progress_every:
                     fetched = self.totals(stats, "fetcher", "counters", "fetched")
                     errors = sum(self.totals(stats, "fetcher", "counters", s)
@@ -346,7 +359,53 @@ class LocalRun:
             if proc.poll() is None:
                 proc.kill()
             console.close()
+            self.stop_observing()
         return self.finish(stopping, proc.returncode, storm_log)
+
+    # -- the dashboard and its history ------------------------------------------------------------
+    def start_observing(self, started: float) -> None:
+        """The recorder of this run's figures and the dashboard; neither may stop a crawl."""
+        from owler.run import history as H
+        from owler.run.dashboard import Background
+        from owler.task.metrics import MetricsSink
+
+        try:
+            sink = MetricsSink(self.conf) if C.get_bool(self.conf, METRICS_ENABLED_KEY,
+                                                        False) else None
+            self.recorder = H.Recorder(H.MetricsStore(H.store_path(self.conf)),
+                                       H.run_id(self.name, started), self.name, started, sink)
+        except Exception as exc:  # noqa: BLE001 - e.g. a read-only folder: crawl without it
+            print(f"owler: the run's metrics are not recorded: {exc}", file=self.out)
+        try:
+            self.dashboard = Background(self.conf, self.root)
+            print(f"owler: dashboard: {self.dashboard.url}{self.dashboard.note}", file=self.out,
+                  flush=True)
+        except Exception as exc:  # noqa: BLE001
+            print(f"owler: no dashboard: {exc}", file=self.out)
+
+    def record(self, now: float, stats: dict) -> None:
+        from owler.run.report import StatusError, crawl_status
+
+        if self.recorder is None:
+            return
+        try:
+            status = crawl_status(self.conf, now, with_metrics=False)
+        except StatusError:
+            status = None  # the frontier is busy or away for a moment: the next round
+        storm_id = next((s.get("storm_id") for s in stats.values() if s.get("storm_id")), None)
+        try:
+            self.recorder.record(now, stats, status, storm_id)
+        except Exception as exc:  # noqa: BLE001 - e.g. disk full: the crawl goes on
+            print(f"owler: cannot record the run's metrics: {exc}", file=self.out)
+
+    def stop_observing(self) -> None:
+        if self.recorder is not None:
+            self.record(time.time(), self.component_stats())
+            self.recorder.close(time.time())
+            self.recorder = None
+        if self.dashboard is not None:
+            self.dashboard.close()
+            self.dashboard = None
 
     def finish(self, stopping: bool, rc: int, storm_log: Path) -> int:
         from owler.warc.writer import recover_open_files
