@@ -147,9 +147,16 @@ WARC2WARC_PROGRESS_KEY = "warc2warc.progress.path"
 # the states of a warc2warc input file in either progress store (owler.warc.progress, progress_os)
 WARC2WARC_FILE_STATES = ("pending", "reading", "done", "failed")
 METRICS_ENABLED_KEY = "metrics.opensearch"
+#: where owler run records a run's figures for the dashboard (owler/run/history.py)
+METRICS_SQLITE_PATH_KEY = "metrics.sqlite.path"
 OPENSEARCH_PORT_KEY = "services.opensearch.port"
 # Storm's own keys that the crawler reads or sets
 STORM_ID_KEY = "storm.id"
+#: Storm: seconds between two reports of an executor's figures to nimbus (the UI's, and the
+#: dashboard's); owler run and the cluster set 5 (Storm's default: 60)
+EXECUTOR_METRICS_KEY = "executor.metrics.frequency.secs"
+#: the port of the cluster's Storm UI (owler cluster; the dashboard reads Storm's figures there)
+CLUSTER_UI_PORT_KEY = "cluster.ui.port"
 STORM_HOSTNAME_KEY = "storm.local.hostname"
 MESSAGE_TIMEOUT_KEY = "topology.message.timeout.secs"
 TICK_FREQ_KEY = "topology.tick.tuple.freq.secs"

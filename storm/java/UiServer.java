@@ -5,11 +5,14 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.net.BindException;
+import java.net.HttpURLConnection;
 import java.net.InetSocketAddress;
+import java.net.URL;
 import java.net.URLDecoder;
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
@@ -195,6 +198,16 @@ public final class UiServer {
             if (rawPath == null || rawPath.isEmpty()) {
                 rawPath = "/";
             }
+            if (rawPath.equals(DASHBOARD)) {
+                ex.getResponseHeaders().set("Location", DASHBOARD + "/");
+                ex.sendResponseHeaders(301, -1);
+                return;
+            }
+            if (rawPath.startsWith(DASHBOARD + "/")) {
+                proxyDashboard(ex, rawPath.substring(DASHBOARD.length()),
+                               ex.getRequestURI().getRawQuery(), head);
+                return;
+            }
             if (rawPath.equals("/api") || rawPath.startsWith("/api/")) {
                 Object body;
                 int status = 200;
@@ -217,6 +230,61 @@ public final class UiServer {
             throw e;
         } finally {
             ex.close();
+        }
+    }
+
+    /** Where the crawl dashboard is served through this server (storm/ui/ui.js links to it). */
+    private static final String DASHBOARD = "/owler/dashboard";
+
+    /**
+     * The crawl dashboard ({@code owler dashboard}, started by {@code owler cluster submit} on
+     * 127.0.0.1:{@code owler.dashboard.port}, src/owler/run/cluster.py) under /owler/dashboard/:
+     * GET and HEAD passed on, status, type and body passed back; 503 in plain words when it
+     * does not answer.
+     */
+    private void proxyDashboard(HttpExchange ex, String rawPath, String rawQuery, boolean head)
+            throws IOException {
+        int port = ObjectReader.getInt(conf.get("owler.dashboard.port"), 8766);
+        if (rawPath.contains("..") || rawPath.indexOf('\\') >= 0) {
+            send404(ex, head);
+            return;
+        }
+        URL target = new URL("http", "127.0.0.1", port,
+                             rawPath + (rawQuery == null ? "" : "?" + rawQuery));
+        byte[] body;
+        int status;
+        String type;
+        try {
+            HttpURLConnection conn = (HttpURLConnection) target.openConnection();
+            conn.setRequestMethod(head ? "HEAD" : "GET");
+            conn.setConnectTimeout(2000);
+            conn.setReadTimeout(30000);
+            conn.setInstanceFollowRedirects(false);
+            status = conn.getResponseCode();
+            type = conn.getContentType();
+            try (InputStream in = status >= 400 ? conn.getErrorStream() : conn.getInputStream()) {
+                body = in == null || head ? new byte[0] : in.readAllBytes();
+            }
+        } catch (IOException e) {
+            status = 503;
+            type = "text/plain; charset=utf-8";
+            body = ("The crawl dashboard does not answer on 127.0.0.1:" + port + " (" + e
+                    + "). `owler cluster submit` starts it; `owler dashboard --port " + port
+                    + " --conf <the crawl's conf>` serves it by hand.\n")
+                    .getBytes(StandardCharsets.UTF_8);
+        }
+        ex.getResponseHeaders().set("Content-Type",
+                                    type == null ? "application/octet-stream" : type);
+        ex.getResponseHeaders().set("Cache-Control", "no-store");
+        if (head) {
+            ex.sendResponseHeaders(status, -1);
+            return;
+        }
+        ex.sendResponseHeaders(status, body.length == 0 ? -1 : body.length);
+        if (body.length > 0) {
+            try (OutputStream out = ex.getResponseBody()) {
+                out.write(body);
+            }
         }
     }
 

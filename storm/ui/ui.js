@@ -96,7 +96,9 @@ async function topologySection(summary) {
   const t = await getJson(`api/v1/topology/${encodeURIComponent(summary.id)}?${params()}`);
   const parts = [
     el("h2", {}, `${t.name} `, el("small", {}, `${t.id} · ${t.status} · up ${t.uptime} · ${t.workersTotal} workers, ` +
-      `${t.executorsTotal} executors, ${t.tasksTotal} tasks`)),
+      `${t.executorsTotal} executors, ${t.tasksTotal} tasks · `,
+      // the crawl over time: `owler dashboard`, passed on by UiServer.java
+      el("a", { href: "owler/dashboard/", class: "dashboard" }, "crawl dashboard"))),
     table(t.topologyStats, [["windowPretty", "Window", { l: true }], ["emitted", "Emitted"], ["transferred", "Transferred"],
       ["completeLatency", "Complete latency (ms)"], ["acked", "Acked"], ["failed", "Failed"]]),
     el("h3", {}, `Spouts (${t.windowHint})`),

@@ -24,6 +24,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from owler.run.procs import port_open
 from tests.farm.harness import FarmProcess
+from tests.integration.browser import browser, charts, figures
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PORTS = (2181, 6627, 6628, 6700, 6701, 8080)
@@ -142,6 +143,8 @@ def cluster(tmp_path_factory):
         marker = str(work).encode()
         assert wait_for("no process of the cluster left",
                         lambda: not processes_with(marker), 60, 1.0)
+        assert wait_for("the crawl dashboard to stop",
+                        lambda: not processes_with(b"dashboard\x00--port\x008766"), 30, 1.0)
         assert not [p for p in DEFAULT_PORTS if port_open(p)]
 
 
@@ -221,6 +224,20 @@ def crawl(cluster, opensearch, tmp_path_factory):
         out["stats"] = sparse("stats", "-e", "local", "-n", "explorative")
         out["access"] = farm.access_log()
 
+        # the crawl dashboard `cluster submit` started, through the UI under /owler/dashboard/:
+        # the components' metrics from OpenSearch, the frontier's and Storm's figures its sampler
+        # wrote there
+        def dashboard():
+            with urllib.request.urlopen(UI + "/owler/dashboard/api/dashboard.json",
+                                        timeout=30) as resp:
+                doc = json.loads(resp.read())
+            points = {c["id"]: c["points"] for c in doc["charts"]}
+            return all(points.get(c) for c in ("pages", "frontier", "latency")) and doc
+        out["dashboard"] = wait_for("the dashboard's charts", dashboard, 90, 3)
+        out["dashboard_status"] = status(conf)
+        out["dashboard_page"] = browser(UI + "/owler/dashboard/", work / "chrome",
+                                        "dashboard-cluster.png")
+
         # switch to another topology: the crawl is killed (its WARC files closed) and warc2warc,
         # given an input folder that is not there, takes its place; its spout says so in the UI
         bad = work / "w2w.yaml"
@@ -288,6 +305,28 @@ def test_no_warc_record_lost_or_half_written(crawl, opensearch):
     fetched = {h["_source"]["url"] for h in data["hits"]["hits"]}
     assert len(fetched) >= 10
     assert fetched <= responses, sorted(fetched - responses)
+
+
+def test_the_crawl_dashboard_through_the_storm_ui(crawl):
+    assert "crawl dashboard: http://127.0.0.1:8080/owler/dashboard/" in crawl["submit"].stdout
+    doc = crawl["dashboard"]
+    assert doc["problems"] == [] and doc["run"]["topology"] == "explorative"
+    assert doc["run"]["run"].startswith("explorative-")
+    st = crawl["dashboard_status"]
+    for name in ("DISCOVERED", "FETCHED", "FETCH_ERROR", "REDIRECTION", "ERROR", "total",
+                 "queues"):
+        assert doc["status"][name] == st[name], (name, doc["status"], st)
+    latency = {s["label"] for c in doc["charts"] if c["id"] == "latency" for s in c["series"]}
+    assert {"spout complete", "fetcher process", "warc process"} <= latency
+    page = crawl["dashboard_page"]
+    assert page.body.get("data-ready") == "1"
+    assert figures(page)["FETCHED"] == st["FETCHED"]
+    drawn = charts(page)
+    for chart in ("pages", "frontier", "latency"):
+        assert drawn[chart][0] > 0 and drawn[chart][1] > 50, (chart, drawn)
+    # the topology page links to it
+    with urllib.request.urlopen(UI + "/ui.js", timeout=10) as resp:
+        assert b'href: "owler/dashboard/"' in resp.read()
 
 
 def test_storm_ui_shows_components_with_their_figures(crawl):

@@ -2,65 +2,31 @@
 loopback farm on Storm (served by `owler run`, which prints its address) and after it (served by
 `owler dashboard`), its figures against `owler status --json`, each chart drawn with data (data
 points and pixels in the series' colours, which dashboard.js counts after uPlot drew), and the
-page's plain words for bad input. Screenshots are kept in .work/artifacts/."""
+page's plain words for bad input. Screenshots are kept in .work/artifacts/ (browser.py)."""
 
 from __future__ import annotations
 
 import os
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
-import lxml.html
 import orjson
 import pytest
 
 from tests.farm.harness import FarmProcess
 from tests.integration import cli
+from tests.integration.browser import browser, charts, figures, problems
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / ".work" / "artifacts"
-BROWSER = "chromium-headless-shell"
 
 pytestmark = pytest.mark.integration
-
-
-def browser(url: str, profile: Path, shot: str | None = None, budget_ms: int = 8000):
-    """The page's DOM once its scripts ran (and a screenshot into ARTIFACTS when ``shot``)."""
-    exe = shutil.which(BROWSER)
-    assert exe, f"{BROWSER} is missing: make setup installs it (Makefile APT_PACKAGES)"
-    base = [exe, "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-            f"--user-data-dir={profile}", "--window-size=1280,2600",
-            f"--virtual-time-budget={budget_ms}"]
-    dom = subprocess.run(base + ["--dump-dom", url], capture_output=True, text=True, timeout=120)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    if shot:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        out = ARTIFACTS / shot
-        done = subprocess.run(base + [f"--screenshot={out}", url], capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0 and out.stat().st_size > 10000, done.stderr[-2000:]
-    return lxml.html.fromstring(dom.stdout)
-
-
-def figures(page) -> dict[str, int]:
-    return {td.get("data-figure"): int(td.text_content()) for td in page.xpath("//td[@data-figure]")}
-
-
-def charts(page) -> dict[str, tuple[int, int]]:
-    """Chart id → (data points, pixels in its series' colours)."""
-    return {f.get("data-chart"): (int(f.get("data-points", "0")), int(f.get("data-ink", "0")))
-            for f in page.xpath("//figure[@data-chart]")}
-
-
-def problems(page) -> list[str]:
-    return [li.text_content() for li in page.xpath("//ul[@id='problems']/li")]
 
 
 class Lines:
@@ -140,6 +106,8 @@ def test_the_dashboard_during_and_after_a_crawl(tmp_path):
         url = shown.wait_for(r"owler dashboard: (http://127\.0\.0\.1:\d+/)", 60).group(1)
         after = browser(url, tmp_path / "chrome", "dashboard-after-crawl.png")
         expected = status_json(conf)
+        with urllib.request.urlopen(url + "api/dashboard.json", timeout=30) as resp:
+            doc = orjson.loads(resp.read())
     finally:
         served.send_signal(signal.SIGTERM)
     assert served.wait(30) == 0
@@ -151,6 +119,12 @@ def test_the_dashboard_during_and_after_a_crawl(tmp_path):
                           "latency", "failed"}
     for chart, (points, ink) in drawn.items():
         assert points > 1 and ink > 50, (chart, drawn)
+    # Storm's own figures came through (storm/java/LocalRunner.java): the spout's complete latency
+    latency = {s["label"]: s["values"] for c in doc["charts"] if c["id"] == "latency"
+               for s in c["series"]}
+    assert max(v or 0 for v in latency["spout complete"]) > 0, latency
+    assert {"parser process", "warc process", "status process"} <= set(latency)
+    assert doc["status"] == {**expected, "most_delayed": doc["status"]["most_delayed"]}
     top = after.xpath("//div[@id='queues']/ol/li")[0].text_content()
     assert top == f"{expected['top_hosts'][0][0]}: {expected['top_hosts'][0][1]} URLs"
 

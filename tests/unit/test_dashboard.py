@@ -60,8 +60,10 @@ def crawl_rows():
             (t, "fetcher", 3, {"fetched": 10 * i, "http/200": 8 * i, "http/301": i, "http/404": i,
                                "error.cause/timeout": i, "bytes": 1e6 * i}),
             (t, "warc", 9, {"bytes": 2e5 * i, "records": 20 * i}),
-            (t, "spout", 6, {"emitted": 12 * i, "acked": 10 * i, "failed": i,
-                             "complete_ms": 1500 * i}),
+            (t, "spout", -1, H.storm_values({"acked": 10 * i, "failed": i,
+                                             "complete_latency_ms": 150.0})),
+            (t, "parser", -1, H.storm_values({"acked": 10 * i, "failed": 0,
+                                              "process_latency_ms": 1.5 + i})),
             (t, "frontier", -1, H.frontier_values({
                 "DISCOVERED": 10 - i, "FETCHED": 10 * i, "FETCH_ERROR": 0, "REDIRECTION": 0,
                 "ERROR": 0, "due_now": 3, "queues": 4, "queues_due": 2,
@@ -83,8 +85,11 @@ def test_the_charts_of_a_crawl():
     frontier = {s["label"]: s["values"] for s in by["frontier"]["series"]}
     assert frontier == {"DISCOVERED": [10, 9, 8], "FETCHED": [0, 10, 20], "due": [3, 3, 3]}
     assert by["bytes"]["series"][0]["values"] == [0, 1.0, 2.0]  # MB
-    assert by["latency"]["series"] == [{"label": "spout complete", "values": [None, 150.0, 150.0]}]
-    assert by["failed"]["series"] == [{"label": "spout", "values": [0, 1, 2]}]
+    assert by["latency"]["series"] == [
+        {"label": "spout complete", "values": [150.0, 150.0, 150.0]},
+        {"label": "parser process", "values": [1.5, 2.5, 3.5]}]
+    assert by["failed"]["series"] == [{"label": "parser", "values": [0, 0, 0]},
+                                      {"label": "spout", "values": [0, 1, 2]}]
     assert by["delayed"]["series"][0]["values"] == [1.5, 1.5, 1.5]
     assert by["pages"]["points"] == 2 and by["frontier"]["points"] == 9
 
@@ -101,13 +106,6 @@ def test_warc2warc_has_its_own_charts_and_no_page_rate():
     assert by["records"]["series"][0]["values"] == [None, 150.0]
     files = {s["label"]: s["values"] for s in by["files"]["series"]}
     assert files == {"done": [0, 2], "in progress": [3, 1], "failed": [0, 1]}
-
-
-def test_a_spout_that_failed_nothing_shows_zero():
-    rows = rows_of((0, "spout", 1, {"emitted": 1}), (2, "spout", 1, {"emitted": 5}),
-                   (4, "spout", 1, {"emitted": 6, "failed": 1}))
-    by = {c["id"]: c for c in charts(rows, "explorative")["charts"]}
-    assert by["failed"]["series"] == [{"label": "spout", "values": [0, 0, 1]}]
 
 
 def test_no_rows_give_empty_charts():
@@ -163,14 +161,16 @@ def test_recorder_writes_components_frontier_and_warc2warc(tmp_path):
                            "gauges": {"queued": 1}}}
     status = {"DISCOVERED": 1, "FETCHED": 2, "due_now": 1, "queues": 1, "queues_due": 1,
               "top_hosts": [["h", 3]], "warc2warc": {"files": {"done": 1, "failed": 0}}}
-    rec.record(10.0, stats, status, "warc2warc-1-9")
-    rec.record(12.0, stats, None, None)  # frontier unreadable, no topology id yet
+    storm = {"id": "warc2warc-1-9", "components": {"warc": {"acked": 3, "failed": 0,
+                                                             "capacity": 0.1}}}
+    rec.record(10.0, stats, status, storm, "warc2warc-1-9")
+    rec.record(12.0, stats, None, None, None)  # frontier unreadable, no topology id yet
     names = {(c, n) for _, c, _, n, _ in store.rows("w-1-5")}
     assert {("fetcher", "fetched"), ("fetcher", "queued"), ("frontier", "status/FETCHED"),
             ("frontier", "due"), ("frontier", "queue/busiest"),
-            ("warc2warc", "files/done")} <= names
+            ("warc2warc", "files/done"), ("warc", "storm/acked"), ("warc", "storm/capacity")} <= names
     # the metrics index gets only what no component writes, under the components' topology id
-    assert {d["srcComponent"] for d in sink.docs} == {"frontier", "warc2warc"}
+    assert {d["srcComponent"] for d in sink.docs} == {"frontier", "warc2warc", "warc"}
     assert {d["srcStormId"] for d in sink.docs} == {"warc2warc-1-9"}
     assert sink.docs[0]["timestamp"].endswith("Z")
     rec.close(20.0)

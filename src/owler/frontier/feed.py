@@ -23,8 +23,7 @@ A frontier that cannot be reached is retried every :data:`RETRY_SECS` seconds; t
 going. Problems are logged, counted (``frontier_unavailable``, ``query_failed``) and handed to
 ``on_problem`` (the spout shows them in the Storm UI).
 
-Counters: ``queries``, ``emitted``, ``acked``, ``failed``, ``purgatory_expired``, ``complete_ms``
-(the milliseconds from emit to ack, summed over the acked URLs: Storm's complete latency); gauges
+Counters: ``queries``, ``emitted``, ``acked``, ``failed``, ``purgatory_expired``; gauges
 (:meth:`FrontierFeed.gauges`): ``in_flight``, ``buffered``, ``due_last_query``,
 ``queues_last_query``, ``queues_leased``.
 """
@@ -183,8 +182,6 @@ class FrontierFeed:
         self._count("acked")
         if entry is not None:
             now = time.time() if now is None else now
-            # Storm's complete latency, summed: the dashboard divides it by acked per interval
-            self._count("complete_ms", int((now - entry[0]) * 1000))
             if self.leases:
                 self.recent[url] = now
             self._done(url, now, entry[1])

@@ -266,8 +266,11 @@ def cmd_cluster(args) -> int:
             print(dumps(doc) if args.json else format_status(doc))
             return 0 if doc["up"] else 1
         elif action == "submit":
-            return cluster.submit(args.topology, args.conf, args.option or [], force=args.force,
-                                  leader_timeout=args.timeout)
+            rc = cluster.submit(args.topology, args.conf, args.option or [], force=args.force,
+                                leader_timeout=args.timeout)
+            if rc == 0:
+                print(f"crawl dashboard: {cluster.ui_url}/owler/dashboard/")
+            return rc
         elif action == "kill":
             cluster.wait_leader(args.timeout)
             cluster.kill(args.topology, cluster.kill_wait)
@@ -277,6 +280,8 @@ def cmd_cluster(args) -> int:
                                         leader_timeout=args.timeout)
             if killed:
                 print(f"killed: {', '.join(killed)}")
+            if rc == 0:
+                print(f"crawl dashboard: {cluster.ui_url}/owler/dashboard/")
             return rc
     except ClusterError as exc:
         print(f"owler cluster {action}: {exc}", file=sys.stderr)

@@ -35,7 +35,10 @@ Config keys (the crawler conf, ``--conf`` / ``-o``): ``owler.work.dir``, ``clust
 (2181), ``cluster.nimbus.port`` (6627), ``cluster.supervisors`` (1, at most
 :data:`MAX_SUPERVISORS`), ``cluster.supervisor.port`` (6628), ``cluster.slots`` ([6700, 6701]: one
 worker each, per node), ``cluster.ui.port`` (8080), ``cluster.worker.heap.mb`` (768),
-``cluster.kill.wait`` (30 s), ``cluster.storm.conf`` (a map of further storm.yaml keys).
+``cluster.kill.wait`` (30 s), ``cluster.storm.conf`` (a map of further storm.yaml keys),
+``cluster.dashboard.port`` (8766: the crawl dashboard, ``owler dashboard``, which ``submit``
+starts for the submitted crawl and ``down`` stops; the UI serves it under ``/owler/dashboard/``
+and links to it from each topology; not ``dashboard.port``, which local runs take).
 ``config.json``'s env ``local`` must name the same nimbus and UI ports.
 """
 
@@ -58,7 +61,7 @@ import orjson
 import yaml
 
 from owler import conf as C
-from owler.constants import STORM_HOSTNAME_KEY
+from owler.constants import CLUSTER_UI_PORT_KEY, EXECUTOR_METRICS_KEY, STORM_HOSTNAME_KEY
 from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 from owler.run.runner import storm_home
 
@@ -129,7 +132,8 @@ class StormCluster:
                  nimbus_port: int = 6627, supervisor_port: int = 6628,
                  slots: tuple[int, ...] = (6700, 6701), ui_port: int = 8080,
                  worker_heap_mb: int = 768, kill_wait: int = 30,
-                 extra: Mapping[str, Any] | None = None, supervisors: int = 1) -> None:
+                 extra: Mapping[str, Any] | None = None, supervisors: int = 1,
+                 dashboard_port: int = 8766) -> None:
         self.root = Path(root)
         self.base = Path(work) / "cluster"
         self.home = storm_home(self.root)
@@ -141,6 +145,7 @@ class StormCluster:
             self.ports[node.name] = [node.thrift_port, *node.slots]
         self.nimbus_port = nimbus_port
         self.ui_port = ui_port
+        self.dashboard_port = dashboard_port
         self.zookeeper_port = zookeeper_port
         self.worker_heap_mb = worker_heap_mb
         self.kill_wait = kill_wait
@@ -168,11 +173,12 @@ class StormCluster:
             zookeeper_port=C.get_int(conf, "cluster.zookeeper.port", 2181),
             nimbus_port=C.get_int(conf, "cluster.nimbus.port", 6627),
             supervisor_port=C.get_int(conf, "cluster.supervisor.port", 6628),
-            slots=slot_ports, ui_port=C.get_int(conf, "cluster.ui.port", 8080),
+            slots=slot_ports, ui_port=C.get_int(conf, CLUSTER_UI_PORT_KEY, 8080),
             worker_heap_mb=C.get_int(conf, "cluster.worker.heap.mb", 768),
             kill_wait=C.get_int(conf, "cluster.kill.wait", 30), extra=extra,
-            supervisors=_supervisors(conf))
-        ports = [p for ps in cluster.ports.values() for p in ps]
+            supervisors=_supervisors(conf),
+            dashboard_port=C.get_int(conf, "cluster.dashboard.port", 8766))
+        ports = [p for ps in cluster.ports.values() for p in ps] + [cluster.dashboard_port]
         for p in ports:
             if not 1024 < p < 65536:
                 raise C.ConfError(f"cluster ports must be in 1025..65535, got {p}")
@@ -239,6 +245,8 @@ class StormCluster:
             "storm.log.dir": str(self.logs),
             "ui.host": "127.0.0.1",
             "ui.port": self.ui_port,
+            # the crawl dashboard the UI passes on under /owler/dashboard/ (UiServer.java)
+            "owler.dashboard.port": self.dashboard_port,
             "worker.heap.memory.mb": self.worker_heap_mb,
             "topology.worker.max.heap.size.mb": self.worker_heap_mb,
             # the parallel collector: less CPU per tuple than G1 for a throughput job
@@ -249,7 +257,7 @@ class StormCluster:
             # exact figures in the UI, refreshed every 5 s (Storm's default: a sample of 5 % of the
             # tuples, sent to nimbus once a minute); cheap at a crawler's tuple rates on one node
             "topology.stats.sample.rate": 1.0,
-            "executor.metrics.frequency.secs": 5,
+            EXECUTOR_METRICS_KEY: 5,
             "supervisor.worker.shutdown.sleep.secs": 3,
             # EvenScheduler: a topology's workers go to different supervisors when it can
             "storm.scheduler": "org.apache.storm.scheduler.DefaultScheduler",
@@ -329,6 +337,10 @@ class StormCluster:
         doc: dict[str, Any] = {"daemons": daemons, "nimbus_leader": False, "supervisors": [],
                                "topologies": [], "ui": self.ui_url, "storm_yaml": str(self.storm_yaml),
                                "logs": str(self.logs)}
+        dash = self.running("dashboard")
+        doc["dashboard"] = {"running": dash is not None, "pid": dash[0] if dash else None,
+                            "url": f"{self.ui_url}/owler/dashboard/",
+                            "port": self.dashboard_port}
         if daemons["nimbus"]["running"]:
             try:
                 info = self._cluster_info(timeout_ms=5000)
@@ -494,7 +506,8 @@ class StormCluster:
                 killed = self.kill_all(self.kill_wait)
             except ClusterError as exc:  # a nimbus that cannot answer is stopped all the same
                 print(f"owler cluster down: {exc}", file=sys.stderr)
-        stopped = [name for name in reversed(self.daemons(self.known_nodes())) if self._stop(name)]
+        stopped = [name for name in ["dashboard", *reversed(self.daemons(self.known_nodes()))]
+                   if self._stop(name)]
         for state in ("storm-local", "zookeeper"):
             shutil.rmtree(self.base / state, ignore_errors=True)
         for node_dir in (self.base / "nodes").glob("*"):
@@ -598,7 +611,38 @@ class StormCluster:
             env["OWLER_CONF"] = str(Path(conf_file).resolve())
         # the topology class, built by sparse in its own process, reads parallelism.* from these
         env[C.OPTIONS_ENV] = "\n".join(options)
-        return subprocess.run(cmd, cwd=self.root, env=env).returncode
+        rc = subprocess.run(cmd, cwd=self.root, env=env).returncode
+        if rc == 0:
+            self.start_dashboard(conf_file, options)
+        return rc
+
+    def start_dashboard(self, conf_file: str | None, options: list[str],
+                        timeout: float = 60.0) -> str:
+        """``owler dashboard`` for the crawl just submitted (its conf), on 127.0.0.1 at
+        ``dashboard.port``, in place of the previous crawl's; the Storm UI passes it on under
+        ``/owler/dashboard/``. Returns its address."""
+        self._stop("dashboard")
+        cmd = [sys.executable, "-m", "owler", "dashboard", "--port", str(self.dashboard_port)]
+        if conf_file:
+            cmd += ["--conf", str(Path(conf_file).resolve())]
+        for opt in options:
+            cmd += ["-o", opt]
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with open(self.logs / "dashboard.log", "ab") as out:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, cwd=self.root,
+                                    env=dict(os.environ, OWLER_HOME=str(self.root)),
+                                    start_new_session=True)
+        write_pid_file(self.pid_file("dashboard"), proc.pid, self.dashboard_port)
+        deadline = time.monotonic() + timeout
+        while not port_open(self.dashboard_port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self._stop("dashboard")
+                raise ClusterError(f"the crawl dashboard did not start on 127.0.0.1:"
+                                   f"{self.dashboard_port}; see {self.logs / 'dashboard.log'}:\n"
+                                   + _tail(self.logs / "dashboard.log"))
+            time.sleep(0.3)
+        return f"{self.ui_url}/owler/dashboard/"
 
     def switch(self, name: str, conf_file: str | None, options: list[str],
                leader_timeout: float = 60.0) -> tuple[list[str], int]:
@@ -675,6 +719,10 @@ def format_status(doc: Mapping[str, Any]) -> str:
     if doc.get("nimbus_error"):
         out.append(f"nimbus error: {doc['nimbus_error']}")
     out.append(f"Storm UI:   {doc['ui']}")
+    dash = doc.get("dashboard") or {}
+    if dash:
+        out.append(f"dashboard:  {dash['url']}" + (f" (pid {dash['pid']})" if dash["running"]
+                                                   else " (starts with `cluster submit`)"))
     if doc["topologies"]:
         out.append("topologies:")
         for t in doc["topologies"]:

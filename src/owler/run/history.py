@@ -7,11 +7,15 @@ Documents have the fields of StormCrawler's metrics index (:mod:`owler.task.metr
 - a local run (``owler run``): :class:`Recorder`, called by :class:`owler.run.runner.LocalRun`
   every ``metrics.interval`` seconds, takes one snapshot of every component task's counters and
   gauges (the stats files the tasks write), the frontier (``frontier`` component: ``status/<NAME>``,
-  ``due``, ``queues``, ``queues_due``, ``queue/busiest``, ``queue/delayed_s``) and a warc2warc
-  pipeline's progress (``warc2warc`` component: ``files/<state>``), and appends them to :class:`MetricsStore`, a SQLite file beside the embedded
+  ``due``, ``queues``, ``queues_due``, ``queue/busiest``, ``queue/delayed_s``), Storm's own
+  figures per component (``storm/acked``, ``storm/failed``, ``storm/emitted``,
+  ``storm/complete_latency_ms``, ``storm/execute_latency_ms``, ``storm/process_latency_ms``,
+  ``storm/capacity``: the file ``storm/java/LocalRunner.java`` writes) and a warc2warc pipeline's
+  progress (``warc2warc`` component: ``files/<state>``), and appends them to :class:`MetricsStore`, a SQLite file beside the embedded
   frontier: no service needed;
 - a crawl with ``metrics.opensearch: true`` (a cluster): the metrics index, read back by
-  :class:`OpenSearchHistory` (the frontier's figures are then sampled by the dashboard itself).
+  :class:`OpenSearchHistory`; the frontier's and Storm's figures (from the Storm UI's REST API)
+  are then written there by ``owler dashboard`` (:class:`FrontierSampler`).
 
 Config keys: ``metrics.sqlite.path`` (default: the frontier file's name with ``-metrics.sqlite``,
 or ``<owler.work.dir>/metrics.sqlite`` with another frontier), ``metrics.interval``.
@@ -19,24 +23,28 @@ or ``<owler.work.dir>/metrics.sqlite`` with another frontier), ``metrics.interva
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
 import sqlite3
 import threading
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from owler import conf as C
-from owler.constants import FRONTIER_BACKEND_KEY, SQLITE_PATH_KEY, STATUS_NAMES
+from owler.constants import (CLUSTER_UI_PORT_KEY, FRONTIER_BACKEND_KEY, METRICS_SQLITE_PATH_KEY,
+                             SQLITE_PATH_KEY, STATUS_NAMES)
 from owler.osclient import OpenSearchError, OSClient, epoch_of
 from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY, KIND, index_name
 from owler.task.metrics import iso_millis as iso
 
 log = logging.getLogger("owler.dashboard")
 
-PATH_KEY = "metrics.sqlite.path"
+PATH_KEY = METRICS_SQLITE_PATH_KEY
 FRONTIER = "frontier"  # srcComponent of the frontier's figures
 WARC2WARC = "warc2warc"  # srcComponent of a warc2warc pipeline's progress
 
@@ -135,10 +143,24 @@ def frontier_values(status: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def storm_values(component: Mapping[str, Any]) -> dict[str, float]:
+    """One component's figures from Storm → ``storm/<figure>`` values."""
+    return {f"storm/{k}": v for k, v in component.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def read_storm_stats(path: Path) -> dict | None:
+    """LocalRunner's stats file, or None when it is not there (yet) or half-written."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 class Recorder:
     """A run's snapshots (module docstring): into a :class:`MetricsStore` (a local run), and the
-    figures no component writes (frontier, warc2warc) also into the metrics index when ``sink``
-    is given (``metrics.opensearch``), under the topology id the components use."""
+    figures no component writes (frontier, Storm, warc2warc) also into the metrics index when
+    ``sink`` is given (``metrics.opensearch``), under the topology id the components use."""
 
     def __init__(self, store: MetricsStore | None, run: str, topology: str, started: float,
                  sink: Any = None) -> None:
@@ -148,16 +170,20 @@ class Recorder:
             store.begin_run(run, topology, started)
 
     def record(self, ts: float, components: Mapping[str, Mapping[str, Any]],
-               status: Mapping[str, Any] | None, storm_id: str | None = None) -> int:
+               status: Mapping[str, Any] | None, storm: Mapping[str, Any] | None = None,
+               storm_id: str | None = None) -> int:
         """``components``: stats file name → its object (``component``, ``task``, ``counters``,
         ``gauges``); ``status``: :func:`owler.run.report.crawl_status` (None: not readable now);
-        ``storm_id``: the topology id of the sink's documents (none are sent without it)."""
+        ``storm``: Storm's figures (``components``: id → figures); ``storm_id``: the topology id
+        of the sink's documents (none are sent without it)."""
         own: list[tuple[str, dict]] = []
         if status is not None:
             own.append((FRONTIER, frontier_values(status)))
             files = (status.get("warc2warc") or {}).get("files")
             if files:
                 own.append((WARC2WARC, {f"files/{k}": v for k, v in files.items()}))
+        for comp, figures in ((storm or {}).get("components") or {}).items():
+            own.append((comp, storm_values(figures)))
         if self.sink is not None and storm_id:
             self.sink.offer([d for comp, values in own
                              for d in documents(storm_id, comp, -1, values, iso(ts), self.host)])
@@ -239,19 +265,48 @@ def run_id(topology: str, started: float) -> str:
 
 
 class FrontierSampler(threading.Thread):
-    """``owler dashboard`` with ``metrics.opensearch``: the frontier's figures into the metrics
-    index every ``metrics.interval`` seconds, under the newest topology id there while it is
-    writing (a cluster's components write theirs; nothing else writes the frontier's)."""
+    """``owler dashboard`` with ``metrics.opensearch`` (a cluster): the figures no component
+    writes into the metrics index every ``metrics.interval`` seconds, under the newest topology
+    id there while it is writing: the frontier's, and Storm's per component from the Storm UI's
+    REST API (``cluster.ui.port``)."""
 
-    def __init__(self, conf: Mapping[str, Any], stop: threading.Event) -> None:
+    def __init__(self, conf: Mapping[str, Any], stop: threading.Event,
+                 start: bool = True) -> None:
         super().__init__(name="owler-frontier-sampler", daemon=True)
         from owler.task.metrics import MetricsSink
 
         self.conf, self.stop = conf, stop
         self.every = max(1.0, C.get_float(conf, INTERVAL_KEY, DEFAULT_INTERVAL))
+        self.ui = f"http://127.0.0.1:{C.get_int(conf, CLUSTER_UI_PORT_KEY, 8080)}"
         self.sink = MetricsSink(conf)
         self.history = OpenSearchHistory(conf)
-        self.start()
+        if start:
+            self.start()
+
+    def storm_figures(self, topology_id: str) -> dict[str, dict[str, float]]:
+        """Component → figures (``acked``, ``failed``, ``emitted``, latencies, ``capacity``) of
+        the Storm UI's topology page (the last 10 minutes); {} when the UI does not answer."""
+        url = f"{self.ui}/api/v1/topology/{urllib.parse.quote(topology_id)}?window=600"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                page = json.loads(resp.read())
+        except (OSError, ValueError):
+            return {}
+        fields = {"acked": "acked", "failed": "failed", "emitted": "emitted",
+                  "completeLatency": "complete_latency_ms", "executeLatency": "execute_latency_ms",
+                  "processLatency": "process_latency_ms", "capacity": "capacity"}
+        out: dict[str, dict[str, float]] = {}
+        for comp in (page.get("spouts") or []) + (page.get("bolts") or []):
+            name = comp.get("spoutId") or comp.get("boltId")
+            figures = {}
+            for src, dst in fields.items():
+                try:
+                    figures[dst] = float(comp[src])
+                except (KeyError, TypeError, ValueError):
+                    continue
+            if name:
+                out[name] = figures
+        return out
 
     def sample(self, now: float) -> int:
         from owler.run.report import StatusError, crawl_status
@@ -262,12 +317,15 @@ class FrontierSampler(threading.Thread):
             return 0
         if not runs or now - runs[0]["ended"] > 3 * self.every:
             return 0  # no topology is writing now
+        run = runs[0]["run"]
+        host = socket.gethostname()
+        docs = [d for comp, figures in self.storm_figures(run).items()
+                for d in documents(run, comp, -1, storm_values(figures), iso(now), host)]
         try:
             status = crawl_status(dict(self.conf), now, with_metrics=False)
+            docs += documents(run, FRONTIER, -1, frontier_values(status), iso(now), host)
         except StatusError:
-            return 0
-        docs = documents(runs[0]["run"], FRONTIER, -1, frontier_values(status), iso(now),
-                         socket.gethostname())
+            pass
         self.sink.offer(docs)
         return len(docs)
 

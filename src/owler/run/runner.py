@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 from owler import conf as C
-from owler.constants import (METRICS_ENABLED_KEY, WARC2WARC_INPUT_KEY, WARC_DIR_KEY, WARC_PREFIX_KEY, WARC_S3_BUCKET_KEY,
+from owler.constants import (EXECUTOR_METRICS_KEY, METRICS_ENABLED_KEY, WARC2WARC_INPUT_KEY, WARC_DIR_KEY, WARC_PREFIX_KEY, WARC_S3_BUCKET_KEY,
                              WARC_S3_PREFIX_KEY)
 
 
@@ -179,6 +179,9 @@ class LocalRun:
             "topology.workers": 1,
             "topology.acker.executors": 1,
             "pystorm.log.path": str(self.log_dir),
+            # executors report Storm's figures every 5 s (Storm's default: every minute), which
+            # the dashboard records (storm/java/LocalRunner.java --stats)
+            EXECUTOR_METRICS_KEY: C.get_int(conf, EXECUTOR_METRICS_KEY, 5),
             "pystorm.log.level": C.get_str(conf, "pystorm.log.level", "info"),
             "topology.python.path": sys.executable,
         })
@@ -262,6 +265,9 @@ class LocalRun:
         from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY
 
         self.record_every = C.get_float(self.conf, INTERVAL_KEY, DEFAULT_INTERVAL)
+        self.storm_stats = self.run_dir / "storm-stats.json"  # storm/java/LocalRunner.java
+        env["OWLER_STORM_STATS"] = str(self.storm_stats)
+        env["OWLER_STORM_STATS_EVERY"] = str(max(1, int(self.record_every)))
         storm_log = self.log_dir / "owler-local.log"
         if storm_log.exists():
             storm_log.unlink()
@@ -384,6 +390,7 @@ class LocalRun:
             print(f"owler: no dashboard: {exc}", file=self.out)
 
     def record(self, now: float, stats: dict) -> None:
+        from owler.run.history import read_storm_stats
         from owler.run.report import StatusError, crawl_status
 
         if self.recorder is None:
@@ -392,9 +399,10 @@ class LocalRun:
             status = crawl_status(self.conf, now, with_metrics=False)
         except StatusError:
             status = None  # the frontier is busy or away for a moment: the next round
+        storm = read_storm_stats(self.storm_stats)
         storm_id = next((s.get("storm_id") for s in stats.values() if s.get("storm_id")), None)
         try:
-            self.recorder.record(now, stats, status, storm_id)
+            self.recorder.record(now, stats, status, storm, storm_id)
         except Exception as exc:  # noqa: BLE001 - e.g. disk full: the crawl goes on
             print(f"owler: cannot record the run's metrics: {exc}", file=self.out)
 

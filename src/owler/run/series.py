@@ -135,32 +135,24 @@ def _bytes(g: Grid) -> list[dict]:
                                             1e-6))]
 
 
-def _spouts(g: Grid) -> list[str]:
-    """Components that count ``complete_ms`` (the frontier spouts)."""
-    return sorted({k[0] for k in g.select(lambda c, n: n == "complete_ms")})
-
-
 def _latency(g: Grid) -> list[dict]:
-    """Per spout, the mean time from emit to ack of the tuples acked in each interval."""
+    """Storm's latencies of the last 10 minutes: each spout's complete latency (emit to ack of
+    the tuple tree), each bolt's process latency (receipt to ack: a multilang bolt's execute
+    latency is only the hand-over to its process)."""
     out = []
-    for comp in _spouts(g):
-        spent = g.rate(g.select(lambda c, n, cc=comp: c == cc and n == "complete_ms"))
-        acked = g.rate(g.select(lambda c, n, cc=comp: c == cc and n == "acked"))
-        out.append(_series(f"{comp} complete", [
-            round(s / a, 1) if s is not None and a else None for s, a in zip(spent, acked)]))
+    for name, label in (("storm/complete_latency_ms", "complete"),
+                        ("storm/process_latency_ms", "process")):
+        for comp in sorted({k[0] for k in g.select(lambda c, n, nn=name: n == nn)}):
+            keys = g.select(lambda c, n, cc=comp, nn=name: c == cc and n == nn)
+            out.append(_series(f"{comp} {label}", g.total(keys)))
     return out
 
 
 def _failed(g: Grid) -> list[dict]:
-    """Tuple trees failed (timed out, or failed by a bolt), per spout, since the run began (0
-    while a spout that emits has counted none)."""
-    out = []
-    for comp in sorted({k[0] for k in g.select(lambda c, n: n == "emitted")}):
-        failed = g.total(g.select(lambda c, n, cc=comp: c == cc and n == "failed"))
-        emitted = g.total(g.select(lambda c, n, cc=comp: c == cc and n == "emitted"))
-        out.append(_series(comp, [0 if f is None and e is not None else f
-                                  for f, e in zip(failed, emitted)]))
-    return out
+    """Storm's failed tuples per component since the topology started (Storm counts a sample of
+    the tuples, ``topology.stats.sample.rate``, and scales it up)."""
+    return [_series(comp, g.total(g.select(lambda c, n, cc=comp: c == cc and n == "storm/failed")))
+            for comp in sorted({k[0] for k in g.select(lambda c, n: n == "storm/failed")})]
 
 
 def _files(g: Grid) -> list[dict]:
@@ -186,8 +178,8 @@ CHARTS = [
     ("queues", "Queues", "queues / URLs", _queues, None),
     ("delayed", "The most delayed queue", "s", _delayed, None),
     ("bytes", "Bytes fetched and WARC bytes written", "MB", _bytes, None),
-    ("latency", "Complete latency per spout (emit to ack)", "ms", _latency, None),
-    ("failed", "Failed tuple trees per spout", "total", _failed, None),
+    ("latency", "Storm latency per component (last 10 minutes)", "ms", _latency, None),
+    ("failed", "Failed tuples per component (Storm)", "total", _failed, None),
 ]
 
 
