@@ -96,7 +96,7 @@ def pipeline(s3_server, tmp_path_factory):
     for key, data in inputs.items():
         s3.client.put_object(Bucket=src, Key=key, Body=data)
     # small copy batches: several commits, so rotation by size (after a commit) shows
-    conf = write_conf(work, s3, src, dst, "warc2warc.copy.batch: 20\n")
+    conf = write_conf(work, s3, src, dst, "warc2warc.copy.batch: 20\nmetrics.interval: 1\n")
     run = owler(s3, "run", "warc2warc", "--conf", str(conf), "--idle-exit", "5", "--time", "400")
     status = owler(s3, "status", "--conf", str(conf), "--json")
     return {"s3": s3, "work": work, "conf": conf, "inputs": inputs, "run": run,
@@ -160,6 +160,21 @@ def test_status_reports_files_and_recorded_problems(pipeline):
     assert "truncated gzip member" in messages
     assert "several records in one gzip member" in messages
     assert "payload digest mismatch" in messages
+
+
+def test_the_dashboard_shows_the_files_and_the_records_of_the_run(pipeline):
+    from owler import conf as C
+    from owler.run.dashboard import DashboardData
+
+    doc = DashboardData(C.absolute_paths(C.load_conf(str(pipeline["conf"]), []))).payload()
+    assert doc["problems"] == [] and doc["run"]["topology"] == "warc2warc"
+    assert not doc["run"]["live"] and doc["run"]["ended"]
+    by = {c["id"]: {s["label"]: s["values"] for s in c["series"]} for c in doc["charts"]}
+    assert "pages" not in by and "http" not in by
+    assert by["files"]["done"][-1] == 10 and by["files"]["failed"][-1] == 0
+    assert by["files"]["in progress"][-1] == 0
+    assert max(v or 0 for v in by["records"]["records/s"]) > 0
+    assert doc["status"]["warc2warc"]["files"]["done"] == 10
 
 
 def test_a_crash_mid_file_and_a_restart_lose_nothing_and_copy_nothing_twice(s3_server,
