@@ -94,6 +94,16 @@ def test_the_charts_of_a_crawl():
     assert by["pages"]["points"] == 2 and by["frontier"]["points"] == 9
 
 
+def test_the_charts_read_only_the_names_a_history_is_read_for():
+    from owler.run.series import NAMES, PREFIXES
+
+    rows = crawl_rows() + rows_of((5.0, "fetcher", 3, {"queued": 4, "robots/fetched": 6}),
+                                  (5.0, "parser", 4, {"parse_filter_failed": 1}))
+    kept = [r for r in rows if r[3] in NAMES or r[3].startswith(PREFIXES)]
+    assert len(kept) < len(rows)
+    assert charts(kept, "explorative") == charts(rows, "explorative")
+
+
 def test_warc2warc_has_its_own_charts_and_no_page_rate():
     rows = rows_of((0, "warc2warc", -1, {"files/done": 0, "files/reading": 1, "files/pending": 2,
                                          "files/failed": 0}),
@@ -131,6 +141,21 @@ def test_store_keeps_runs_and_their_documents(tmp_path):
     store.close()
     with pytest.raises(FileNotFoundError):
         H.MetricsStore(tmp_path / "none.sqlite", create=False)
+
+
+def test_a_long_run_is_read_as_evenly_spread_snapshots_the_last_one_kept(tmp_path):
+    store = H.MetricsStore(tmp_path / "m.sqlite")
+    store.begin_run("r", "explorative", 0.0)
+    for i in range(101):
+        store.append(H.documents("r", "fetcher", 1, {"fetched": 10 * i, "queued": 1}, float(i)))
+    rows = store.rows("r", max_points=20)
+    times = sorted({r[0] for r in rows})
+    # every 6th of 101 snapshots (0, 6, ..., 96), and the last: 18, at most 20
+    assert len(times) == 18 and times[:3] == [0.0, 6.0, 12.0] and times[-2:] == [96.0, 100.0]
+    assert len(rows) == 36
+    g = Grid(rows)
+    assert set(g.rate(g.select(lambda c, n: n == "fetched"))[1:]) == {10.0}  # the mean rate
+    assert len(store.rows("r")) == 202
 
 
 def test_store_path_is_beside_the_embedded_frontier(tmp_path):

@@ -11,8 +11,8 @@ Documents have the fields of StormCrawler's metrics index (:mod:`owler.task.metr
   figures per component (``storm/acked``, ``storm/failed``, ``storm/emitted``,
   ``storm/complete_latency_ms``, ``storm/execute_latency_ms``, ``storm/process_latency_ms``,
   ``storm/capacity``: the file ``storm/java/LocalRunner.java`` writes) and a warc2warc pipeline's
-  progress (``warc2warc`` component: ``files/<state>``), and appends them to :class:`MetricsStore`, a SQLite file beside the embedded
-  frontier: no service needed;
+  progress (``warc2warc`` component: ``files/<state>``), and appends them to
+  :class:`MetricsStore`, a SQLite file beside the embedded frontier: no service needed;
 - a crawl with ``metrics.opensearch: true`` (a cluster): the metrics index, read back by
   :class:`OpenSearchHistory`; the frontier's and Storm's figures (from the Storm UI's REST API)
   are then written there by ``owler dashboard`` (:class:`FrontierSampler`).
@@ -39,6 +39,8 @@ from owler import conf as C
 from owler.constants import (CLUSTER_UI_PORT_KEY, FRONTIER_BACKEND_KEY, METRICS_SQLITE_PATH_KEY,
                              SQLITE_PATH_KEY, STATUS_NAMES)
 from owler.osclient import OpenSearchError, OSClient, epoch_of
+from owler.run.series import NAMES as CHART_NAMES
+from owler.run.series import PREFIXES as CHART_PREFIXES
 from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY, KIND, index_name
 from owler.task.metrics import iso_millis as iso
 
@@ -46,6 +48,7 @@ log = logging.getLogger("owler.dashboard")
 
 PATH_KEY = METRICS_SQLITE_PATH_KEY
 FRONTIER = "frontier"  # srcComponent of the frontier's figures
+MAX_POINTS = 720  # snapshots a chart shows at most (MetricsStore.rows)
 WARC2WARC = "warc2warc"  # srcComponent of a warc2warc pipeline's progress
 
 #: one row: (time in epoch seconds, component, task, name, value)
@@ -113,10 +116,18 @@ class MetricsStore:
                 self.conn.execute("SELECT run, topology, started, ended FROM runs "
                                   "ORDER BY started DESC, run")]
 
-    def rows(self, run: str, since: float = 0.0) -> list[Row]:
+    def rows(self, run: str, since: float = 0.0, max_points: int = MAX_POINTS) -> list[Row]:
+        """The run's rows from ``since``, of at most ``max_points`` snapshots spread evenly over
+        it, the last one always in (a day's run has 8,640 snapshots at 10 s: counters are
+        cumulative, so the rates of the ones kept are the means over the wider steps)."""
+        times = [t for (t,) in self.conn.execute(
+            "SELECT DISTINCT ts FROM docs WHERE run = ? AND ts >= ? ORDER BY ts", (run, since))]
+        if len(times) > max_points:
+            step = -(-len(times) // max_points)
+            times = times[::step] + ([times[-1]] if (len(times) - 1) % step else [])
         return [(ts, c, t, n, v) for ts, c, t, n, v in self.conn.execute(
-            "SELECT ts, component, task, name, value FROM docs WHERE run = ? AND ts >= ? "
-            "ORDER BY ts", (run, since))]
+            "SELECT ts, component, task, name, value FROM docs WHERE run = ? AND ts IN "
+            "(SELECT value FROM json_each(?)) ORDER BY ts", (run, json.dumps(times)))]
 
     def close(self) -> None:
         self.conn.close()
@@ -242,7 +253,12 @@ class OpenSearchHistory:
                 "_source": ["timestamp", "srcComponent", "srcTaskId", "name", "value"],
                 "query": {"bool": {"filter": [
                     {"term": {"srcStormId": run}},
-                    {"range": {"timestamp": {"gte": int(since * 1000), "format": "epoch_millis"}}}]}}}
+                    {"range": {"timestamp": {"gte": int(since * 1000),
+                                             "format": "epoch_millis"}}},
+                    # only what the charts read: a cluster's tasks write many more names
+                    {"bool": {"minimum_should_match": 1, "should": [
+                        {"terms": {"name": list(CHART_NAMES)}},
+                        *({"prefix": {"name": p}} for p in CHART_PREFIXES)]}}]}}}
             if after:
                 body["search_after"] = after
             _, data = self.client.request("POST", f"/{self.index}/_search", body, retries=0)

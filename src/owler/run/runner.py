@@ -34,8 +34,9 @@ from pathlib import Path
 import yaml
 
 from owler import conf as C
-from owler.constants import (EXECUTOR_METRICS_KEY, METRICS_ENABLED_KEY, WARC2WARC_INPUT_KEY, WARC_DIR_KEY, WARC_PREFIX_KEY, WARC_S3_BUCKET_KEY,
-                             WARC_S3_PREFIX_KEY)
+from owler.constants import (EXECUTOR_METRICS_KEY, METRICS_ENABLED_KEY, WARC2WARC_INPUT_KEY,
+                             WARC_DIR_KEY, WARC_PREFIX_KEY, WARC_S3_BUCKET_KEY, WARC_S3_PREFIX_KEY)
+from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY
 
 
 class RunError(RuntimeError):
@@ -262,8 +263,6 @@ class LocalRun:
         env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
         env["STORM_LOG_DIR"] = str(self.log_dir)
         env["OWLER_STORM_STDIN"] = "1"
-        from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY
-
         self.record_every = C.get_float(self.conf, INTERVAL_KEY, DEFAULT_INTERVAL)
         self.storm_stats = self.run_dir / "storm-stats.json"  # storm/java/LocalRunner.java
         env["OWLER_STORM_STATS"] = str(self.storm_stats)
@@ -391,14 +390,14 @@ class LocalRun:
 
     def record(self, now: float, stats: dict) -> None:
         from owler.run.history import read_storm_stats
-        from owler.run.report import StatusError, crawl_status
+        from owler.run.report import crawl_status
 
         if self.recorder is None:
             return
         try:
             status = crawl_status(self.conf, now, with_metrics=False)
-        except StatusError:
-            status = None  # the frontier is busy or away for a moment: the next round
+        except Exception:  # noqa: BLE001 - the frontier busy or away for a moment: next round
+            status = None
         storm = read_storm_stats(self.storm_stats)
         storm_id = next((s.get("storm_id") for s in stats.values() if s.get("storm_id")), None)
         try:
