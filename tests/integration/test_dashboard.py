@@ -150,3 +150,22 @@ def test_the_page_says_what_is_missing(tmp_path):
     assert said[1].startswith("no metrics yet: no run was recorded at ")
     assert page.xpath("//p[@id='run']")[0].text_content() == "no run recorded"
     assert taken.returncode == 2 and "cannot listen on 127.0.0.1:" in taken.stderr
+    assert page.xpath("//figure[@data-chart]") == []
+
+    # OpenSearch down (nothing listens on port 9): the frontier and the metrics index say so
+    conf.write_text("frontier.backend: opensearch\nmetrics.opensearch: true\n"
+                    "opensearch.addresses: 127.0.0.1:9\nopensearch.max.retries: 0\n"
+                    f"owler.work.dir: {tmp_path}\n")
+    served = owler_proc("dashboard", "--conf", str(conf), "--port", "0")
+    shown = Lines(served)
+    try:
+        url = shown.wait_for(r"owler dashboard: (http://127\.0\.0\.1:\d+/)", 60).group(1)
+        page = browser(url, tmp_path / "chrome", "dashboard-opensearch-down.png", 3000)
+    finally:
+        served.send_signal(signal.SIGTERM)
+    assert served.wait(30) == 0
+    said = problems(page)
+    assert len(said) == 2, said
+    assert said[0].startswith("frontier: cannot use the frontier: ") and "127.0.0.1:9" in said[0]
+    assert said[1].startswith("metrics: cannot read the OpenSearch index 'metrics' at "
+                              "http://127.0.0.1:9")
