@@ -20,8 +20,9 @@ IDLE ?= 30
 
 setup: apt venv storm services urlfrontier risk dashboard testdata
 
+# Re-checked when the Makefile changes (a new package in APT_PACKAGES reaches existing checkouts).
 apt: .work/.apt.stamp
-.work/.apt.stamp:
+.work/.apt.stamp: Makefile
 	@missing=""; for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing Debian packages:$$missing"; \
