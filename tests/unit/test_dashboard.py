@@ -17,6 +17,7 @@ from owler.run import history as H
 from owler.run.dashboard import DashboardData, library_dir, make_server
 from owler.run.report import StatusError, crawl_status
 from owler.run.series import Grid, charts
+from owler.task.metrics import Source, documents
 
 
 def rows_of(*snapshots):
@@ -123,15 +124,20 @@ def test_no_rows_give_empty_charts():
     assert doc["t"] == [] and all(c["points"] == 0 and c["series"] == [] for c in doc["charts"])
 
 
-# -- the store and the recorder -----------------------------------------------------------------------
+# -- the store and the recorder ------------------------------------------------------------------
+
+def fetcher(run, task):
+    """Where a fetcher task's documents come from."""
+    return Source("fetcher", task, "", -1, run)
+
 
 def test_store_keeps_runs_and_their_documents(tmp_path):
     store = H.MetricsStore(tmp_path / "m.sqlite")
     store.begin_run("explorative-1-100", "explorative", 100.0)
     store.begin_run("explorative-2-200", "explorative", 200.0)
-    store.append(H.documents("explorative-1-100", "fetcher", 3, {"fetched": 4, "ok": True}, 101.0))
-    store.append(H.documents("explorative-2-200", "fetcher", 3, {"fetched": 7}, 201.0))
-    store.append(H.documents("explorative-2-200", "fetcher", 3, {"fetched": 9}, 203.0))
+    store.append(documents(fetcher("explorative-1-100", 3), {"fetched": 4, "ok": True}, 101.0))
+    store.append(documents(fetcher("explorative-2-200", 3), {"fetched": 7}, 201.0))
+    store.append(documents(fetcher("explorative-2-200", 3), {"fetched": 9}, 203.0))
     store.end_run("explorative-1-100", 150.0)
     runs = store.runs()
     assert [r["run"] for r in runs] == ["explorative-2-200", "explorative-1-100"]
@@ -147,7 +153,7 @@ def test_a_long_run_is_read_as_evenly_spread_snapshots_the_last_one_kept(tmp_pat
     store = H.MetricsStore(tmp_path / "m.sqlite")
     store.begin_run("r", "explorative", 0.0)
     for i in range(101):
-        store.append(H.documents("r", "fetcher", 1, {"fetched": 10 * i, "queued": 1}, float(i)))
+        store.append(documents(fetcher("r", 1), {"fetched": 10 * i, "queued": 1}, float(i)))
     rows = store.rows("r", max_points=20)
     times = sorted({r[0] for r in rows})
     # every 6th of 101 snapshots (0, 6, ..., 96), and the last: 18, at most 20
@@ -193,7 +199,8 @@ def test_recorder_writes_components_frontier_and_warc2warc(tmp_path):
     names = {(c, n) for _, c, _, n, _ in store.rows("w-1-5")}
     assert {("fetcher", "fetched"), ("fetcher", "queued"), ("frontier", "status/FETCHED"),
             ("frontier", "due"), ("frontier", "queue/busiest"),
-            ("warc2warc", "files/done"), ("warc", "storm/acked"), ("warc", "storm/capacity")} <= names
+            ("warc2warc", "files/done"), ("warc", "storm/acked"),
+            ("warc", "storm/capacity")} <= names
     # the metrics index gets only what no component writes, under the components' topology id
     assert {d["srcComponent"] for d in sink.docs} == {"frontier", "warc2warc", "warc"}
     assert {d["srcStormId"] for d in sink.docs} == {"warc2warc-1-9"}

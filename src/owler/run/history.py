@@ -42,7 +42,7 @@ from owler.osclient import OpenSearchError, OSClient, epoch_of
 from owler.run.series import NAMES as CHART_NAMES
 from owler.run.series import PREFIXES as CHART_PREFIXES
 from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY, KIND, index_name
-from owler.task.metrics import iso_millis as iso
+from owler.task.metrics import Source, documents
 
 log = logging.getLogger("owler.dashboard")
 
@@ -100,8 +100,7 @@ class MetricsStore:
         self.conn.execute("UPDATE runs SET ended = ? WHERE run = ?", (ended, run))
 
     def append(self, docs: Iterable[Mapping[str, Any]]) -> int:
-        rows = [(d["srcStormId"], epoch_of(d["timestamp"]) if isinstance(d["timestamp"], str)
-                 else float(d["timestamp"]), d["srcComponent"], int(d["srcTaskId"]),
+        rows = [(d["srcStormId"], epoch_of(d["timestamp"]), d["srcComponent"], int(d["srcTaskId"]),
                  d["srcWorkerHost"], int(d["srcWorkerPort"]), d["name"], float(d["value"]))
                 for d in docs]
         with self.conn:
@@ -131,15 +130,6 @@ class MetricsStore:
 
     def close(self) -> None:
         self.conn.close()
-
-
-def documents(run: str, component: str, task: int, values: Mapping[str, Any], ts: float,
-              host: str = "", port: int = -1) -> list[dict]:
-    """The metrics-index documents of one snapshot (numbers only; booleans are left out)."""
-    return [{"name": str(k), "value": float(v), "srcComponent": component, "srcTaskId": task,
-             "srcWorkerHost": host, "srcWorkerPort": port, "srcStormId": run, "timestamp": ts}
-            for k, v in values.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
 def frontier_values(status: Mapping[str, Any]) -> dict[str, float]:
@@ -196,17 +186,17 @@ class Recorder:
         for comp, figures in ((storm or {}).get("components") or {}).items():
             own.append((comp, storm_values(figures)))
         if self.sink is not None and storm_id:
-            self.sink.offer([d for comp, values in own
-                             for d in documents(storm_id, comp, -1, values, iso(ts), self.host)])
+            self.sink.offer([d for comp, values in own for d in documents(
+                Source(comp, -1, self.host, -1, storm_id), values, ts)])
         if self.store is None:
             return 0
         docs: list[dict] = []
         for stats in components.values():
             values = {**stats.get("counters", {}), **stats.get("gauges", {})}
-            docs += documents(self.run, str(stats.get("component", "?")),
-                              int(stats.get("task", -1)), values, ts, self.host)
+            docs += documents(Source(str(stats.get("component", "?")), int(stats.get("task", -1)),
+                                     self.host, -1, self.run), values, ts)
         for comp, values in own:
-            docs += documents(self.run, comp, -1, values, ts, self.host)
+            docs += documents(Source(comp, -1, self.host, -1, self.run), values, ts)
         return self.store.append(docs)
 
     def close(self, ended: float) -> None:
@@ -336,10 +326,10 @@ class FrontierSampler(threading.Thread):
         run = runs[0]["run"]
         host = socket.gethostname()
         docs = [d for comp, figures in self.storm_figures(run).items()
-                for d in documents(run, comp, -1, storm_values(figures), iso(now), host)]
+                for d in documents(Source(comp, -1, host, -1, run), storm_values(figures), now)]
         try:
             status = crawl_status(dict(self.conf), now, with_metrics=False)
-            docs += documents(run, FRONTIER, -1, frontier_values(status), iso(now), host)
+            docs += documents(Source(FRONTIER, -1, host, -1, run), frontier_values(status), now)
         except StatusError:
             pass
         self.sink.offer(docs)
