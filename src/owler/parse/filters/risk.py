@@ -76,7 +76,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -387,32 +387,36 @@ def _signature(paths: Sequence[Path]) -> tuple:
     return tuple(out)
 
 
-def load_host_list(paths: Sequence[Path], risk_class: str = MALICIOUS) -> HostListModel:
-    """The :class:`HostListModel` of these files, built once per process."""
-    key = ("hosts", risk_class, _signature(paths))
+def _once(key: tuple, build: Callable[[], Any]) -> Any:
+    """``build()``'s model, built once per process for ``key`` (the files' signature in it)."""
     with _lock:
         model = _cache.get(key)
         if model is None:
-            model = HostListModel(risk_class)
-            for p in paths:
-                model.add_file(p)
-            _cache[key] = model
+            model = _cache[key] = build()
     return model
+
+
+def load_host_list(paths: Sequence[Path], risk_class: str = MALICIOUS) -> HostListModel:
+    """The :class:`HostListModel` of these files, built once per process."""
+    def build() -> HostListModel:
+        model = HostListModel(risk_class)
+        for p in paths:
+            model.add_file(p)
+        return model
+    return _once(("hosts", risk_class, _signature(paths)), build)
 
 
 def load_phrases(paths: Sequence[Path], risk_class: str = ADULT, limit: int = DEFAULT_LIMIT,
                  singular: bool = True, max_chars: int = 20_000) -> PhraseModel:
     """The :class:`PhraseModel` of these files, built once per process (the automaton is shared
     by models that differ in ``limit``/``mode`` only)."""
-    key = ("phrases", risk_class, _signature(paths))
-    with _lock:
-        base = _cache.get(key)
-        if base is None:
-            base = PhraseModel(risk_class)
-            for p in paths:
-                base.add_file(p)
-            base.build()
-            _cache[key] = base
+    def build() -> PhraseModel:
+        base = PhraseModel(risk_class)
+        for p in paths:
+            base.add_file(p)
+        base.build()
+        return base
+    base = _once(("phrases", risk_class, _signature(paths)), build)
     model = PhraseModel(risk_class, limit, singular, max_chars)
     model._ids, model.weights, model._single = base._ids, base.weights, base._single
     model.combos, model.skipped, model._automaton = base.combos, base.skipped, base._automaton
