@@ -26,7 +26,6 @@ Run: ``.venv/bin/python bench/bench_parsefilters.py [--rounds N] [--no-eval]``.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import subprocess
@@ -40,11 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from warcio.archiveiterator import ArchiveIterator  # noqa: E402
-
 from owler import wire  # noqa: E402
 from owler.parse.filters.langid import LanguageID  # noqa: E402
 from owler.parse.page import PageHandler  # noqa: E402
+from tests.realpages import CRAWL_WARCS, TRAF, trafilatura, warc_html  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 EVAL = ROOT / ".work" / "eval"
@@ -60,25 +58,12 @@ XPATH = {"class": "org.apache.stormcrawler.parse.filter.XPathFilter", "name": "X
 
 
 def pages() -> list[tuple[str, bytes, dict]]:
-    out = []
-    for name in ("CC-MAIN-20140820021334-00006-ip-10-180-136-8.ec2.internal.warc",
-                 "dolma-sample-0000.warc.gz", "dolma-sample-0001.warc.gz"):
-        with open(DATA / "warc" / name, "rb") as fh:
-            for rec in ArchiveIterator(fh, arc2warc=True):
-                if rec.rec_type != "response" or not rec.http_headers:
-                    continue
-                if "html" not in (rec.http_headers.get_header("Content-Type") or "").lower():
-                    continue
-                headers = rec.http_headers.headers
-                out.append((rec.rec_headers.get_header("WARC-Target-URI"),
-                            rec.content_stream().read(),
-                            {wire.RAW_HEADERS: wire.encode_headers(list(headers))}))
-    for path in sorted((DATA / "html" / "trafilatura").iterdir()):
-        body = path.read_bytes()
-        if path.suffix == ".gz":
-            body = gzip.decompress(body)
-        out.append((f"https://example.org/{path.stem}", body, {wire.RAW_HEADERS: wire.encode_headers(
-            [("Content-Type", "text/html; charset=utf-8")])}))
+    out = [(url, body, {wire.RAW_HEADERS: wire.encode_headers(headers)})
+           for name in CRAWL_WARCS for url, headers, body in warc_html(name)]
+    html = [("Content-Type", "text/html; charset=utf-8")]
+    for path in sorted(TRAF.iterdir()):
+        out.append((f"https://example.org/{path.stem}", trafilatura(path.name),
+                    {wire.RAW_HEADERS: wire.encode_headers(html)}))
     return out
 
 

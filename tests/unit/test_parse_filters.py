@@ -4,13 +4,11 @@ the HTML responses of the Common Crawl and dolma WARC samples (tests/data/warc).
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 from pathlib import Path
 
 import pytest
-from warcio.archiveiterator import ArchiveIterator
 
 from owler import wire
 from owler.constants import Status
@@ -20,9 +18,9 @@ from owler.parse.filters.pagemeta import PageMetadata
 from owler.parse.filters.xpath import XPathFilter, translate
 from owler.parse.html import parse_html
 from owler.parse.page import PageHandler
+from tests.realpages import trafilatura, warc_html
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-TRAF = DATA / "html" / "trafilatura"
 ROOT = "org.apache.stormcrawler.parse.ParseFilters"
 
 
@@ -41,27 +39,16 @@ def make(cls, **params):
 
 
 def mozilla():
-    return (TRAF / "mozilla.org.firefox.developer.html").read_bytes()
+    return trafilatura("mozilla.org.firefox.developer.html")
 
 
 def fivethirtyeight():
-    return gzip.decompress((TRAF / "webpage.html.gz").read_bytes())
+    return trafilatura("webpage.html.gz")
 
 
 def warc_pages(name):
     """(url, headers, body) of the HTML responses of a WARC in tests/data/warc."""
-    out = []
-    with open(DATA / "warc" / name, "rb") as fh:
-        for rec in ArchiveIterator(fh, arc2warc=True):
-            if rec.rec_type != "response" or not rec.http_headers:
-                continue
-            ctype = rec.http_headers.get_header("Content-Type") or ""
-            if "html" not in ctype.lower():
-                continue
-            body = rec.content_stream().read()
-            out.append((rec.rec_headers.get_header("WARC-Target-URI"),
-                        dict(rec.http_headers.headers), body))
-    return out
+    return [(url, dict(headers), body) for url, headers, body in warc_html(name)]
 
 
 # ---- the chain --------------------------------------------------------------------------------

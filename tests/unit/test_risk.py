@@ -5,19 +5,17 @@ and the HTML responses of the WARC samples in tests/data."""
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import pytest
-from warcio.archiveiterator import ArchiveIterator
 
 from owler.conf import ConfError, project_root
 from owler.parse.filters import ParsedPage, ParseFilters, ParseFilterSetupError
 from owler.parse.filters.risk import HostListModel, PhraseModel, RiskClassifier
 from owler.parse.html import parse_html
+from tests.realpages import trafilatura, warc_html
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-TRAF = DATA / "html" / "trafilatura"
 LISTS = project_root() / ".services" / "risk"
 UBO = "webext-ublock-origin-firefox"
 BADWARE, URLHAUS = f"{UBO}/badware.min.txt", f"{UBO}/urlhaus-filter-online.txt"
@@ -203,18 +201,11 @@ def test_models_load_once_per_process(tmp_path):
 
 def real_pages() -> list[tuple[str, bytes]]:
     out = [("https://www.mozilla.org/en-US/firefox/developer/",
-            (TRAF / "mozilla.org.firefox.developer.html").read_bytes()),
-           ("https://www.apache.org/", (TRAF / "apache.html").read_bytes()),
-           ("https://fivethirtyeight.com/", gzip.decompress((TRAF / "webpage.html.gz").read_bytes()))]
+            trafilatura("mozilla.org.firefox.developer.html")),
+           ("https://www.apache.org/", trafilatura("apache.html")),
+           ("https://fivethirtyeight.com/", trafilatura("webpage.html.gz"))]
     for name in WARCS:
-        with open(DATA / "warc" / name, "rb") as fh:
-            for rec in ArchiveIterator(fh, arc2warc=True):
-                if rec.rec_type != "response" or not rec.http_headers:
-                    continue
-                if "html" not in (rec.http_headers.get_header("Content-Type") or "").lower():
-                    continue
-                out.append((rec.rec_headers.get_header("WARC-Target-URI"),
-                            rec.content_stream().read()))
+        out += [(url, body) for url, _, body in warc_html(name)]
     return out
 
 
@@ -252,7 +243,7 @@ def test_real_pages_are_benign(real):
 
 
 def test_real_scam_and_adult_pages(real):
-    md = run(real, page("https://www.flexytalk.net/chat", (TRAF / "apache.html").read_bytes()))
+    md = run(real, page("https://www.flexytalk.net/chat", trafilatura("apache.html")))
     assert md["risk"] == ["malicious"] and md["risk.reason"] == [
         "malicious:badware.min.txt:||flexytalk.net^"]
     html = ("<title>Free XXX porn videos</title><p>Hot hardcore sex movies with horny sluts. "
