@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,6 @@ from owler.parse.html import parse_html
 from owler.parse.page import PageHandler
 from tests.realpages import trafilatura, warc_html
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 ROOT = "org.apache.stormcrawler.parse.ParseFilters"
 
 

@@ -115,8 +115,7 @@ class OwlerComponent:
         self._stats_written = now
         counters, gauges = self.snapshot()
         doc = {"component": self.component_name, "task": self.task_id, "pid": os.getpid(),
-               "storm_id": self.conf.get(M.STORM_ID_KEY), "time": now, "counters": counters,
-               "gauges": gauges}
+               "time": now, "counters": counters, "gauges": gauges}
         tmp = f"{self._stats_path}.tmp"
         try:
             os.makedirs(os.path.dirname(self._stats_path), exist_ok=True)
