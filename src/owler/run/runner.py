@@ -398,10 +398,9 @@ class LocalRun:
             status = crawl_status(self.conf, now, with_metrics=False)
         except Exception:  # noqa: BLE001 - the frontier busy or away for a moment: next round
             status = None
-        storm = read_storm_stats(self.storm_stats)
-        storm_id = next((s.get("storm_id") for s in stats.values() if s.get("storm_id")), None)
+        storm = read_storm_stats(self.storm_stats)  # its "id" is the components' srcStormId
         try:
-            self.recorder.record(now, stats, status, storm, storm_id)
+            self.recorder.record(now, stats, status, storm, (storm or {}).get("id"))
         except Exception as exc:  # noqa: BLE001 - e.g. disk full: the crawl goes on
             print(f"owler: cannot record the run's metrics: {exc}", file=self.out)
 
