@@ -21,7 +21,7 @@ from bolts.parser import ParserBolt
 from bolts.partitioner import PartitionerBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from bolts.warc_writer import writer_spec
+from bolts.warc_writer import archiving, pages_from, writer_spec
 from owler.conf import parallelism, topology_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
 from spouts.frontier import FrontierSpout
@@ -42,10 +42,11 @@ class Explorative(Topology):
     partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout], par=par("partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
                                par=par("fetcher"), config=TICK)
-    # archived first: a page's status is written only once its records are stored
+    # archived first: a page's status is written only once its records are stored (no writer
+    # with warc.enabled: false)
     warc = writer_spec(fetcher, CONFIG, par("warc"), TICK)
     parser = ParserBolt.spec(name="parser", par=par("parser"),
-                             inputs={warc: Grouping.LOCAL_OR_SHUFFLE})
+                             inputs={pages_from(warc, fetcher): Grouping.LOCAL_OR_SHUFFLE})
     urlfilter = URLFilterBolt.spec(
         name="urlfilter", par=par("urlfilter"),
         inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE,
@@ -65,4 +66,5 @@ class Explorative(Topology):
         from owler.warc.stream import check_conf as check_warc_conf
 
         check_fetch_conf(conf)
-        check_warc_conf(conf)
+        if archiving(conf):
+            check_warc_conf(conf)

@@ -37,7 +37,7 @@ from bolts.partitioner import PartitionerBolt
 from bolts.sitemap_parser import SitemapParserBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from bolts.warc_writer import writer_spec
+from bolts.warc_writer import archiving, pages_from, writer_spec
 from owler.conf import ConfError, parallelism, topology_conf
 from owler.constants import (EMIT_OUTLINKS_KEY, EXCLUDE_TAGS_KEY, FRONTIER_BACKEND_KEY,
                              FRONTIER_TAGS_KEY,
@@ -72,11 +72,12 @@ class Sitemap(Topology):
                                        par=par("partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
                                par=par("fetcher"), config={**TICK, SITEMAP_DISCOVERY: True})
-    # archived first: a page's status is written only once its records are stored
+    # archived first: a page's status is written only once its records are stored (no writer
+    # with warc.enabled: false)
     warc = writer_spec(fetcher, CONFIG, par("warc"), TICK)
     sitemaps = SitemapParserBolt.spec(
         name="sitemap", par=par("sitemap"),
-        inputs={warc: Grouping.LOCAL_OR_SHUFFLE})
+        inputs={pages_from(warc, fetcher): Grouping.LOCAL_OR_SHUFFLE})
     parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE},
                              par=par("parser"), config={EMIT_OUTLINKS_KEY: False})
     urlfilter = URLFilterBolt.spec(
@@ -106,7 +107,8 @@ class Sitemap(Topology):
         SitemapProcessor(conf)
         load_scheduler(conf)
         check_fetch_conf(conf)
-        check_warc_conf(conf)
+        if archiving(conf):
+            check_warc_conf(conf)
 
     status = StatusUpdaterBolt.spec(
         name="status", par=par("status"), config={**TICK, METADATA_TRANSFER_KEY: TRANSFER},

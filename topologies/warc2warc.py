@@ -20,8 +20,9 @@ from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
 from bolts.warc_copy import WARCCopyBolt
 from bolts.warc_parser import WARCParserBolt
+from owler import conf as C
 from owler.conf import parallelism, topology_conf
-from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
+from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY, WARC_ENABLED_KEY
 from owler.warc.feed import ARCHIVE_STREAM
 from spouts.warc import WARCSpout
 
@@ -63,5 +64,8 @@ class Warc2Warc(Topology):
         from owler.warc.progress import progress_backend
         from owler.warc.stream import check_conf as check_warc_conf
 
+        if not C.get_bool(conf, WARC_ENABLED_KEY, True):
+            raise C.ConfError(f"{WARC_ENABLED_KEY}: warc2warc writes WARC files, it cannot run "
+                              "with WARC output off")
         progress_backend(conf)
         check_warc_conf(conf, dedup=False)

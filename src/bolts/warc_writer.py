@@ -35,7 +35,7 @@ from streamparse import Bolt, Grouping
 
 from owler import conf as C
 from owler import wire
-from owler.constants import AGENT_NAME_KEY, FETCHED_FIELDS
+from owler.constants import AGENT_NAME_KEY, FETCHED_FIELDS, WARC_ENABLED_KEY
 from owler.task.component import OwlerComponent
 from owler.warc.stream import MAX_AGE_KEY, S3StreamWriter, stream_enabled
 from owler.warc.upload import open_output
@@ -44,9 +44,22 @@ from owler.warc.writer import partition_name
 log = logging.getLogger("owler.warc")
 
 def writer_spec(fetcher, conf: dict, tasks: int, config: dict):
-    """The ``warc`` component of a crawl topology, fed by ``fetcher``; the parser reads from it."""
+    """The ``warc`` component of a crawl topology, fed by ``fetcher``; the parser reads from it.
+    None with ``warc.enabled: false``: nothing is archived and the parser reads from the fetcher
+    (:func:`pages_from`)."""
+    if not archiving(conf):
+        return None
     grouping = Grouping.fields("url") if stream_enabled(conf) else Grouping.LOCAL_OR_SHUFFLE
     return WARCWriterBolt.spec(name="warc", par=tasks, config=config, inputs={fetcher: grouping})
+
+
+def archiving(conf: dict) -> bool:
+    return C.get_bool(conf, WARC_ENABLED_KEY, True)
+
+
+def pages_from(warc, fetcher):
+    """The component the parser takes fetched pages from: the WARC writer, if there is one."""
+    return fetcher if warc is None else warc
 
 
 class WARCWriterBolt(OwlerComponent, Bolt):

@@ -136,6 +136,8 @@ INTEREST_TAGS_KEY = "frontier.interest.tags"
 EXCLUDE_TAGS_KEY = "frontier.interest.exclude.tags"
 MIN_DELAY_QUERIES_KEY = "spout.min.delay.queries"
 WARC_DIR_KEY = "warc.dir"
+#: false: the crawl topologies archive nothing (no WARC writer; the parser reads from the fetcher)
+WARC_ENABLED_KEY = "warc.enabled"
 WARC_PREFIX_KEY = "warc.prefix"
 WARC_ROTATION_SIZE_KEY = "warc.rotation.size"
 WARC_ROTATION_TIME_KEY = "warc.rotation.time"

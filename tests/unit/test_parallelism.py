@@ -100,3 +100,22 @@ def test_warc2warc_records_reach_their_copy_task_by_url():
     # the copy finds replays in its progress store: the writer's dedup window is not its concern
     conf = load_conf(None, ["warc.s3.bucket=out", "warc.s3.dedup.window=10"])
     check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)
+
+
+@pytest.mark.parametrize("topology,reader", [("explorative", "parser"), ("sitemap", "sitemap")])
+def test_warc_output_off_wires_the_parser_to_the_fetcher(topology, reader):
+    """warc.enabled: false (a crawl that only feeds the frontier or an index; the benchmark's
+    like-for-like run against StormCrawler without WARC): no writer, the streaming keys unchecked."""
+    conf = load_conf(None, ["warc.enabled=false", "warc.s3.bucket=crawl",
+                            "warc.s3.stream.part.size=1"])
+    cls = load_topology(ROOT, topology, conf)
+    check_topology_conf(cls, ROOT, conf)
+    wiring = inputs(cls)
+    assert "warc" not in wiring
+    assert wiring[reader] == {"fetcher": "LOCAL_OR_SHUFFLE"}
+
+
+def test_warc2warc_refuses_warc_output_off():
+    conf = load_conf(None, ["warc.enabled=false"])
+    with pytest.raises(ConfError, match="warc2warc writes WARC files"):
+        check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)

@@ -35,7 +35,8 @@ import yaml
 
 from owler import conf as C
 from owler.constants import (EXECUTOR_METRICS_KEY, METRICS_ENABLED_KEY, WARC2WARC_INPUT_KEY,
-                             WARC_DIR_KEY, WARC_PREFIX_KEY, WARC_S3_BUCKET_KEY, WARC_S3_PREFIX_KEY)
+                             WARC_DIR_KEY, WARC_ENABLED_KEY, WARC_PREFIX_KEY, WARC_S3_BUCKET_KEY,
+                             WARC_S3_PREFIX_KEY)
 from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY
 
 
@@ -446,6 +447,8 @@ class LocalRun:
             print(f"owler: WARC files: uploaded to s3://{bucket}/{prefix}"
                   + (f" ({len(files)} file(s) still waiting in {warc_dir}: uploaded at the next "
                      "start)" if files else ""), file=self.out)
+        elif not C.get_bool(self.conf, WARC_ENABLED_KEY, True) and self.name != "warc2warc":
+            print(f"owler: WARC files: none ({WARC_ENABLED_KEY}: false)", file=self.out)
         else:
             print(f"owler: WARC files: {warc_dir} ({len(files)} file(s), {self.warc_bytes()} "
                   "bytes)", file=self.out)
