@@ -96,10 +96,11 @@ unit: venv risk dashboard
 integration: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
-# Every benchmark (bench/run_all.py): the crawl of the benchmark farm by the explorative topology,
-# Scrapy, StormCrawler (its jars: bench/stormcrawler/pom.xml, fetched on first use into
-# .work/bench) and a bare loop; warc2warc against its bare loop; the frontier backends. Prints a
-# table and writes it into BENCHMARKS.md. BENCH_ARGS passes options (e.g. --only explorative,scrapy).
+# Every benchmark (bench/run_all.py): crawls of two benchmark farms (politeness-bound and
+# CPU-bound) by the explorative topology with and without WARC, Scrapy, StormCrawler (its jars:
+# bench/stormcrawler/pom.xml, fetched on first use into .work/bench) and the bare loops;
+# warc2warc against its bare loop; the frontier backends. Prints a table and writes it into
+# BENCHMARKS.md. BENCH_ARGS passes options (e.g. --only explorative,scrapy --farms 3000x6).
 BENCH_ARGS ?=
 bench: setup $(BIN)/.bench-installed
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)

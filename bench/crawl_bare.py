@@ -1,11 +1,16 @@
-"""The bare crawl loop: one process, asyncio, no Storm - the practical limit of this machine.
+"""The bare crawl loop: asyncio, no Storm - the practical limit of this machine.
 
 Does the work of the explorative crawl with the fastest sound libraries in the virtualenv, and
 nothing else: aiohttp (keep-alive connection reuse) fetches, protego reads robots.txt, selectolax
 (lexbor) finds the links, ada-url resolves and normalizes them, and the project's own
 ``owler.warc.writer.WARCWriter`` writes the same per-record-gzipped WARC files as the crawler
 (a request and a response record per page, zlib level 6). Parsing and WARC writing run inline in
-the event loop: what one Python process can do on its own.
+the event loop: what one Python process can do on its own. ``--workers N`` runs N such processes,
+each owning the hosts whose CRC-32 falls to it (its own seen-set, queues and WARC partition) and
+sending the URLs it finds for other hosts to their owner through a pipe, so a crawl whose limit
+is the CPU and not politeness can use every core; the crawl ends when every worker is idle and
+no URL is on its way. ``--no-warc`` archives nothing (the like-for-like peer of a crawl with
+``warc.enabled: false`` and of StormCrawler without its WARC module).
 
 Politeness, as the crawler's fetcher:
   - robots.txt is fetched once per origin (scheme://host:port), in the slot of the first URL of
@@ -29,10 +34,11 @@ URL or its first ``<base href>``; fragment dropped; http/https only) are queued.
 archived but not parsed; a 3xx queues its Location; anything else counts as an error.
 
     python bench/crawl_bare.py --seeds SEEDS_FILE --out DIR [--delay 1.0] [--concurrency 50]
-                               [--agent owler-bench] [--timeout 10]
+                               [--agent owler-bench] [--timeout 10] [--workers 1] [--no-warc]
 
-Prints one JSON line on stdout at the end (pages, errors, warc_bytes, seconds, robots and a few
-more counters, including this process's CPU seconds); logs go to stderr.
+``--concurrency`` is shared by the workers. Prints one JSON line on stdout at the end (pages, errors,
+warc_bytes, seconds, robots and a few more counters summed over the workers, and their CPU
+seconds); logs go to stderr.
 """
 
 from __future__ import annotations
@@ -43,9 +49,13 @@ import contextvars
 import heapq
 import json
 import logging
+import multiprocessing as mp
+import os
+import queue
 import resource
 import sys
 import time
+import zlib
 from collections import deque
 from pathlib import Path
 
@@ -106,6 +116,61 @@ class PeerConnector(aiohttp.TCPConnector):
         return conn
 
 
+class Mesh:
+    """What the workers of one crawl share: who owns a host, a pipe into each worker (its inbox),
+    and the counters that tell when the crawl is over. Built before the workers fork."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.inboxes = [os.pipe() for _ in range(n)]  # (read fd, write fd) per worker
+        self.sent = mp.Value("q", 0)
+        self.received = mp.Value("q", 0)
+        self.idle = mp.Array("b", n)  # 0 until a worker has nothing queued, in flight or to send
+
+    def owner(self, host: str) -> int:
+        return zlib.crc32(host.encode()) % self.n
+
+    def count_sent(self, n: int) -> None:
+        with self.sent.get_lock():  # before the write: a URL is never received before it is sent
+            self.sent.value += n
+
+    def count_received(self, me: int, n: int) -> None:
+        self.idle[me] = 0  # before the count: another worker must not see the crawl as over
+        with self.received.get_lock():
+            self.received.value += n
+
+    def finished(self, me: int) -> bool:
+        """Worker ``me`` is idle: is everyone, with no URL on its way? (A worker leaves idle only
+        by receiving, which changes the counters read on both sides of the flags.)"""
+        self.idle[me] = 1
+        before = (self.sent.value, self.received.value)
+        if before[0] != before[1] or not all(self.idle):
+            return False
+        return (self.sent.value, self.received.value) == before
+
+
+class Inbox(asyncio.Protocol):
+    """URLs other workers found for this worker's hosts, one per line."""
+
+    def __init__(self, crawler: "BareCrawler") -> None:
+        self.crawler = crawler
+        self.rest = b""
+
+    def data_received(self, data: bytes) -> None:
+        lines = (self.rest + data).split(b"\n")
+        self.rest = lines.pop()
+        if not lines:
+            return
+        c = self.crawler
+        c.mesh.count_received(c.me, len(lines))
+        seen = c.seen
+        for line in lines:
+            url = line.decode()
+            if url not in seen:
+                c.add(url)
+        c.wake.set()
+
+
 class Host:
     __slots__ = ("name", "queue", "next_time", "busy", "scheduled", "delay")
 
@@ -120,13 +185,17 @@ class Host:
 
 class BareCrawler:
     def __init__(self, out: Path, delay: float, concurrency: int, agent: str,
-                 timeout: float, gzip_level: int = 6) -> None:
+                 timeout: float, gzip_level: int = 6, warc: bool = True,
+                 mesh: Mesh | None = None, me: int = 0) -> None:
         self.delay = max(0.0, delay)
         self.concurrency = max(1, concurrency)
         self.agent = agent
         self.timeout = timeout
-        self.writer = WARCWriter(out, prefix="BARE", partition="0", gzip_level=gzip_level,
-                                 extra_info={"http-header-user-agent": agent})
+        self.writer = WARCWriter(out, prefix="BARE", partition=str(me), gzip_level=gzip_level,
+                                 extra_info={"http-header-user-agent": agent}) if warc else None
+        self.mesh, self.me = mesh, me
+        self.outbox: dict[int, list[str]] = {}  # worker -> URLs of its hosts found here
+        self.pipes: dict[int, asyncio.WriteTransport] = {}
         self.hosts: dict[str, Host] = {}
         self.robots: dict[str, object] = {}  # origin -> _UNKNOWN/_ALLOW_ALL/_DEAD/Protego
         self.seen: set[str] = set()
@@ -149,6 +218,9 @@ class BareCrawler:
             return
         self.seen.add(url)
         origin, name = parts
+        if self.mesh is not None and (owner := self.mesh.owner(name)) != self.me:
+            self.outbox.setdefault(owner, []).append(url)
+            return
         if self.robots.get(origin) is _DEAD:
             self.c["skipped"] += 1
             return
@@ -159,6 +231,24 @@ class BareCrawler:
         self.c["queued"] += 1
         if not host.busy and not host.scheduled:
             self._schedule(host, max(time.monotonic(), host.next_time))
+
+    def _send(self) -> None:
+        """Hand the URLs found for other workers' hosts to them."""
+        for owner, urls in self.outbox.items():
+            if urls:
+                self.mesh.count_sent(len(urls))
+                self.pipes[owner].write(("\n".join(urls) + "\n").encode())
+                urls.clear()
+
+    async def _connect(self, loop) -> None:
+        for i, (r, w) in enumerate(self.mesh.inboxes):
+            if i == self.me:
+                os.close(w)
+                await loop.connect_read_pipe(lambda: Inbox(self), os.fdopen(r, "rb", 0))
+            else:
+                os.close(r)
+                self.pipes[i] = (await loop.connect_write_pipe(
+                    asyncio.Protocol, os.fdopen(w, "wb", 0)))[0]
 
     def _schedule(self, host: Host, when: float) -> None:
         self.seq += 1
@@ -195,6 +285,9 @@ class BareCrawler:
             headers={"User-Agent": self.agent, "Accept": ACCEPT,
                      "Accept-Language": "en-US,en;q=0.5"},
             raise_for_status=False, trust_env=False)
+        loop = asyncio.get_running_loop()
+        if self.mesh is not None:
+            await self._connect(loop)
         for s in seeds:
             try:
                 url = _normalize(s).partition("#")[0]
@@ -202,7 +295,6 @@ class BareCrawler:
                 log.warning("bad seed %r", s)
                 continue
             self.add(url)
-        loop = asyncio.get_running_loop()
         heap, wake = self.heap, self.wake
         tasks: set[asyncio.Task] = set()
         try:
@@ -219,10 +311,16 @@ class BareCrawler:
                     task = loop.create_task(self._work(host, *nxt))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
-                if not heap and self.inflight == 0:
-                    break
                 wake.clear()
                 timer = None
+                if self.mesh is not None:
+                    self._send()
+                    if not heap and self.inflight == 0:
+                        if self.mesh.finished(self.me):
+                            break
+                        timer = loop.call_later(0.05, wake.set)  # until a URL comes
+                elif not heap and self.inflight == 0:
+                    break
                 if heap and self.inflight < self.concurrency:
                     timer = loop.call_later(max(0.0, heap[0][0] - now), wake.set)
                 await wake.wait()
@@ -232,7 +330,8 @@ class BareCrawler:
             for task in tasks:
                 task.cancel()
             await self.session.close()
-            self.writer.close()
+            if self.writer is not None:
+                self.writer.close()
 
     async def _work(self, host: Host, url: str, origin: str) -> None:
         try:
@@ -318,18 +417,22 @@ class BareCrawler:
             if status < 200:
                 self.c["errors"] += 1
                 return
-            info = resp.request_info
-            request = "".join([f"GET {info.url.raw_path_qs or '/'} HTTP/1.1\r\n",
-                               *(f"{k}: {v}\r\n" for k, v in info.headers.items()),
-                               "\r\n"]).encode("latin-1", "replace")
-            headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
-            version = f"{resp.version.major}.{resp.version.minor}"
-            status_line = f"HTTP/{version} {status} {resp.reason or ''}"
+            if self.writer is not None:
+                info = resp.request_info
+                request = "".join([f"GET {info.url.raw_path_qs or '/'} HTTP/1.1\r\n",
+                                   *(f"{k}: {v}\r\n" for k, v in info.headers.items()),
+                                   "\r\n"]).encode("latin-1", "replace")
+                headers = [(k.decode("latin-1"), v.decode("latin-1"))
+                           for k, v in resp.raw_headers]
+                version = f"{resp.version.major}.{resp.version.minor}"
+                status_line = f"HTTP/{version} {status} {resp.reason or ''}"
             ctype = resp.headers.get("Content-Type", "")
             charset = resp.charset
-        self.writer.write_exchange(url, fetch_time=fetch_time, request_line_and_headers=request,
-                                   status_line=status_line.rstrip(), response_headers=headers,
-                                   payload=body, ip=peer[0])
+        if self.writer is not None:
+            self.writer.write_exchange(url, fetch_time=fetch_time,
+                                       request_line_and_headers=request,
+                                       status_line=status_line.rstrip(),
+                                       response_headers=headers, payload=body, ip=peer[0])
         self.c["pages"] += 1
         mime = ctype.partition(";")[0].strip().lower()
         if status != 200 or mime not in ("text/html", "application/xhtml+xml"):
@@ -408,6 +511,31 @@ def read_seeds(path: str) -> list[str]:
     return out
 
 
+def crawl(args, seeds: list[str], concurrency: int, mesh: Mesh | None = None,
+          me: int = 0) -> dict:
+    """One worker's crawl; its counters."""
+    crawler = BareCrawler(Path(args.out), args.delay, concurrency, args.agent, args.timeout,
+                          args.gzip_level, warc=not args.no_warc, mesh=mesh, me=me)
+    asyncio.run(crawler.run(seeds))
+    c = crawler.c
+    return {"pages": c["pages"], "errors": c["errors"],
+            "warc_bytes": crawler.writer.stats.bytes if crawler.writer is not None else 0,
+            "robots": c["robots"], "robots_errors": c["robots_errors"],
+            "robots_denied": c["robots_denied"], "skipped": c["skipped"],
+            "redirects": c["redirects"], "not_html": c["not_html"],
+            "urls_seen": len(crawler.seen), "links_resolved": c["links"],
+            "hosts": len(crawler.hosts),
+            "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def _worker(args, seeds: list[str], concurrency: int, mesh: Mesh, me: int, done) -> None:
+    try:
+        done.put(crawl(args, seeds, concurrency, mesh, me))
+    except BaseException as exc:  # noqa: BLE001 - the parent reports it
+        done.put({"error": f"worker {me}: {type(exc).__name__}: {exc}"})
+        raise
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", required=True, help="seed file (- for stdin)")
@@ -419,27 +547,52 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
     ap.add_argument("--gzip-level", type=int, default=6,
                     help="zlib level of the WARC records (the crawler's warc.gzip.level: 6)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="processes, each owning the hosts that hash to it")
+    ap.add_argument("--no-warc", action="store_true", help="archive nothing")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     seeds = read_seeds(args.seeds)
-    crawler = BareCrawler(Path(args.out), args.delay, args.concurrency, args.agent, args.timeout,
-                           args.gzip_level)
+    workers = max(1, args.workers)
     r0 = resource.getrusage(resource.RUSAGE_SELF)
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    asyncio.run(crawler.run(seeds))
+    if workers == 1:
+        results = [crawl(args, seeds, args.concurrency)]
+    else:
+        mesh = Mesh(workers)
+        ctx = mp.get_context("fork")
+        done = ctx.Queue()
+        share = -(-args.concurrency // workers)
+        procs = [ctx.Process(target=_worker, args=(args, seeds, share, mesh, i, done))
+                 for i in range(workers)]
+        for proc in procs:
+            proc.start()
+        for fds in mesh.inboxes:
+            for fd in fds:
+                os.close(fd)
+        results = []
+        while len(results) < workers:
+            try:
+                results.append(done.get(timeout=1.0))
+            except queue.Empty:
+                if any(proc.exitcode for proc in procs):  # died before it could say why
+                    raise SystemExit(f"a worker died: exit codes "
+                                     f"{[proc.exitcode for proc in procs]}") from None
+        for proc in procs:
+            proc.join()
+        if any(proc.exitcode for proc in procs) or any("error" in r for r in results):
+            raise SystemExit(f"a worker failed: {[r.get('error') for r in results]}")
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    c = crawler.c
-    res = {"pages": c["pages"], "errors": c["errors"], "warc_bytes": crawler.writer.stats.bytes,
-           "seconds": round(wall, 3), "robots": c["robots"],
-           "robots_errors": c["robots_errors"], "robots_denied": c["robots_denied"],
-           "skipped": c["skipped"], "redirects": c["redirects"], "not_html": c["not_html"],
-           "urls_seen": len(crawler.seen), "links_resolved": c["links"],
-           "hosts": len(crawler.hosts),
-           "cpu_seconds": round(cpu, 3), "max_rss_mb": round(r1.ru_maxrss / 1024, 1)}
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = sum((b.ru_utime - a.ru_utime) + (b.ru_stime - a.ru_stime)
+              for a, b in ((r0, r1), (c0, c1)))
+    res = {k: sum(r[k] for r in results) for k in results[0] if k != "max_rss_mb"}
+    res.update(seconds=round(wall, 3), workers=workers, cpu_seconds=round(cpu, 3),
+               max_rss_mb=round(sum(r["max_rss_mb"] for r in results), 1))
     print(json.dumps(res), flush=True)
     return 0
 

@@ -1,19 +1,23 @@
 """`make bench`: every benchmark of the project in one run, printed as a table and written into
 BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
 
-1. Crawls of the benchmark web farm (`bench/farm.py`: `--hosts` loopback hosts of `--pages`
-   30-100 KB pages with 100-200 links each, the same web for every run, a fresh farm process per
-   run), with the same politeness (robots.txt obeyed, `--delay` seconds between two requests to
-   a host, one request at a time per host, `--concurrency` requests in flight), each run to the
-   end of the farm:
+1. Crawls of the benchmark web farms (`bench/farm.py`; `--farms HOSTSxPAGES,...`: loopback hosts
+   of 30-100 KB pages with 100-200 links each, the same web for every run, a fresh farm process
+   per run), with the same politeness (robots.txt obeyed, `--delay` seconds between two requests
+   to a host, one request at a time per host, `--concurrency` requests in flight), each run to
+   the end of the farm. The default farms: 500 hosts × 41 pages, where politeness caps every
+   crawler at 500 pages/s, and 3,000 hosts × 7 pages (the same ~21,000 pages), where it allows
+   3,000 pages/s and the CPU is the limit. The runs:
    - `explorative`: the explorative topology on real Storm (local mode), embedded SQLite
      frontier, outlinks and WARC writing on (`owler inject` + `owler run explorative`);
+   - `explorative-nowarc`: the same with `warc.enabled: false`;
    - `scrapy`: Scrapy crawling the same farm (`bench/crawl_scrapy.py`), pages stored as WARC;
    - `stormcrawler`: StormCrawler 2.4 (Java) in Storm local mode with its in-memory frontier
-     (`bench/crawl_stormcrawler.py`); it writes no WARC (its WARC module for Storm 2.x is not
-     on Maven Central);
-   - `bare`: one asyncio process fetching, extracting links and writing WARC with the fastest
-     libraries at hand (`bench/crawl_bare.py`), the practical limit of the machine.
+     (`bench/crawl_stormcrawler.py`); it writes no WARC (no StormCrawler WARC module could be
+     had from the registry: see BENCHMARKS.md);
+   - `bare` / `bare-nowarc`: asyncio loops, one process per core, fetching, extracting links and
+     writing WARC (or not) with the fastest libraries at hand (`bench/crawl_bare.py`), the
+     practical limit of the machine.
    Pages/s is what the farm served between its first and last page (distinct pages: a page
    fetched twice counts once; the table shows the repeats). CPU is the whole process
    tree of the run (JVM and every Python component for Storm), over the crawl window (first to
@@ -23,8 +27,9 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
 3. The frontier backends (`bench/bench_frontier.py`, `bench/bench_frontier_opensearch.py`).
 4. The URLFrontier service against the frontier used directly (`bench/bench_urlfrontier.py`).
 
-Usage: .venv/bin/python bench/run_all.py [--only explorative,scrapy,stormcrawler,bare,warc2warc,frontier,urlfrontier]
-       [--hosts 500] [--pages 40] [--delay 1.0] [--concurrency 50] [-o KEY=VALUE ...] [--no-write]
+Usage: .venv/bin/python bench/run_all.py [--only explorative,explorative-nowarc,scrapy,
+       stormcrawler,bare,bare-nowarc,warc2warc,frontier,urlfrontier] [--farms 500x40,3000x6]
+       [--delay 1.0] [--concurrency 50] [-o KEY=VALUE ...] [--no-write]
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import re
 import resource
 import shutil
@@ -49,11 +55,32 @@ from bench.measure import TreeSampler, machine  # noqa: E402
 
 AGENT = "owler-bench"
 BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
-CRAWLERS = ("explorative", "scrapy", "stormcrawler", "bare")
+#: run name -> (crawler, writes WARC)
+RUNS = {"explorative": ("explorative", True), "explorative-nowarc": ("explorative", False),
+        "scrapy": ("scrapy", True), "stormcrawler": ("stormcrawler", False),
+        "bare": ("bare", True), "bare-nowarc": ("bare", False)}
+#: (ours, peer, what the issue asks of the ratio): the ratios printed under each farm's table
+PAIRS = (("explorative-nowarc", "stormcrawler", "like for like, no WARC on either side"),
+         ("explorative", "stormcrawler", "our WARC on, StormCrawler's off"),
+         ("explorative", "scrapy", "both write WARC"),
+         ("explorative", "bare", "both write WARC"),
+         ("explorative-nowarc", "bare-nowarc", "no WARC on either side"))
 
 
-def crawl_command(name: str, work: Path, seeds: Path, args) -> list[str]:
+def parse_farms(text: str) -> list[tuple[int, int]]:
+    """``500x40,3000x6`` -> [(500, 40), (3000, 6)]: hosts × pages besides the home page."""
+    farms = []
+    for item in text.split(","):
+        hosts, sep, pages = item.strip().lower().partition("x")
+        if not sep or not hosts.isdigit() or not pages.isdigit() or int(hosts) < 1:
+            raise SystemExit(f"--farms: expected HOSTSxPAGES[,HOSTSxPAGES...], got {item!r}")
+        farms.append((int(hosts), int(pages)))
+    return farms
+
+
+def crawl_command(run: str, work: Path, seeds: Path, args) -> list[str]:
     py = sys.executable
+    name, warc = RUNS[run]
     if name == "explorative":
         conf = work / "conf.yaml"
         conf.write_text(
@@ -61,21 +88,25 @@ def crawl_command(name: str, work: Path, seeds: Path, args) -> list[str]:
             f"owler.work.dir: {work}\nhttp.allow.private.addresses: true\n"
             f"http.agent.name: {AGENT}\nfetcher.server.delay: {args.delay}\n"
             f"fetcher.threads.number: {args.concurrency}\nhttp.timeout: 10000\n"
+            f"warc.enabled: {str(warc).lower()}\n"
             + "".join(f"{k}: {v}\n" for k, _, v in (o.partition("=") for o in args.options)))
         subprocess.run([py, "-m", "owler", "inject", str(seeds), "--conf", str(conf)],
                        cwd=ROOT, check=True, capture_output=True)
         return [py, "-m", "owler", "run", "explorative", "--conf", str(conf),
                 "--idle-exit", "5"]
     script = ROOT / "bench" / f"crawl_{name}.py"
-    return [py, str(script), "--seeds", str(seeds), "--out", str(work / "warc"),
-            "--delay", str(args.delay), "--concurrency", str(args.concurrency),
-            "--agent", AGENT]
+    cmd = [py, str(script), "--seeds", str(seeds), "--out", str(work / "warc"),
+           "--delay", str(args.delay), "--concurrency", str(args.concurrency), "--agent", AGENT]
+    if name == "bare":
+        cmd += ["--workers", str(os.cpu_count() or 1)] + ([] if warc else ["--no-warc"])
+    return cmd
 
 
-def run_crawl(name: str, args) -> dict:
+def run_crawl(name: str, farm_size: tuple[int, int], args) -> dict:
+    hosts, pages_per_host = farm_size
     work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     try:
-        with BenchFarm(args.hosts, args.pages, args.seed, work / "farm.json") as farm:
+        with BenchFarm(hosts, pages_per_host, args.seed, work / "farm.json") as farm:
             seeds = work / "seeds.txt"
             seeds.write_text("\n".join(farm.seeds()) + "\n")
             cmd = crawl_command(name, work, seeds, args)
@@ -103,7 +134,8 @@ def run_crawl(name: str, args) -> dict:
     window = max(stats["last_page"] - stats["first_page"], 1e-9)
     cpu_run = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     cpu_window = sampler.cpu_at(stats["last_page"]) - sampler.cpu_at(stats["first_page"])
-    return {"run": name, "pages": pages, "expected_pages": args.hosts * (args.pages + 1),
+    return {"run": name, "farm": f"{hosts}x{pages_per_host}", "pages": pages,
+            "expected_pages": hosts * (pages_per_host + 1),
             "pages_per_s": round(pages / window, 1), "crawl_s": round(window, 1),
             "run_wall_s": round(wall, 1), "cpu_s_run": round(cpu_run, 1),
             "cpu_ms_per_page_window": round(1000 * cpu_window / max(pages, 1), 2),
@@ -125,10 +157,14 @@ def run_json(cmd: list[str]) -> dict:
     return json.loads(out.stdout[out.stdout.index("{"):])
 
 
-def crawl_table(rows: list[dict], args) -> list[str]:
-    lines = [f"Farm: {args.hosts} hosts × {args.pages + 1} pages (30–100 KB, 100–200 links), "
+def crawl_table(rows: list[dict], farm_size: tuple[int, int], args) -> list[str]:
+    hosts, pages = farm_size
+    bound = ("politeness is the limit" if hosts / args.delay <= 1000 else
+             "the CPU is the limit")
+    lines = [f"Farm: {hosts:,} hosts × {pages + 1} pages (30–100 KB, 100–200 links), "
              f"seed {args.seed}; politeness: robots.txt, {args.delay} s between requests to a "
-             f"host, one at a time per host, {args.concurrency} in flight.", "",
+             f"host, one at a time per host, {args.concurrency} in flight: at most "
+             f"{hosts / args.delay:,.0f} pages/s ({bound}).", "",
              "| run | pages | pages/s | CPU ms/page, crawl | CPU ms/page, whole run | peak memory "
              "(all processes) | WARC MB | duplicates | robots violations |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -139,22 +175,24 @@ def crawl_table(rows: list[dict], args) -> list[str]:
                      f"({r['processes']} proc.) | {r['warc_mb'] or 'none'} | {r['duplicates']} | "
                      f"{r['robots_violations']} |")
     by = {r["run"]: r for r in rows}
-    if "stormcrawler" in by:
-        lines += ["", "StormCrawler 2.4: one JVM (3 GB heap), its in-memory frontier (`MemorySpout`, "
-                  "`MemoryStatusUpdater`), its JSoup parser extracting text; it writes no WARC (its "
-                  "WARC module for Storm 2.x is not on Maven Central). Its repeats: each seed is "
-                  "fetched again when found as a link (`MemorySpout` seeds are unknown to the "
-                  "status updater's cache); pages/s counts distinct pages."]
-    if "explorative" in by:
-        ex = by["explorative"]
-        for peer in ("scrapy", "stormcrawler", "bare"):
-            if peer in by:
-                p = by[peer]
-                lines.append("")
-                lines.append(f"explorative / {peer}: pages/s "
-                             f"{ex['pages_per_s'] / p['pages_per_s']:.2f}×, CPU per page (crawl) "
-                             f"{ex['cpu_ms_per_page_window'] / p['cpu_ms_per_page_window']:.2f}×.")
+    lines.append("")
+    for ours, peer, what in PAIRS:
+        if ours in by and peer in by:
+            a, b = by[ours], by[peer]
+            lines.append(f"- {ours} / {peer} ({what}): pages/s "
+                         f"{a['pages_per_s'] / b['pages_per_s']:.2f}×, CPU per page (crawl) "
+                         f"{a['cpu_ms_per_page_window'] / b['cpu_ms_per_page_window']:.2f}×, "
+                         f"peak memory {a['peak_rss_mb'] / max(b['peak_rss_mb'], 1):.2f}×.")
     return lines
+
+
+STORMCRAWLER_NOTE = (
+    "StormCrawler 2.4: one JVM (3 GB heap), its in-memory frontier (`MemorySpout`, "
+    "`MemoryStatusUpdater`), its JSoup parser extracting text; it writes no WARC (no "
+    "StormCrawler WARC module resolves from the registry here: BENCHMARKS.md, issue 20). Its "
+    "repeats: each seed is fetched again when found as a link (`MemorySpout` seeds are unknown "
+    "to the status updater's cache); pages/s counts distinct pages. The bare loops run one "
+    "process per core.")
 
 
 def frontier_lines(sq: dict, os_: dict) -> list[str]:
@@ -185,10 +223,9 @@ def write_benchmarks(section: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default="explorative,scrapy,stormcrawler,bare,warc2warc,frontier,"
-                                      "urlfrontier")
-    ap.add_argument("--hosts", type=int, default=500)
-    ap.add_argument("--pages", type=int, default=40)
+    ap.add_argument("--only", default=",".join(RUNS) + ",warc2warc,frontier,urlfrontier")
+    ap.add_argument("--farms", default="500x40,3000x6",
+                    help="benchmark farms, HOSTSxPAGES (pages besides the home page), comma-separated")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--delay", type=float, default=1.0)
     ap.add_argument("--concurrency", type=int, default=50)
@@ -202,15 +239,25 @@ def main() -> None:
     out: list[str] = [f"### `make bench`, {started:%Y-%m-%d %H:%M} UTC", "",
                       f"Machine: {machine()}.", ""]
     results: dict = {}
-    rows = []
-    for name in CRAWLERS:
-        if name in only:
-            print(f"[bench] crawl: {name} ...", file=sys.stderr, flush=True)
-            rows.append(run_crawl(name, args))
+    runs = [name for name in RUNS if name in only]
+    unknown = only - set(RUNS) - {"warc2warc", "frontier", "urlfrontier"}
+    if unknown:
+        raise SystemExit(f"--only: unknown runs {sorted(unknown)}")
+    crawls = []
+    for farm_size in parse_farms(args.farms) if runs else []:
+        rows = []
+        for name in runs:
+            print(f"[bench] crawl: {name}, farm {farm_size[0]}x{farm_size[1]} ...",
+                  file=sys.stderr, flush=True)
+            rows.append(run_crawl(name, farm_size, args))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    if rows:
-        results["crawls"] = rows
-        out += ["#### Crawling the benchmark farm", ""] + crawl_table(rows, args) + [""]
+        crawls += rows
+        out += ([f"#### Crawling the benchmark farm, {farm_size[0]:,} hosts", ""]
+                + crawl_table(rows, farm_size, args) + [""])
+    if crawls:
+        results["crawls"] = crawls
+        if "stormcrawler" in runs:
+            out += [STORMCRAWLER_NOTE, ""]
     if "warc2warc" in only:
         print("[bench] warc2warc ...", file=sys.stderr, flush=True)
         w = run_json(["bench/bench_warc2warc.py"])
