@@ -14,12 +14,14 @@
   :jvm-opts ["-client"]
   :repositories ^:replace [~(first leiningen.core.project/default-repositories) ; Maven Central
                            ["debian" {:url "file:///usr/share/maven-repo" :snapshots false :checksum :ignore}]]
-  ;; :provided - storm-client, to compile storm/multilang; never packaged (the workers have it).
+  ;; :provided - storm-client and msgpack-core, to compile storm/multilang; never packaged (the
+  ;; workers have them: storm/poms/lib-worker.pom).
   ;; :storm - only for `lein deps :tree`, where streamparse reads the Storm version (a plain
   ;; `[org.apache.storm/storm-core "X"]` line): storm-clojure-test pulls storm-core in, and the
   ;; exclusion of the Clojars-only carbonite sits on its vector, not on storm-core's. Never packaged:
   ;; the jars that run come from the project's Storm installation (.storm/).
-  :profiles {:provided {:dependencies [[org.apache.storm/storm-client "2.8.3"]]}
+  :profiles {:provided {:dependencies [[org.apache.storm/storm-client "2.8.3"]
+                                        [org.msgpack/msgpack-core "0.9.10"]]}
              :storm {:dependencies [[org.apache.storm/storm-clojure-test "2.8.3"
                                      :exclusions [org.clojars.bipinprasad/carbonite]]]}
              :default [:leiningen/default :storm]}

@@ -81,7 +81,7 @@ class FetcherBolt(StatusEmitter, Bolt):
                     self.emit([sitemap, sitemap_md, Status.DISCOVERED.value], anchors=[tup],
                               stream=STATUS_STREAM)
             if out.kind == "page":
-                self.emit([url, wire.encode_content(out.content), md], anchors=[tup])
+                self.emit([url, wire.encode_content(out.content, self.binary), md], anchors=[tup])
             else:
                 self.emit_status(url, md, out.status, out.outlinks, [tup])
             self.ack(tup)

@@ -17,8 +17,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from owler.constants import (METRICS_SQLITE_PATH_KEY, RISK_LISTS_DIR_KEY, SQLITE_PATH_KEY,
-                             WARC2WARC_INPUT_KEY, WARC2WARC_PROGRESS_KEY,
+from owler.constants import (METRICS_SQLITE_PATH_KEY, MULTILANG_SERIALIZER_KEY, RISK_LISTS_DIR_KEY,
+                             SQLITE_PATH_KEY, WARC2WARC_INPUT_KEY, WARC2WARC_PROGRESS_KEY,
                              WARC_DIR_KEY)
 
 #: Where the default configuration lives, relative to the project root.
@@ -277,6 +277,26 @@ def parallelism(conf: Mapping[str, Any], component: str, default: int = 1) -> in
     if not 1 <= n <= MAX_PARALLELISM:
         raise ConfError(f"{key}: expected 1..{MAX_PARALLELISM}, got {n}")
     return n
+
+
+#: Java multilang serializers -> the pystorm serializer (``streamparse_run -s``) that speaks with them
+MULTILANG_SERIALIZERS = {
+    "eu.ows.owler.storm.MsgpackSerializer": "msgpack",
+    "eu.ows.owler.storm.FastJsonSerializer": "json",
+    "org.apache.storm.multilang.JsonSerializer": "json",
+}
+
+
+def multilang_serializer(conf: Mapping[str, Any]) -> str:
+    """The pystorm serializer of the components (``json`` or ``msgpack``), from the JVM's
+    ``topology.multilang.serializer``: the two ends of every pipe must speak the same protocol."""
+    cls = get_str(conf, MULTILANG_SERIALIZER_KEY, "org.apache.storm.multilang.JsonSerializer")
+    try:
+        return MULTILANG_SERIALIZERS[cls.strip()]
+    except KeyError:
+        raise ConfError(f"{MULTILANG_SERIALIZER_KEY}: {cls!r} is not a serializer the Python "
+                        f"components can speak with; expected one of "
+                        f"{', '.join(MULTILANG_SERIALIZERS)}") from None
 
 
 def check_parallelism(conf: Mapping[str, Any], components: Iterable[str],

@@ -136,6 +136,9 @@ INTEREST_TAGS_KEY = "frontier.interest.tags"
 EXCLUDE_TAGS_KEY = "frontier.interest.exclude.tags"
 MIN_DELAY_QUERIES_KEY = "spout.min.delay.queries"
 WARC_DIR_KEY = "warc.dir"
+#: the JVM side of the multilang protocol; the Python components speak what it speaks
+#: (owler.conf.multilang_serializer)
+MULTILANG_SERIALIZER_KEY = "topology.multilang.serializer"
 #: false: the crawl topologies archive nothing (no WARC writer; the parser reads from the fetcher)
 WARC_ENABLED_KEY = "warc.enabled"
 WARC_PREFIX_KEY = "warc.prefix"

@@ -31,7 +31,8 @@ class WARCSpout(OwlerComponent, Spout):
         self.owler_setup(storm_conf, context)
         self.feed = WARCFeed(storm_conf, open_progress(storm_conf),
                              InputSource.from_conf(storm_conf),
-                             Shard.of_task(context, self.component_name, self.task_id))
+                             Shard.of_task(context, self.component_name, self.task_id),
+                             binary=self.binary)
         self._gauged = 0.0
         self.per_call = max(1, C.get_int(storm_conf, "warc2warc.emit.per.call", 10))
 

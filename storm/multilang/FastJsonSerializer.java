@@ -114,7 +114,11 @@ public class FastJsonSerializer implements ISerializer {
         if (!(parsed instanceof Map)) {
             throw new IOException("a multilang message must be a JSON object, got: " + parsed);
         }
-        Map<?, ?> msg = (Map<?, ?>) parsed;
+        return shellMsg((Map<?, ?>) parsed);
+    }
+
+    /** The {@link ShellMsg} of a message read as a map (this serializer's and MsgpackSerializer's). */
+    static ShellMsg shellMsg(Map<?, ?> msg) throws IOException {
         Object command = msg.get("command");
         if (!(command instanceof String)) {
             throw new IOException("a multilang message without a command: " + msg);

@@ -22,9 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def crawl(tmp_path_factory):
-    work = tmp_path_factory.mktemp("crawl")
+def write_conf(work: Path, extra: str = "") -> Path:
     conf = work / "conf.yaml"
     conf.write_text(
         f"frontier.sqlite.path: {work / 'frontier.sqlite'}\n"
@@ -36,7 +34,14 @@ def crawl(tmp_path_factory):
         "http.content.limit: 1048576\n"
         "fetcher.max.crawl.delay: 30\n"
         "spout.min.delay.queries: 500\n"
-        "warc.rotation.size: 30000\n")
+        "warc.rotation.size: 30000\n" + extra)
+    return conf
+
+
+@pytest.fixture(scope="module")
+def crawl(tmp_path_factory):
+    work = tmp_path_factory.mktemp("crawl")
+    conf = write_conf(work)
     with FarmProcess(12, work / "access.log") as farm:
         seeds = work / "seeds.txt"
         seeds.write_text("# the farm\n" + "\n".join(farm.seeds()) + "\nnot a url\n")
@@ -116,13 +121,11 @@ def test_statuses_are_final_and_consistent(crawl):
     assert st["ERROR"] >= len(farm.hosts_of("robots503"))
 
 
-def test_warc_files_valid_with_a_response_per_fetched_page(crawl):
-    warc_dir = crawl["work"] / "warc"
-    files = sorted(warc_dir.glob("*.warc.gz"))
-    assert len(files) >= 2  # rotation by size
-    assert not list(warc_dir.glob("*.open"))
+def warc_responses(warc_dir: Path) -> tuple[set[str], int]:
+    """The target URIs of the response records in ``warc_dir`` (digests checked), and how many
+    request records there are."""
     responses, requests = set(), 0
-    for f in files:
+    for f in sorted(warc_dir.glob("*.warc.gz")):
         with open(f, "rb") as fh:
             for rec in ArchiveIterator(fh, check_digests="raise"):
                 rec.content_stream().read()
@@ -130,10 +133,45 @@ def test_warc_files_valid_with_a_response_per_fetched_page(crawl):
                     responses.add(rec.rec_headers.get_header("WARC-Target-URI"))
                 elif rec.rec_type == "request":
                     requests += 1
+    return responses, requests
+
+
+def test_warc_files_valid_with_a_response_per_fetched_page(crawl):
+    warc_dir = crawl["work"] / "warc"
+    files = sorted(warc_dir.glob("*.warc.gz"))
+    assert len(files) >= 2  # rotation by size
+    assert not list(warc_dir.glob("*.open"))
+    responses, requests = warc_responses(warc_dir)
     port = crawl["farm"].port
     pages_200 = {f"http://{e['host']}:{port}{e['path']}" for e in served_pages(crawl["log"])}
     assert responses == pages_200
     assert requests == len(responses)
+
+
+@pytest.mark.parametrize("variant", ["json-serializer", "no-warc"])
+def test_the_crawl_on_the_json_serializer_and_without_warc(tmp_path, variant):
+    """The default crawl speaks MessagePack to the JVM and archives every page. Storm's JSON
+    protocol (pages as text, owler/wire.py) still crawls and archives the same, and
+    ``warc.enabled: false`` crawls the same with no WARC writer at all."""
+    extra = ("topology.multilang.serializer: eu.ows.owler.storm.FastJsonSerializer\n"
+             if variant == "json-serializer" else "warc.enabled: false\n")
+    conf = write_conf(tmp_path, extra)
+    with FarmProcess(3, tmp_path / "access.log") as farm:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(farm.seeds()) + "\n")
+        owler("inject", str(seeds), "--conf", str(conf))
+        run = owler("run", "explorative", "--conf", str(conf), "--idle-exit", "5", "--time", "300")
+        status = json.loads(owler("status", "--conf", str(conf), "--json").stdout)
+        log = farm.access_log()
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    pages_200 = {f"http://{e['host']}:{farm.port}{e['path']}" for e in served_pages(log)}
+    assert len(pages_200) >= 10  # outlinks parsed and followed
+    assert status["FETCHED"] == len(pages_200) and status["DISCOVERED"] == 0
+    if variant == "no-warc":
+        assert "WARC files: none (warc.enabled: false)" in run.stdout
+        assert not (tmp_path / "warc").exists() or not any((tmp_path / "warc").iterdir())
+    else:
+        assert warc_responses(tmp_path / "warc") == (pages_200, len(pages_200))
 
 
 def test_the_demo_of_make_crawl_crawls_its_farm(tmp_path):

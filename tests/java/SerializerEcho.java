@@ -3,32 +3,36 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
-import eu.ows.owler.storm.FastJsonSerializer;
 import org.apache.storm.multilang.BoltMsg;
+import org.apache.storm.multilang.ISerializer;
 import org.apache.storm.multilang.NoOutputException;
 import org.apache.storm.multilang.ShellMsg;
 import org.apache.storm.multilang.SpoutMsg;
 
 /**
  * Test harness (tests/integration/test_multilang_serializer.py): reads shell messages from
- * standard input with FastJsonSerializer and answers each one, on standard output, with
+ * standard input with the serializer class named by the first argument (FastJsonSerializer
+ * without one) and answers each one, on standard output, with
  * - a bolt message whose tuple is the message's tuple (an emit), and
  * - a spout message whose id is every field ShellMsg got, as a map,
- * so the Python side can compare what went in with what came back. Exits when input ends.
+ * so the Python side can compare what went in with what came back. Exits when input ends, with
+ * the serializer's NoOutputException on standard error.
  */
 public final class SerializerEcho {
     private SerializerEcho() {
     }
 
     public static void main(String[] args) throws Exception {
-        FastJsonSerializer serializer = new FastJsonSerializer();
+        String name = args.length > 0 ? args[0] : "eu.ows.owler.storm.FastJsonSerializer";
+        ISerializer serializer = (ISerializer) Class.forName(name).getDeclaredConstructor().newInstance();
         serializer.initialize(System.out, System.in);
         int n = 0;
         while (true) {
             ShellMsg msg;
             try {
                 msg = serializer.readShellMsg();
-            } catch (NoOutputException end) {
+            } catch (NoOutputException end) {  // what Storm takes for a subprocess gone
+                System.err.println("NoOutputException: " + end.getMessage());
                 return;
             }
             BoltMsg bolt = new BoltMsg();

@@ -61,7 +61,8 @@ import orjson
 import yaml
 
 from owler import conf as C
-from owler.constants import CLUSTER_UI_PORT_KEY, EXECUTOR_METRICS_KEY, STORM_HOSTNAME_KEY
+from owler.constants import (CLUSTER_UI_PORT_KEY, EXECUTOR_METRICS_KEY, MULTILANG_SERIALIZER_KEY,
+                             STORM_HOSTNAME_KEY)
 from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 from owler.run.runner import storm_home
 
@@ -567,8 +568,17 @@ class StormCluster:
         try:
             conf = C.load_conf(conf_file, options, root=self.root)
             check_topology_conf(load_topology(self.root, name, conf), self.root, conf)
+            speaks = C.multilang_serializer(conf)
         except C.ConfError as exc:
             raise ClusterError(f"configuration error: {exc}") from None
+        # sparse starts the components with config.json's serializer
+        project = orjson.loads((self.root / "config.json").read_bytes())
+        told = project.get("envs", {}).get("local", {}).get("serializer",
+                                                            project.get("serializer", "json"))
+        if told != speaks:
+            raise ClusterError(f"configuration error: {MULTILANG_SERIALIZER_KEY} speaks {speaks}, "
+                               f"but config.json starts the Python components with {told!r}: "
+                               "set the same protocol in both")
 
     def wait_leader(self, timeout: float) -> None:
         """Return once nimbus answers as leader; a clear error when the cluster is not up or

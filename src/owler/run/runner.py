@@ -74,6 +74,7 @@ def check_topology_conf(topology, root: Path, conf: dict) -> None:
     and ``owler cluster submit`` call it before anything starts). Raises :class:`ConfError`."""
     C.check_parallelism(conf, [spec.name for spec in topology.specs],
                         getattr(topology, "single_task", ()))
+    C.multilang_serializer(conf)
     check = getattr(topology, "check_conf", None)
     if callable(check):
         check(C.absolute_paths(dict(conf), root))
@@ -115,13 +116,16 @@ def build_jar(root: Path, dest: Path) -> Path:
 
 
 def flux_definition(topology_cls, name: str, conf: dict, streamparse_run: str) -> dict:
-    """The Flux definition of ``topology_cls`` (built with ``conf``: :func:`load_topology`)."""
+    """The Flux definition of ``topology_cls`` (built with ``conf``: :func:`load_topology`); its
+    Python components speak the protocol of ``topology.multilang.serializer``."""
+    serializer = C.multilang_serializer(conf)
     flux = topology_cls.to_flux_dict(name)
     for comp in flux.get("spouts", []) + flux.get("bolts", []):
         args = comp.get("constructorArgs")
         if args and isinstance(args[0], list) and args[0] and args[0][0] == "streamparse_run":
             script = args[0][1]
-            args[0] = [streamparse_run, script if script.startswith("-s ") else f"-s json {script}"]
+            args[0] = [streamparse_run,
+                       script if script.startswith("-s ") else f"-s {serializer} {script}"]
     flux["config"] = conf
     return flux
 

@@ -39,8 +39,15 @@ from owler.constants import (ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, OUTLINKS_
                              STATUS_STREAM, Status)
 from owler.metadata import set_value
 from owler.task import metrics as M
+from owler.task import serializer as owler_serializer
 
 log = logging.getLogger("owler")
+owler_serializer.register()  # before any component is built: streamparse_run imports it first
+
+
+def is_binary(serializer) -> bool:
+    """Whether pystorm's ``serializer`` carries bytes as they are (MessagePack; JSON needs text)."""
+    return isinstance(serializer, owler_serializer.OwlerMsgpackSerializer)
 
 
 class OwlerComponent:
@@ -50,6 +57,8 @@ class OwlerComponent:
 
     def owler_setup(self, storm_conf: dict, context: dict) -> None:
         self.conf = storm_conf
+        #: pages go as bytes (owler.wire.encode_content): the serializer is MessagePack
+        self.binary = is_binary(getattr(self, "serializer", None))
         self.task_id = context.get("taskid", 0)
         self.component_name = context.get("componentid", type(self).__name__)
         self.counters: Counter = Counter()

@@ -73,8 +73,9 @@ class _OpenFile:
 
 class WARCFeed:
     def __init__(self, conf: Mapping[str, Any], progress, source: InputSource,
-                 shard: Shard = Shard()) -> None:
+                 shard: Shard = Shard(), binary: bool = False) -> None:
         self.conf = conf
+        self.binary = binary  # records as bytes (owler.wire.encode_content)
         self.progress = progress
         self.source = source
         self.shard = shard
@@ -225,7 +226,7 @@ class WARCFeed:
         stream = "default" if rec.is_http_response and rec.target_uri else ARCHIVE_STREAM
         self._count(f"records/{rec.type or 'unknown'}")
         return Emission(f"{f.id}:{rec.key}", stream,
-                        [rec.target_uri, wire.encode_content(rec.raw), md],
+                        [rec.target_uri, wire.encode_content(rec.raw, self.binary), md],
                         f.id, rec.key, rec.resume_offset)
 
     # -- acks -------------------------------------------------------------------------------------

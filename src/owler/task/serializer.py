@@ -1,0 +1,58 @@
+"""The Python end of the MessagePack multilang protocol (``streamparse_run -s msgpack``; the JVM end
+is storm/multilang/MsgpackSerializer.java).
+
+pystorm's own MessagePack serializer is used with two changes that matter for a crawler:
+
+- **No size limit on a message.** pystorm's unpacker keeps msgpack's default of 100 MiB waiting
+  to be unpacked, and a larger message (warc2warc copies records of up to
+  ``warc2warc.max.record.size``, 256 MiB) would stop the component. Here the limit is msgpack's
+  largest (4 GiB), as with JSON, which has none.
+- **A string Python cannot encode as UTF-8 is still sent.** A lone surrogate (``\\ud800``; text
+  decoded with ``surrogateescape`` somewhere upstream) makes msgpack's strict encoder raise, and
+  pystorm logs and drops a message it cannot serialize: the tuple would never be acked. Such
+  strings are packed with ``surrogatepass``; the JVM reads the bytes it cannot decode as U+FFFD.
+
+:func:`register` puts this class under ``msgpack`` in pystorm's table of serializers;
+``owler.task.component`` calls it on import, before any component is built.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+import msgpack
+from pystorm import component as pystorm_component
+from pystorm.exceptions import StormWentAwayError
+from pystorm.serializers.msgpack_serializer import MsgpackSerializer
+
+#: msgpack's largest buffer (0 means 2**32 - 1)
+NO_LIMIT = 0
+
+
+class OwlerMsgpackSerializer(MsgpackSerializer):
+    def __init__(self, input_stream, output_stream, reader_lock, writer_lock):
+        super().__init__(input_stream, output_stream, reader_lock, writer_lock)
+        self._packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass")
+
+    def _messages_generator(self):
+        # text the JVM could not encode comes as "?" already; anything else malformed is replaced,
+        # as the JVM's unpacker does
+        unpacker = msgpack.Unpacker(max_buffer_size=NO_LIMIT, raw=False, unicode_errors="replace")
+        while True:
+            with self._reader_lock:
+                try:  # as much as is there (a read of n bytes would wait for all n)
+                    chunk = os.read(self.input_stream.fileno(), self.CHUNK_SIZE)
+                except io.UnsupportedOperation:
+                    chunk = self.input_stream.read(self.CHUNK_SIZE)
+            if not chunk:
+                raise StormWentAwayError()
+            unpacker.feed(chunk)
+            yield from unpacker
+
+    def serialize_dict(self, msg_dict):
+        return self._packer.pack(msg_dict)
+
+
+def register() -> None:
+    pystorm_component._SERIALIZERS["msgpack"] = OwlerMsgpackSerializer
