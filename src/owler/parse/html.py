@@ -534,6 +534,9 @@ def _parse(
     return res
 
 
+_UNSEEN = object()
+
+
 def _outlinks(
     tree: LexborHTMLParser,
     res: ParseResult,
@@ -552,6 +555,7 @@ def _outlinks(
     found: dict[str, int] = {}
     links: list[list[Any]] = []  # [url, anchor, nofollow, tag]
     resolve = _resolve
+    resolved: dict[str, str | None] = {}  # href -> target: a site's links repeat on a page
     for node in tree.css(selector):
         attrs = node.attributes
         href = attrs.get("href")
@@ -565,7 +569,9 @@ def _outlinks(
         link_nofollow = "nofollow" in rels
         if link_nofollow and strict:
             continue
-        target = resolve(base, href)
+        target = resolved.get(href, _UNSEEN)
+        if target is _UNSEEN:
+            target = resolved[href] = resolve(base, href)
         if target is None or target == page_url:
             continue
         i = found.get(target)
