@@ -3,8 +3,9 @@
 Fetched pages go from the fetcher to the WARC writer, which passes each page on to the parser once
 its records are stored (bolts/warc_writer.py), so a FETCHED status never outlives a lost capture;
 streamed to S3, pages go to the writer task of their URL, the one that knows what it stored before
-a crash. Page statuses go to the status updater; outlinks, one batch tuple per page, go through the URL filters
-and the blacklist first.
+a crash. Page statuses go to the status updater with the page's outlinks, one batch tuple per page,
+which the parser has passed through the URL filters and the blacklist itself (as StormCrawler's
+parser does); a redirect's target goes through the URL filter and blacklist bolts.
 
 Run: ``owler run explorative`` (local mode), ``sparse run -n explorative`` or
 ``sparse submit -n explorative``. Crawler keys: ``resources/crawler-conf.yaml``, a file named by
@@ -47,16 +48,16 @@ class Explorative(Topology):
     warc = writer_spec(fetcher, CONFIG, par("warc"), TICK)
     parser = ParserBolt.spec(name="parser", par=par("parser"),
                              inputs={pages_from(warc, fetcher): Grouping.LOCAL_OR_SHUFFLE})
-    urlfilter = URLFilterBolt.spec(
-        name="urlfilter", par=par("urlfilter"),
-        inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE,
-                parser[OUTLINKS_STREAM]: Grouping.SHUFFLE})
+    # redirect targets (the parser filters its outlinks itself: owler/filters/gate.py)
+    urlfilter = URLFilterBolt.spec(name="urlfilter", par=par("urlfilter"),
+                                   inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE})
     blacklist = BlacklistBolt.spec(name="blacklist", par=par("blacklist"),
                                    inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
     status = StatusUpdaterBolt.spec(
         name="status", par=par("status"), config=TICK,
         inputs={fetcher[STATUS_STREAM]: Grouping.fields("url"),
                 parser[STATUS_STREAM]: Grouping.fields("url"),
+                parser[OUTLINKS_STREAM]: Grouping.SHUFFLE,
                 blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})
 
     @staticmethod

@@ -1,12 +1,17 @@
 """ParserBolt: a fetched page → its FETCHED (or ERROR) status and ONE tuple with all its outlinks
-(:class:`owler.parse.page.PageHandler`)."""
+(:class:`owler.parse.page.PageHandler`), those the URL filters and the blacklist let through
+(:class:`owler.filters.gate.OutlinkGate`, as StormCrawler's parser filters its own outlinks)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from streamparse import Bolt, Stream
 
+from owler import outlinks as outlink
 from owler import wire
 from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM
+from owler.filters.gate import OutlinkGate
 from owler.parse.filters import FAILED_KEY as FILTERS_FAILED
 from owler.parse.page import PageHandler
 from owler.task.component import StatusEmitter
@@ -19,6 +24,7 @@ class ParserBolt(StatusEmitter, Bolt):
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
         self.handler = PageHandler(storm_conf)
+        self.gate = OutlinkGate.from_conf(storm_conf)
 
     def process(self, tup):
         url, content, md = tup.values[0], tup.values[1], tup.values[2] or {}
@@ -31,5 +37,10 @@ class ParserBolt(StatusEmitter, Bolt):
         self.count("outlinks", len(out.outlinks))
         if FILTERS_FAILED in out.metadata:  # named in the page's metadata too
             self.count("parse_filter_failed")
-        self.emit_status(url, out.metadata, out.status, out.outlinks)
+        links = out.outlinks
+        if links:
+            counts: Counter = Counter()
+            links = self.gate.keep(url, out.metadata, map(outlink.split, links), counts)
+            self.count_all(counts)
+        self.emit_status(url, out.metadata, out.status, links)
         self.write_stats()

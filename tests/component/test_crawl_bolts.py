@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -67,6 +68,29 @@ def test_parser_emits_status_and_one_outlinks_batch(conf, tmp_path):
         assert st[2] == "FETCHED" and st[1]["parse.mimetype"] == ["image/png"]
     finally:
         bolt.close()
+
+
+def test_parser_passes_its_outlinks_through_the_url_filters_and_the_blacklist(conf, tmp_path):
+    """As StormCrawler's parser: normalised, filtered (urlfilters.json) and blacklisted in the
+    parser's process; what is left goes straight to the status updater, rejections counted."""
+    bl = tmp_path / "blacklists"
+    bl.mkdir()
+    (bl / "spam.txt").write_text("spam.example\n")
+    page = (b'<html><body><a href="HTTP://Example.COM:80/a/../b?utm_source=x">b</a>'
+            b'<a href="http://www.spam.example/x">spam</a><a href="mailto:x@y.z">mail</a>'
+            b'<a href="/' + b"/".join([b"a"] * 6) + b'">deep</a><a href="/b">again</a></body></html>')
+    bolt = ShellComponent("bolts.parser.ParserBolt", {**conf, "blacklist.dir": str(bl)}, tmp_path,
+                          "parser")
+    try:
+        bolt.process(["http://example.com/p", wire.encode_content(page), page_md()], tid="p1")
+        out = emits(bolt.until_acked("p1"), "outlinks")
+        assert len(out) == 1
+        assert outlink.decode(out[0]["tuple"][2]) == [("http://example.com/b", "")]  # no anchors kept
+    finally:
+        bolt.close()  # writes its stats file
+    counters = json.loads((tmp_path / "run" / "parser-1.json").read_text())["counters"]
+    assert counters["blacklisted/spam"] == 1 and counters["accepted"] == 1
+    assert sum(n for k, n in counters.items() if k.startswith("rejected/")) >= 1
 
 
 def test_status_updater_acks_after_commit_and_never_overwrites(conf, tmp_path):

@@ -68,6 +68,7 @@ from owler.constants import (DELAY_MINS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURC
                              SITEMAP_LAST_MODIFIED, SITEMAP_PRIORITY, SITEMAP_SEED, SITEMAP_SEEDED,
                              URLFILTERS_FILE_KEY, Status)
 from owler.filters import URLFilters
+from owler.filters.gate import OutlinkGate
 from owler.metadata import set_value
 from owler.sitemap.parser import ATOM, RSS, Limits, SitemapError, SitemapResult, parse_sitemap
 from owler.status import transfer_metadata
@@ -108,18 +109,12 @@ class EntryGate:
         fconf = dict(conf)
         if name:
             fconf[URLFILTERS_FILE_KEY] = name
-        self.filters = URLFilters.from_conf(fconf)
-        self.blacklist = Blacklist.from_conf(conf)
+        self.gate = OutlinkGate(URLFilters.from_conf(fconf), Blacklist.from_conf(conf))
+        self.filters, self.blacklist = self.gate.filters, self.gate.blacklist
 
     def check(self, source_url: str, source_md: Mapping[str, list[str]], url: str
               ) -> tuple[str | None, str | None]:
-        out, rejected_by = self.filters.filter(source_url, source_md, url)
-        if out is None:
-            return None, f"rejected/{rejected_by}"
-        listed = self.blacklist.match(out)
-        if listed:
-            return None, f"blacklisted/{listed}"
-        return out, None
+        return self.gate.check(source_url, source_md, url)
 
     def found(self, source_url: str, source_md: Mapping[str, list[str]], sitemaps: list[str]
               ) -> tuple[list[tuple[str, dict]], Counter]:
