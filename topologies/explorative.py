@@ -48,7 +48,7 @@ class Explorative(Topology):
     warc = writer_spec(fetcher, CONFIG, par("warc"), TICK)
     parser = ParserBolt.spec(name="parser", par=par("parser"),
                              inputs={pages_from(warc, fetcher): Grouping.LOCAL_OR_SHUFFLE})
-    # redirect targets (the parser filters its outlinks itself: owler/filters/gate.py)
+    # redirect targets (the parser filters its outlinks itself: owler/parse/gate.py)
     urlfilter = URLFilterBolt.spec(name="urlfilter", par=par("urlfilter"),
                                    inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE})
     blacklist = BlacklistBolt.spec(name="blacklist", par=par("blacklist"),

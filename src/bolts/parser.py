@@ -1,6 +1,6 @@
 """ParserBolt: a fetched page → its FETCHED (or ERROR) status and ONE tuple with all its outlinks
 (:class:`owler.parse.page.PageHandler`), those the URL filters and the blacklist let through
-(:class:`owler.filters.gate.OutlinkGate`, as StormCrawler's parser filters its own outlinks)."""
+(:class:`owler.parse.gate.OutlinkGate`, as StormCrawler's parser filters its own outlinks)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from streamparse import Bolt, Stream
 from owler import outlinks as outlink
 from owler import wire
 from owler.constants import OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS, STATUS_STREAM
-from owler.filters.gate import OutlinkGate
+from owler.parse.gate import OutlinkGate
 from owler.parse.filters import FAILED_KEY as FILTERS_FAILED
 from owler.parse.page import PageHandler
 from owler.task.component import StatusEmitter

@@ -1,11 +1,11 @@
-"""owler.filters.gate.OutlinkGate: the URL filters, then the blacklist, over one page's links."""
+"""owler.parse.gate.OutlinkGate: the URL filters, then the blacklist, over one page's links."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 from owler.conf import load_conf
-from owler.filters.gate import OutlinkGate
+from owler.parse.gate import OutlinkGate
 
 
 def gate(tmp_path) -> OutlinkGate:

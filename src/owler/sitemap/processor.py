@@ -68,7 +68,7 @@ from owler.constants import (DELAY_MINS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURC
                              SITEMAP_LAST_MODIFIED, SITEMAP_PRIORITY, SITEMAP_SEED, SITEMAP_SEEDED,
                              URLFILTERS_FILE_KEY, Status)
 from owler.filters import URLFilters
-from owler.filters.gate import OutlinkGate
+from owler.parse.gate import OutlinkGate
 from owler.metadata import set_value
 from owler.sitemap.parser import ATOM, RSS, Limits, SitemapError, SitemapResult, parse_sitemap
 from owler.status import transfer_metadata
