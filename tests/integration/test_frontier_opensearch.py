@@ -127,6 +127,31 @@ def test_queue_leases_split_queues_and_keep_the_delay(conf):
         assert {k for _, _, k in g.due(time.time(), 10, 10)} == {"a.example"}
 
 
+def test_a_queue_taken_over_is_read_after_the_previous_rounds_writes(conf, opensearch):
+    """A task lets go of a queue once its round's statuses are durable and the refresh interval
+    has passed, but a loaded node may not have refreshed yet (CI saw a second crawler fetch the
+    last two URLs of the first one's round again). The task taking the queue over refreshes and
+    searches it again. Here the index never refreshes by itself."""
+    c = {**conf, "opensearch.status.refresh.interval": "-1"}
+    index = c["opensearch.status.index.name"]
+    now = time.time()
+    with open_frontier(c, owner="t1") as f, open_frontier(c, owner="t2") as g:
+        f.apply_updates([upd(f"http://a.example/{i}", "DISCOVERED", now - 10, "a.example")
+                         for i in range(2)])
+        f.refresh()
+        assert len(f.due(now, 1, 10)) == 2
+        f.apply_updates([upd(f"http://a.example/{i}", "FETCH_ERROR", now + 7200, "a.example")
+                         for i in range(2)])
+        f.release("a.example", now)
+        # not searchable yet: a search still finds both URLs due
+        _, data = opensearch.request("POST", f"/{index}/_count", {"query": {"term": {
+            "status": "DISCOVERED"}}})
+        assert data["count"] == 2
+        later = now + f.min_hold + 1
+        assert g.due(later, 10, 10) == []
+        assert "a.example" in g.leases  # taken, with nothing to fetch
+
+
 def test_a_blocked_queue_is_served_by_no_task_before_its_block_ends(conf):
     """A throttling server's hold (StatusUpdate.block_until) reaches every task, outlives the
     round of the task that had the queue, and is never shortened."""

@@ -27,7 +27,10 @@ releases the lease with ``until`` = when the queue may be served again (``fetche
 after the last ack, but not before the index refresh shows the round's new statuses, and at
 least ``frontier.queue.round.delay`` after the round began). Several
 spout tasks and several crawlers on one index therefore never serve one queue at the same time,
-and the per-queue delay holds across all of them. A lease not released (a dead task) expires
+and the per-queue delay holds across all of them. A task that takes over a queue another task
+served last refreshes the index and searches that queue again before it reads its URLs: the round's
+writes were durable when the other task let go, but a loaded node may refresh later than the
+pause allowed for (two crawlers once fetched the same two URLs). A lease not released (a dead task) expires
 after ``frontier.lease.ttl`` seconds; with ``frontier.crawler.id`` set, the owner name is stable
 across restarts and a restarted task takes its own unreleased leases back at once.
 A queue the server asked to leave alone (429/503 with Retry-After, or the fetcher's back-off:
@@ -455,7 +458,9 @@ class OpenSearchFrontier:
             buckets = data["aggregations"]["queues"]["buckets"]
             free = [b for b in buckets if b["key"] not in self.leases
                     and b["key"] not in skip_keys][:max_buckets]
-            got = self._acquire([b["key"] for b in free], now)
+            got, taken_over = self._acquire([b["key"] for b in free], now)
+            if taken_over:
+                free = self._search_again(body, query, free, taken_over)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
         queues: list[list[tuple[str, dict, str]]] = []
@@ -479,14 +484,35 @@ class OpenSearchFrontier:
     def _lease_doc(self, until: float, active: bool) -> bytes:
         return orjson.dumps({"owner": self.owner, "until": int(until * 1000), "active": active})
 
-    def _acquire(self, keys: list[str], now: float) -> set[str]:
+    def _search_again(self, body: dict, query: dict, buckets: list[dict], keys: set[str]
+                      ) -> list[dict]:
+        """The buckets of ``keys``, queues another task served last, searched again after a
+        refresh. The other task let go of a queue once its round's status writes were durable,
+        and waited the refresh interval besides, but a loaded node can refresh later than that;
+        the first search may then still show the URLs it has just fetched as due. Refreshing
+        after taking the lease makes those writes searchable before they are read."""
+        self.client.request("POST", f"/{self.index}/_refresh")
+        again = dict(body, query={"bool": {**query["bool"], "filter": [
+            *query["bool"]["filter"], {"terms": {"key": sorted(keys)}}]}})
+        again["aggs"] = {"queues": dict(body["aggs"]["queues"], terms=dict(
+            body["aggs"]["queues"]["terms"], size=len(keys)))}
+        _, data = self.client.request("POST", f"/{self.index}/_search", again)
+        fresh = {b["key"]: b for b in data["aggregations"]["queues"]["buckets"]}
+        empty = {"hits": {"hits": []}}
+        return [fresh.get(b["key"], {"key": b["key"], "docs": empty}) if b["key"] in keys else b
+                for b in buckets]
+
+    def _acquire(self, keys: list[str], now: float) -> tuple[set[str], set[str]]:
+        """The leases of ``keys`` this task could take, and those of them another task held
+        last (its round's statuses may not be searchable yet: :meth:`_search_again`)."""
         if not keys:
-            return set()
+            return set(), set()
         _, data = self.client.request("POST", f"/{self.leases_index}/_mget", {"ids": keys})
         lines: list[bytes] = []
         tried: list[str] = []
         now_ms = int(now * 1000)
         handover_ms = int(self.handover * 1000) if self.peers else 0
+        others: set[str] = set()
         for doc in data.get("docs", []):
             key = doc["_id"]
             if not doc.get("found"):
@@ -501,13 +527,15 @@ class OpenSearchFrontier:
                            ) if mine else int(src.get("until", 0))
                 if free_at > now_ms:
                     continue  # another task's round, or the queue's pause after a round
+                if not mine:
+                    others.add(key)
                 lines.append(b'{"index":{"_index":%s,"_id":%s,"if_seq_no":%d,"if_primary_term":%d}}'
                              % (orjson.dumps(self.leases_index), orjson.dumps(key),
                                 doc["_seq_no"], doc["_primary_term"]))
             lines.append(self._lease_doc(now + self.lease_ttl, True))
             tried.append(key)
         if not tried:
-            return set()
+            return set(), set()
         _, res = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
                                      params={"filter_path": "items.*.status,items.*._seq_no,"
                                                             "items.*._primary_term"})
@@ -518,7 +546,7 @@ class OpenSearchFrontier:
                 self.leases[key] = {"seq": r["_seq_no"], "term": r["_primary_term"],
                                     "until": now + self.lease_ttl, "start": now}
                 got.add(key)
-        return got
+        return got, got & others
 
     def _task_id(self) -> str:
         return f"task:{self.owner}"
