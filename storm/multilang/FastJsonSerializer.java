@@ -61,12 +61,21 @@ public class FastJsonSerializer implements ISerializer {
     @Override
     public Number connect(Map<String, Object> conf, TopologyContext context)
             throws IOException, NoOutputException {
+        send(handshake(conf, context));
+        return pidOf(Json.parse(readMessage()));
+    }
+
+    /** The handshake's message as JSON (json-smart knows how to write a TopologyContext). */
+    static String handshake(Map<String, Object> conf, TopologyContext context) {
         Map<String, Object> setup = new HashMap<>();
         setup.put("pidDir", context.getPIDDir());
         setup.put("conf", conf);
         setup.put("context", context);
-        send(JSONValue.toJSONString(setup));
-        Object reply = Json.parse(readMessage());
+        return JSONValue.toJSONString(setup);
+    }
+
+    /** The pid in the subprocess's answer to the handshake. */
+    static Number pidOf(Object reply) throws IOException {
         Object pid = reply instanceof Map ? ((Map<?, ?>) reply).get("pid") : null;
         if (!(pid instanceof Number)) {
             throw new IOException("the subprocess answered the handshake without a pid: " + reply);

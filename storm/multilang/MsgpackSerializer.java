@@ -16,7 +16,6 @@ import org.apache.storm.multilang.ISerializer;
 import org.apache.storm.multilang.NoOutputException;
 import org.apache.storm.multilang.ShellMsg;
 import org.apache.storm.multilang.SpoutMsg;
-import org.apache.storm.shade.net.minidev.json.JSONValue;
 import org.apache.storm.task.TopologyContext;
 import org.msgpack.core.MessageFormat;
 import org.msgpack.core.MessageInsufficientBufferException;
@@ -62,18 +61,9 @@ public class MsgpackSerializer implements ISerializer {
     @Override
     public Number connect(Map<String, Object> conf, TopologyContext context)
             throws IOException, NoOutputException {
-        Map<String, Object> setup = new HashMap<>();
-        setup.put("pidDir", context.getPIDDir());
-        setup.put("conf", conf);
-        setup.put("context", context);
-        pack(toProcess, FastJsonSerializer.Json.parse(JSONValue.toJSONString(setup)));
+        pack(toProcess, FastJsonSerializer.Json.parse(FastJsonSerializer.handshake(conf, context)));
         toProcess.flush();
-        Object reply = read();
-        Object pid = reply instanceof Map ? ((Map<?, ?>) reply).get("pid") : null;
-        if (!(pid instanceof Number)) {
-            throw new IOException("the subprocess answered the handshake without a pid: " + reply);
-        }
-        return (Number) pid;
+        return FastJsonSerializer.pidOf(read());
     }
 
     @Override
