@@ -4,8 +4,9 @@ archived unchanged; nothing is fetched.
 The WARCSpout emits each record with its exact bytes: HTTP responses on the default stream to the
 parser and the WARC copy bolt, every other record on the ``archive`` stream to the copy bolt only.
 The parser gives each response's status (the record's URL goes to the frontier as FETCHED with its
-WARC-Date, or REDIRECTION / FETCH_ERROR / ERROR) and ONE tuple with its outlinks, which go through
-the URL filters and the blacklist like the explorative crawl's.
+WARC-Date, or REDIRECTION / FETCH_ERROR / ERROR) and ONE tuple with its outlinks, those the URL
+filters and the blacklist let through (in the parser's process, as the explorative crawl's parser
+does), to the status updater.
 
 Run: ``owler run warc2warc -o warc2warc.input=s3://bucket/prefix`` (local mode), ``sparse run -n
 warc2warc`` or ``sparse submit -n warc2warc``.
@@ -15,9 +16,7 @@ from functools import partial
 
 from streamparse import Grouping, Topology
 
-from bolts.blacklist import BlacklistBolt
 from bolts.status_updater import StatusUpdaterBolt
-from bolts.urlfilter import URLFilterBolt
 from bolts.warc_copy import WARCCopyBolt
 from bolts.warc_parser import WARCParserBolt
 from owler import conf as C
@@ -48,14 +47,10 @@ class Warc2Warc(Topology):
     warc = WARCCopyBolt.spec(name="warc", par=par("warc"), config=TICK,
                              inputs={spout: Grouping.fields("url"),
                                      spout[ARCHIVE_STREAM]: Grouping.fields("url")})
-    urlfilter = URLFilterBolt.spec(name="urlfilter", par=par("urlfilter"),
-                                   inputs={parser[OUTLINKS_STREAM]: Grouping.SHUFFLE})
-    blacklist = BlacklistBolt.spec(name="blacklist", par=par("blacklist"),
-                                   inputs={urlfilter[OUTLINKS_STREAM]: Grouping.SHUFFLE})
     status = StatusUpdaterBolt.spec(
         name="status", par=par("status"), config=TICK,
         inputs={parser[STATUS_STREAM]: Grouping.fields("url"),
-                blacklist[OUTLINKS_STREAM]: Grouping.SHUFFLE})
+                parser[OUTLINKS_STREAM]: Grouping.SHUFFLE})
 
     @staticmethod
     def check_conf(conf: dict) -> None:

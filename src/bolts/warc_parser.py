@@ -4,11 +4,15 @@ ONE tuple, exactly as the explorative crawl's parser emits them
 (:class:`owler.warc.record.RecordParser`, then :class:`owler.parse.page.PageHandler`). The record
 itself is archived by the WARC copy bolt.
 
+The outlinks (a page's links, a redirection's target) pass the URL filters and the blacklist here,
+in this process (:class:`owler.parse.gate.OutlinkGate`), and go straight to the status updater.
 An outlink this task sent on recently is not sent again (``warc2warc.outlinks.cache.size``, default
 100000 URLs; 0 = off; see :class:`owler.outlinks.RecentlySent`), except in a record the spout
 replays."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from streamparse import Bolt, Stream
 
@@ -17,6 +21,7 @@ from owler import outlinks as outlink
 from owler import wire
 from owler.constants import (FETCH_STATUS_CODE, OUTLINKS_FIELDS, OUTLINKS_STREAM, STATUS_FIELDS,
                              STATUS_STREAM)
+from owler.parse.gate import OutlinkGate
 from owler.parse.filters import FAILED_KEY as FILTERS_FAILED
 from owler.parse.page import PageHandler
 from owler.task.component import StatusEmitter
@@ -31,6 +36,7 @@ class WARCParserBolt(StatusEmitter, Bolt):
         self.owler_setup(storm_conf, context)
         self.records = RecordParser(storm_conf)
         self.pages = PageHandler(storm_conf)
+        self.gate = OutlinkGate.from_conf(storm_conf)
         self.sent = outlink.RecentlySent(
             C.get_int(storm_conf, "warc2warc.outlinks.cache.size", 100000))
 
@@ -43,16 +49,20 @@ class WARCParserBolt(StatusEmitter, Bolt):
                 return
             if rec.kind == "status":
                 self.count(f"http/{(rec.metadata.get(FETCH_STATUS_CODE) or ['-'])[0]}")
-                status, out_md = rec.status, wire.strip_transient(rec.metadata)
-                outlinks = rec.outlinks
+                status, out_md, found = rec.status, wire.strip_transient(rec.metadata), rec.outlinks
             else:
                 page = self.pages.handle_page(url, rec.content, rec.metadata)
-                status, out_md = page.status, page.metadata
-                self.count("outlinks", len(page.outlinks))
+                status, out_md, found = page.status, page.metadata, page.outlinks
+                self.count("outlinks", len(found))
                 if FILTERS_FAILED in page.metadata:  # named in the page's metadata too
                     self.count("parse_filter_failed")
-                outlinks = self.sent.new(page.outlinks, wire.RAW_REPLAYED in md)
-                self.count("outlinks_repeated", len(page.outlinks) - len(outlinks))
+            outlinks = []
+            if found:
+                counts: Counter = Counter()
+                passed = self.gate.keep(url, out_md, map(outlink.split, found), counts)
+                self.count_all(counts)
+                outlinks = self.sent.new(passed, wire.RAW_REPLAYED in md)
+                self.count("outlinks_repeated", len(passed) - len(outlinks))
         except Exception as exc:  # noqa: BLE001 - never let a record kill the bolt
             self.emit_error(url, md, exc)
             return

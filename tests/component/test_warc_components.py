@@ -4,6 +4,7 @@ WARCCopyBolt."""
 from __future__ import annotations
 
 import gzip
+import json
 import time
 
 import pytest
@@ -61,6 +62,41 @@ def test_spout_emits_records_by_type_until_acked(conf, tmp_path):
         spout.close()
     s = Progress(tmp_path / "warc2warc.sqlite").summary()
     assert s["files"]["done"] == 1 and s["records"] == 5
+
+
+def test_parser_filters_and_blacklists_its_outlinks_itself(conf, tmp_path):
+    """The links of an archived page and a redirection's target pass the URL filters and the
+    blacklist in the parser's process (no URLFilterBolt or BlacklistBolt in warc2warc); what is
+    left goes to the status updater, each rejection counted."""
+    bl = tmp_path / "blacklists"
+    bl.mkdir()
+    (bl / "spam.txt").write_text("spam.example\n")
+    md = {"warc.file.id": ["1"], "warc.record.offset": ["0"], "warc.file.name": ["x"]}
+    page = G.record("response", "http://b.example/p", G.http_response(G.page("p", [
+        "HTTP://B.example:80/a/../q?utm_source=x", "http://www.spam.example/x", "/a/a/a/a/a/a",
+        "/q"])))
+    moved = G.record("response", "http://b.example/old", G.http_response(
+        b"", status="301 Moved Permanently", headers=[("Location", "http://spam.example/new")]))
+    moved2 = G.record("response", "http://b.example/old2", G.http_response(
+        b"", status="302 Found", headers=[("Location", "/New")]))
+    parser = ShellComponent("bolts.warc_parser.WARCParserBolt",
+                            {**conf, "blacklist.dir": str(bl)}, tmp_path, "parser")
+    try:
+        parser.process(["http://b.example/p", wire.encode_content(page), md], tid="p1")
+        out = emits(parser.until_acked("p1"), "outlinks")
+        assert [outlink.decode(m["tuple"][2]) for m in out] == [[("http://b.example/q", "")]]
+        parser.process(["http://b.example/old", wire.encode_content(moved), md], tid="p2")
+        msgs = parser.until_acked("p2")
+        assert not emits(msgs, "outlinks")  # the blacklisted target is not followed
+        assert emits(msgs, "status")[0]["tuple"][2] == "REDIRECTION"
+        parser.process(["http://b.example/old2", wire.encode_content(moved2), md], tid="p3")
+        out = emits(parser.until_acked("p3"), "outlinks")
+        assert [outlink.decode(m["tuple"][2]) for m in out] == [[("http://b.example/New", "")]]
+    finally:
+        parser.close()  # writes its stats file
+    counters = json.loads((tmp_path / "run" / "parser-1.json").read_text())["counters"]
+    assert counters["blacklisted/spam"] == 2 and counters["accepted"] == 2
+    assert sum(n for k, n in counters.items() if k.startswith("rejected/")) >= 1
 
 
 def test_parser_and_copy_bolts(conf, tmp_path):

@@ -31,10 +31,11 @@ def test_a_submitted_topology_class_reads_the_options_from_the_environment(monke
     conf_file = tmp_path / "crawl.yaml"
     conf_file.write_text("parallelism.status: 3\nparallelism.warc: 5\n")
     monkeypatch.setenv("OWLER_CONF", str(conf_file))
-    monkeypatch.setenv(C.OPTIONS_ENV, "parallelism.warc=2\n\nparallelism.urlfilter=2\n")
+    monkeypatch.setenv(C.OPTIONS_ENV, "parallelism.warc=2\n\nparallelism.parser=2\n")
     cls = load_topology(ROOT, "warc2warc")  # the class body runs again, as in sparse's process
     par = {spec.name: spec.par for spec in cls.specs}
-    assert par["status"] == 3 and par["warc"] == 2 and par["urlfilter"] == 2 and par["spout"] == 1
+    assert par["status"] == 3 and par["warc"] == 2 and par["parser"] == 2 and par["spout"] == 1
+    assert set(par) == {"spout", "parser", "warc", "status"}
 
 
 @pytest.mark.parametrize("topology,option,message", [

@@ -1,12 +1,11 @@
 """What may enter the frontier from a page: the URL filter chain (``urlfilters.json``: normalisers
 first), then the blacklist (:class:`owler.blacklist.Blacklist`).
 
-The explorative parser passes its outlinks through a gate in its own process, as StormCrawler's
-parser applies its URL filters itself: a page's links then go to the status updater in one hop
-instead of three (parser → URLFilterBolt → BlacklistBolt → status updater). The two bolts keep
-doing the same for what reaches them on the ``outlinks`` stream otherwise (the fetcher's redirect
-targets, warc2warc's links), and the sitemap processor uses a gate of its own chain
-(``sitemap.urlfilters.config.file``).
+The explorative and warc2warc parsers pass their outlinks through a gate in their own process, as
+StormCrawler's parser applies its URL filters itself: a page's links then go to the status updater
+in one hop instead of three (parser → URLFilterBolt → BlacklistBolt → status updater). In the
+explorative crawl the two bolts keep doing the same for the fetcher's redirect targets, and the
+sitemap processor uses a gate of its own chain (``sitemap.urlfilters.config.file``).
 
 Counter names: ``accepted``, ``rejected/<filter>``, ``blacklisted/<list>``.
 """
