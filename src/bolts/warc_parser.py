@@ -59,10 +59,9 @@ class WARCParserBolt(StatusEmitter, Bolt):
             outlinks = []
             if found:
                 counts: Counter = Counter()
-                passed = self.gate.keep(url, out_md, map(outlink.split, found), counts)
+                outlinks = self.gate.keep_new(url, out_md, map(outlink.split, found), self.sent,
+                                              wire.RAW_REPLAYED in md, counts)
                 self.count_all(counts)
-                outlinks = self.sent.new(passed, wire.RAW_REPLAYED in md)
-                self.count("outlinks_repeated", len(passed) - len(outlinks))
         except Exception as exc:  # noqa: BLE001 - never let a record kill the bolt
             self.emit_error(url, md, exc)
             return

@@ -78,6 +78,10 @@ class RecentlySent:
         self.size = size
         self._urls: dict[str, None] = {}  # insertion order = age: the oldest is evicted first
 
+    def __contains__(self, url: str) -> bool:
+        """Whether ``url`` was sent on recently (asking does not make it newer)."""
+        return url in self._urls
+
     def new(self, items: Sequence[Any], replay: bool = False) -> list[Any]:
         """The items (list form) to send of ``items``; all of them when ``replay``."""
         if self.size <= 0:

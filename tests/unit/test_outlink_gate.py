@@ -34,3 +34,31 @@ def test_check_names_the_reason(tmp_path):
     assert g.check("http://example.com/", {}, "http://spam.example/") == (None, "blacklisted/spam")
     url, reason = g.check("http://example.com/", {}, "javascript:void(0)")
     assert url is None and reason.startswith("rejected/")
+
+
+def test_keep_new_sends_a_link_once_and_all_of_a_replay(tmp_path):
+    from owler.outlinks import RecentlySent
+
+    g, sent = gate(tmp_path), RecentlySent(100)
+    counts: Counter = Counter()
+    page1 = [("http://example.com/a?utm_source=x", ""), ("http://example.com/b", ""),
+             ("http://spam.example/", "")]
+    assert g.keep_new("http://example.com/", {}, page1, sent, False, counts) == [
+        ("http://example.com/a", ""), ("http://example.com/b", "")]
+    assert counts["accepted"] == 2 and counts["blacklisted/spam"] == 1
+    assert counts["outlinks_repeated"] == 0
+    # page 2: /b as it was sent skips the gate; /a reaches it again (the raw form differs) and is
+    # dropped after it; /c is new
+    counts.clear()
+    page2 = [("http://example.com/b", ""), ("http://example.com/a?utm_source=y", ""),
+             ("http://example.com/c", "")]
+    assert g.keep_new("http://example.com/x", {}, page2, sent, False, counts) == [
+        ("http://example.com/c", "")]
+    assert counts["outlinks_repeated"] == 2 and counts["accepted"] == 2
+    # a replayed record sends everything that passes, sent before or not
+    counts.clear()
+    assert g.keep_new("http://example.com/x", {}, page2, sent, True, counts) == [
+        ("http://example.com/b", ""), ("http://example.com/a", ""), ("http://example.com/c", "")]
+    assert counts["outlinks_repeated"] == 0
+    # a link sent once is not filtered again, even where the filters would reject it
+    assert "http://example.com/b" in sent and "http://spam.example/" not in sent

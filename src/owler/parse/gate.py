@@ -7,7 +7,8 @@ in one hop instead of three (parser → URLFilterBolt → BlacklistBolt → stat
 explorative crawl the two bolts keep doing the same for the fetcher's redirect targets, and the
 sitemap processor uses a gate of its own chain (``sitemap.urlfilters.config.file``).
 
-Counter names: ``accepted``, ``rejected/<filter>``, ``blacklisted/<list>``.
+Counter names: ``accepted``, ``rejected/<filter>``, ``blacklisted/<list>``; with a memory of the
+links sent (:meth:`OutlinkGate.keep_new`) also ``outlinks_repeated``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from owler.blacklist import Blacklist
 from owler.filters import URLFilters
+from owler.outlinks import RecentlySent
 
 
 class OutlinkGate:
@@ -55,3 +57,17 @@ class OutlinkGate:
                 kept.append((out, anchor))
         counts["accepted"] += len(kept)
         return kept
+
+    def keep_new(self, source_url: str | None, source_md: Mapping[str, list[str]] | None,
+                 links: Iterable[tuple[str, str]], sent: RecentlySent, replay: bool,
+                 counts: Counter) -> list[tuple[str, str]]:
+        """:meth:`keep`, then only the links not in ``sent`` (which remembers them); all of them
+        when ``replay``. A link already sent as it is skips the filters: whatever they would make
+        of it on this page, it is in the frontier already. Repeats counted as
+        ``outlinks_repeated``."""
+        links = list(links)
+        fresh = links if replay else [pair for pair in links if pair[0] not in sent]
+        passed = self.keep(source_url, source_md, fresh, counts)
+        out = sent.new(passed, replay)
+        counts["outlinks_repeated"] += len(links) - len(fresh) + len(passed) - len(out)
+        return out
