@@ -7,21 +7,26 @@ absolute and external; ``--links site``: shared navigation and links among a sit
 real sites; ``--links unique``: every link new), made once from ``--seed``.
 
 1. The pipeline: ``owler run warc2warc`` reading the folder, the embedded frontier, the archive
-   copy into ``warc.dir``. Records/s and MB/s (compressed input) are measured from the first to the
-   last acked record (polling the progress file), CPU over the same interval by sampling
-   ``/proc/<pid>/stat`` of every process of the run (JVM and Python components).
-2. The bare loop: one process reads the same files with :mod:`owler.warc.reader`, parses each 200
+   copy into ``warc.dir``, one parser task per core (``parallelism.parser``: the parser does most
+   of the work). Records/s and MB/s (compressed input) are measured from the first to the last
+   acked record (polling the progress file), CPU over the same interval by sampling
+   ``/proc/<pid>/stat`` of every process of the run (JVM and Python components). Two runs:
+   ``like-bare`` parses as the bare loop does (:data:`LIKE_BARE`: no parse filters, no SimHash, no
+   anchor texts, no text), the like-for-like run the ratios are taken on; ``shipped`` parses with
+   the shipped configuration (language identification, the risk classifier, page metadata,
+   SimHash, anchors), for what a real run costs.
+2. The bare loop: a process reads the files with :mod:`owler.warc.reader`, parses each 200
    response and extracts its links with the crawler's own parser (:func:`owler.parse.html.parse_html`,
-   which resolves and normalizes them), and appends every record's bytes to one output file. It
-   parses as the pipeline's parser does with the default configuration (:data:`BARE_PARSE`: no
-   anchor texts, no text, as nothing stores them; the signature is over the content).
+   which resolves and normalizes them), and appends every record's bytes to one output file, with
+   :data:`BARE_PARSE`. It runs once in one process (the issue's measure) and once with one process
+   per core, each reading its share of the files (the machine's practical limit).
 
 With ``--opensearch PORT`` the pipeline runs as on a cluster: a local OpenSearch node started on
 PORT holds the frontier and the progress (``owler.warc.progress_os``), the bench polls the progress
 there; the bare loop is the same.
 
 Usage: .venv/bin/python bench/bench_warc2warc.py [--files 4] [--pages 1500] [--kb 40]
-       [--opensearch 9291]
+       [--runs like-bare,shipped] [--opensearch 9291] [-o KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import multiprocessing
+import os
 import random
 import resource
 import shutil
@@ -102,14 +109,32 @@ def make_inputs(folder: Path, files: int, pages: int, kb: int, seed: int,
 
 
 BARE_PARSE = {"track.anchors": False, "textextractor.no.text": True}
+#: the pipeline options that make its parser do the bare loop's work
+LIKE_BARE = ["parsefilters.config.file=", "simhash.enabled=false", "track.anchors=false",
+             "textextractor.no.text=true"]
+PIPELINE_RUNS = {"like-bare": LIKE_BARE, "shipped": []}
 
 
-def bare_loop(folder: Path, out: Path) -> dict:
+def bare_loop(folder: Path, out: Path, workers: int = 1) -> dict:
+    """The bare loop over the files of ``folder``, in ``workers`` processes (file i to worker
+    i mod workers); CPU is the sum of the workers'."""
+    files = sorted(folder.glob("*.warc.gz"))
+    if workers <= 1:
+        return bare_files(files, out)
+    t0 = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        parts = pool.starmap(bare_files, [(files[i::workers], out.with_suffix(f".{i}.gz"))
+                                          for i in range(workers)])
+    return {"records": sum(p["records"] for p in parts), "links": sum(p["links"] for p in parts),
+            "wall": time.perf_counter() - t0, "cpu": sum(p["cpu"] for p in parts)}
+
+
+def bare_files(files: list[Path], out: Path) -> dict:
     t0 = time.perf_counter()
     c0 = time.process_time()
     records = links = 0
     with open(out, "wb") as sink:
-        for path in sorted(folder.glob("*.warc.gz")):
+        for path in files:
             with open(path, "rb") as f:
                 for rec in iter_records(f):
                     if not isinstance(rec, InputRecord):
@@ -184,9 +209,17 @@ def main() -> None:
                     help="link model of the pages (see make_page)")
     ap.add_argument("-o", dest="options", action="append", default=[], metavar="KEY=VALUE",
                     help="crawler key for the pipeline run (repeatable)")
+    ap.add_argument("--runs", default=",".join(PIPELINE_RUNS),
+                    help="pipeline runs, of " + ", ".join(PIPELINE_RUNS))
     ap.add_argument("--opensearch", type=int, metavar="PORT",
                     help="frontier and progress in an OpenSearch node started on PORT")
     args = ap.parse_args()
+    runs = [r for r in args.runs.split(",") if r]
+    unknown = set(runs) - set(PIPELINE_RUNS)
+    if unknown or not runs:
+        ap.error(f"--runs: unknown {', '.join(sorted(unknown)) or '(none given)'}")
+    if args.opensearch and len(runs) > 1:
+        ap.error("--opensearch takes one run (its indices are not reset between runs)")
     work = Path(tempfile.mkdtemp(prefix="bench-w2w-"))
     node = None
     try:
@@ -195,31 +228,49 @@ def main() -> None:
             node.up()
         total, size = make_inputs(work / "in", args.files, args.pages, args.kb, args.seed,
                                   args.links)
+        cores = os.cpu_count() or 1
         bare = bare_loop(work / "in", work / "bare.warc.gz")
-        pipe = pipeline(work / "in", work / "run", total, args.options, args.opensearch)
+        bare_n = bare_loop(work / "in", work / "bare-n.warc.gz", cores)
+        pipes = {}
+        for run in runs:
+            options = [*PIPELINE_RUNS[run], f"parallelism.parser={cores}", *args.options]
+            pipes[run] = pipeline(work / "in", work / run, total, options, args.opensearch)
     finally:
         if node is not None:
             node.down()
         shutil.rmtree(work, ignore_errors=True)
     mb = size / 1e6
     per_record_mb = mb / total
+
+    def bare_figures(b: dict) -> dict:
+        return {"records_per_s": round(b["records"] / b["wall"]),
+                "mb_per_s": round(mb / b["wall"], 1),
+                "cpu_ms_per_record": round(1000 * b["cpu"] / b["records"], 3),
+                "links": b["links"]}
+
+    def pipe_figures(pipe: dict) -> dict:
+        return {"records_per_s": round(pipe["records"] / pipe["wall"]),
+                "mb_per_s": round(pipe["records"] * per_record_mb / pipe["wall"], 1),
+                "cpu_ms_per_record": round(1000 * pipe["cpu"] / pipe["records"], 3),
+                "measured_records": pipe["records"],
+                "run_wall_s": round(pipe["run_wall"], 1),
+                "run_cpu_s_all_processes": round(pipe["run_cpu"], 1),
+                "max_rss_mb_one_process": round(pipe["max_rss_mb"]),
+                "cpu_ms_per_record_by_process": pipe["cpu_ms_per_record_by_process"]}
+
     res = {"input": {"files": args.files, "records": total, "compressed_mb": round(mb, 1),
                      "page_kb": args.kb, "links": args.links, "options": args.options,
+                     "parser_tasks": cores,
                      "progress": "opensearch" if args.opensearch else "sqlite"},
-           "bare_loop": {"records_per_s": round(bare["records"] / bare["wall"]),
-                         "mb_per_s": round(mb / bare["wall"], 1),
-                         "cpu_ms_per_record": round(1000 * bare["cpu"] / bare["records"], 3),
-                         "links": bare["links"]},
-           "pipeline": {"records_per_s": round(pipe["records"] / pipe["wall"]),
-                        "mb_per_s": round(pipe["records"] * per_record_mb / pipe["wall"], 1),
-                        "cpu_ms_per_record": round(1000 * pipe["cpu"] / pipe["records"], 3),
-                        "measured_records": pipe["records"],
-                        "run_wall_s": round(pipe["run_wall"], 1),
-                        "run_cpu_s_all_processes": round(pipe["run_cpu"], 1),
-                        "max_rss_mb_one_process": round(pipe["max_rss_mb"]),
-                        "cpu_ms_per_record_by_process": pipe["cpu_ms_per_record_by_process"]}}
-    res["ratio_pipeline_to_bare"] = round(
-        (pipe["records"] / pipe["wall"]) / (bare["records"] / bare["wall"]), 2)
+           "bare_loop": bare_figures(bare), "bare_loop_per_core": bare_figures(bare_n),
+           "pipelines": {run: pipe_figures(p) for run, p in pipes.items()}}
+    rate = {name: res[name]["records_per_s"] for name in ("bare_loop", "bare_loop_per_core")}
+    res["ratios"] = {run: {"records_per_s_to_bare": round(p["records_per_s"] / rate["bare_loop"], 2),
+                           "records_per_s_to_bare_per_core": round(
+                               p["records_per_s"] / rate["bare_loop_per_core"], 2),
+                           "cpu_per_record_to_bare": round(
+                               p["cpu_ms_per_record"] / res["bare_loop"]["cpu_ms_per_record"], 2)}
+                     for run, p in res["pipelines"].items()}
     print(json.dumps(res, indent=1))
 
 
