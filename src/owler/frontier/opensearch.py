@@ -95,8 +95,19 @@ def _sha256(url: str) -> str:
     return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+_ISO_OF_SECOND: dict[int, str] = {}
+
+
 def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    """``ts`` (epoch seconds) as ``YYYY-MM-DDTHH:MM:SSZ``, the fraction dropped. Remembered per
+    second: most updates of a batch are discoveries due now, the same second."""
+    sec = int(ts // 1)
+    text = _ISO_OF_SECOND.get(sec)
+    if text is None:
+        if len(_ISO_OF_SECOND) >= 4096:
+            _ISO_OF_SECOND.clear()
+        text = _ISO_OF_SECOND[sec] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(sec))
+    return text
 
 
 class OpenSearchFrontier:
@@ -132,6 +143,8 @@ class OpenSearchFrontier:
         self.next_beat = 0.0
         self.peers = False  # other tasks were present at the last heartbeat
         self._md_names: dict[str, str] = {}
+        self._md_key_sets: dict[tuple[str, ...], tuple[str, ...] | None] = {}
+        self._action_heads: dict[str, bytes] = {}  # op -> the action's bytes up to its _id
         self.write_updated = True
         try:
             self._ensure_indices(conf)
@@ -214,10 +227,24 @@ class OpenSearchFrontier:
             name = self._md_names[key] = key.replace(".", "%2E")
         return name
 
+    def _md_doc(self, md: Mapping[str, list[str]]) -> Mapping[str, list[str]]:
+        """``md`` with its keys as stored (a dot as ``%2E``: StormCrawler's field names), its
+        keys' new names worked out once per set of keys."""
+        keys = tuple(md)
+        names = self._md_key_sets.get(keys, False)
+        if names is False:
+            if len(self._md_key_sets) >= 1024:
+                self._md_key_sets.clear()
+            renamed = tuple(self._md_name(k) for k in keys)
+            names = self._md_key_sets[keys] = None if renamed == keys else renamed
+        if names is None:
+            return md if type(md) is dict else dict(md)
+        return dict(zip(names, md.values()))
+
     def _doc_dict(self, url: str, status: str, md: Mapping[str, list[str]], nfd: float | None,
                   key: str, now: float) -> dict[str, Any]:
         doc: dict[str, Any] = {"url": url, "status": status, "key": key,
-                               "metadata": {self._md_name(k): v for k, v in md.items()}}
+                               "metadata": self._md_doc(md)}
         if self.write_updated:
             doc["updated"] = int(now * 1000)
         tags = self.tagger.tags(md) if self.tag_rules else ()
@@ -260,11 +287,13 @@ class OpenSearchFrontier:
         return [orjson.dumps({"update": action}), orjson.dumps(body)]
 
     def _action(self, op: str, doc_id: str, key: str) -> bytes:
+        head = self._action_heads.get(op)
+        if head is None:
+            head = self._action_heads[op] = b'{"%s":{"_index":%s,"_id":"' % (
+                op.encode(), orjson.dumps(self.index))
         if self.routing:
-            return b'{"%s":{"_index":%s,"_id":"%s","routing":%s}}' % (
-                op.encode(), orjson.dumps(self.index), doc_id.encode(), orjson.dumps(key))
-        return b'{"%s":{"_index":%s,"_id":"%s"}}' % (op.encode(), orjson.dumps(self.index),
-                                                     doc_id.encode())
+            return b'%s%s","routing":%s}}' % (head, doc_id.encode(), orjson.dumps(key))
+        return head + doc_id.encode() + b'"}}'
 
     def _bulk(self, lines: list[bytes], n: int) -> list[int]:
         """Send ``n`` actions; return each action's HTTP status (409 kept as is)."""
