@@ -61,10 +61,11 @@ class OutlinkGate:
     def keep_new(self, source_url: str | None, source_md: Mapping[str, list[str]] | None,
                  links: Iterable[tuple[str, str]], sent: RecentlySent, replay: bool,
                  counts: Counter) -> list[tuple[str, str]]:
-        """:meth:`keep`, then only the links not in ``sent`` (which remembers them); all of them
-        when ``replay``. A link already sent as it is skips the filters: whatever they would make
-        of it on this page, it is in the frontier already. Repeats counted as
-        ``outlinks_repeated``."""
+        """What :meth:`keep` lets through of ``links`` and ``sent`` does not hold yet (``sent``
+        then holds it); all that passes when ``replay``. A link ``sent`` holds as it is skips
+        the filters: whatever they would make of it on this page, it went to the frontier
+        already (were that write lost, its tuple would be replayed, and a replay sends all).
+        Repeats counted as ``outlinks_repeated``."""
         links = list(links)
         fresh = links if replay else [pair for pair in links if pair[0] not in sent]
         passed = self.keep(source_url, source_md, fresh, counts)
