@@ -109,9 +109,10 @@ def make_inputs(folder: Path, files: int, pages: int, kb: int, seed: int,
 
 
 BARE_PARSE = {"track.anchors": False, "textextractor.no.text": True}
-#: the pipeline options that make its parser do the bare loop's work
-LIKE_BARE = ["parsefilters.config.file=", "simhash.enabled=false", "track.anchors=false",
-             "textextractor.no.text=true"]
+#: the pipeline options that make its parser do the bare loop's work: BARE_PARSE, and none of
+#: what the bare loop leaves out (parse filters, SimHash)
+LIKE_BARE = [f"{k}={str(v).lower()}" for k, v in BARE_PARSE.items()] + [
+    "parsefilters.config.file=", "simhash.enabled=false"]
 PIPELINE_RUNS = {"like-bare": LIKE_BARE, "shipped": []}
 
 
