@@ -71,3 +71,20 @@ def test_recently_sent_links_are_sent_once_unless_replayed():
     # bounded: d pushed the oldest (a) out, so a is sent again
     assert sent.new(["http://a/", "http://d/"]) == ["http://a/"]
     assert outlinks.RecentlySent(0).new(["http://a/", "http://a/"]) == ["http://a/", "http://a/"]
+
+
+def test_recently_sent_keeps_the_newest_through_a_long_churn():
+    # many more URLs than it holds, asked about before each send as the gate does: it holds
+    # exactly the last `size` URLs it sent, and asking does not make a URL newer
+    sent = outlinks.RecentlySent(1000)
+    for i in range(20_000):
+        url = f"http://h{i % 7}.example/p{i}"
+        assert url not in sent
+        assert sent.new([url, url]) == [url]
+        assert "http://h0.example/p0" not in sent or i < 1000
+    assert all(f"http://h{i % 7}.example/p{i}" in sent for i in range(19_000, 20_000))
+    assert not any(f"http://h{i % 7}.example/p{i}" in sent for i in range(19_000))
+    # an old URL is new again and pushes out the oldest held (p19000); p19001 is still held
+    assert sent.new(["http://h1.example/p18999", "http://h3.example/p19001"]) == [
+        "http://h1.example/p18999"]
+    assert "http://h2.example/p19000" not in sent

@@ -61,6 +61,7 @@ import socket
 import ssl
 import time
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 from urllib.parse import urljoin
@@ -501,7 +502,9 @@ class HttpFetcher:
         self.max_decompressed = max_decompressed_size(conf)
         self.allow_private = C.get_bool(conf, "http.allow.private.addresses", False)
         self.guard = AddressGuard.from_conf(conf)
-        self._refused_names: dict[str, str] = {}  # host name -> why, oldest first
+        # host name -> why, oldest first (an OrderedDict evicts its oldest in O(1): see
+        # owler/outlinks.py, RecentlySent)
+        self._refused_names: OrderedDict[str, str] = OrderedDict()
         self.trust_everything = C.get_bool(conf, "http.trust.everything", False)
         self.keepalive = C.get_float(conf, "http.keepalive.timeout", 15.0)
         threads = max(1, C.get_int(conf, FETCHER_THREADS_KEY, 10))
@@ -586,7 +589,7 @@ class HttpFetcher:
         names = self._refused_names
         names[host.lower()] = message
         while len(names) > _REFUSED_NAMES:
-            names.pop(next(iter(names)))
+            names.popitem(last=False)
 
     @staticmethod
     def _fail(res: FetchResult, cause: str, message: str) -> None:
