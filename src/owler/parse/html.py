@@ -342,9 +342,12 @@ _NEST_TAG = re.compile(
 
 def _guard_depth(html: str) -> str:
     """Cut the document where container nesting first exceeds MAX_NESTING. A page with fewer
-    start tags than that cannot nest deeper, so the common case costs two str.count calls; a
-    bigger page pays one regex scan (~5% of its parse time)."""
-    if html.count("<") - html.count("</") <= MAX_NESTING:
+    start tags than that cannot nest deeper: most pages have fewer ``<`` than that at all, which
+    one count of a character tells (the count of ``</``, a two-character needle, costs three times
+    as much: 26 against 83 µs on a 65 KB page); a bigger page pays one regex scan (~5% of its parse
+    time)."""
+    lt = html.count("<")
+    if lt <= MAX_NESTING or lt - html.count("</") <= MAX_NESTING:
         return html
     data = html.encode("utf-8", "surrogatepass")
     depth = 0
