@@ -13,6 +13,8 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
    - `explorative-nowarc`: the work of StormCrawler's column: `warc.enabled: false`, and no parse
      filters and no SimHash (its run has neither; our default chain adds language
      identification, the risk classifier and page metadata);
+   - `explorative-warc`: the same with our WARC writing on, the one thing changed (the issue's
+     "with our WARC on, still ≥ StormCrawler without it");
    - `scrapy`: Scrapy crawling the same farm (`bench/crawl_scrapy.py`), pages stored as WARC;
    - `stormcrawler`: StormCrawler 2.4 (Java) in Storm local mode with its in-memory frontier
      (`bench/crawl_stormcrawler.py`); it writes no WARC (no StormCrawler WARC module could be
@@ -29,7 +31,7 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
 3. The frontier backends (`bench/bench_frontier.py`, `bench/bench_frontier_opensearch.py`).
 4. The URLFrontier service against the frontier used directly (`bench/bench_urlfrontier.py`).
 
-Usage: .venv/bin/python bench/run_all.py [--only explorative,explorative-nowarc,scrapy,
+Usage: .venv/bin/python bench/run_all.py [--only explorative,explorative-nowarc,explorative-warc,scrapy,
        stormcrawler,bare,bare-nowarc,warc2warc,frontier,urlfrontier] [--farms 500x40,3000x6]
        [--delay 1.0] [--concurrency 50] [-o KEY=VALUE ...] [--no-write]
 """
@@ -59,13 +61,18 @@ AGENT = "owler-bench"
 BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
 #: run name -> (crawler, writes WARC)
 RUNS = {"explorative": ("explorative", True), "explorative-nowarc": ("explorative", False),
+        "explorative-warc": ("explorative", True),
         "scrapy": ("scrapy", True), "stormcrawler": ("stormcrawler", False),
         "bare": ("bare", True), "bare-nowarc": ("bare", False)}
 #: the explorative run without WARC does what StormCrawler's run does (bench/stormcrawler/
 #: crawler-conf.yaml: no WARC, no parse filters; it has no SimHash)
-LIKE_STORMCRAWLER = "warc.enabled: false\nparsefilters.config.file: ''\nsimhash.enabled: false\n"
+NO_PARSE_EXTRAS = "parsefilters.config.file: ''\nsimhash.enabled: false\n"
+LIKE_STORMCRAWLER = "warc.enabled: false\n" + NO_PARSE_EXTRAS
+#: the explorative runs' configuration beyond the shipped one
+EXPLORATIVE_CONF = {"explorative-nowarc": LIKE_STORMCRAWLER, "explorative-warc": NO_PARSE_EXTRAS}
 #: (ours, peer, what the issue asks of the ratio): the ratios printed under each farm's table
 PAIRS = (("explorative-nowarc", "stormcrawler", "like for like: no WARC, no parse filters"),
+         ("explorative-warc", "stormcrawler", "our WARC on, StormCrawler's off, no parse filters"),
          ("explorative", "stormcrawler", "our WARC and parse filters on, StormCrawler's off"),
          ("explorative", "scrapy", "both write WARC"),
          ("explorative", "bare", "both write WARC"),
@@ -93,7 +100,7 @@ def crawl_command(run: str, work: Path, seeds: Path, args) -> list[str]:
             f"owler.work.dir: {work}\nhttp.allow.private.addresses: true\n"
             f"http.agent.name: {AGENT}\nfetcher.server.delay: {args.delay}\n"
             f"fetcher.threads.number: {args.concurrency}\nhttp.timeout: 10000\n"
-            + ("" if warc else LIKE_STORMCRAWLER)
+            + EXPLORATIVE_CONF.get(run, "")
             + "".join(f"{k}: {v}\n" for k, _, v in (o.partition("=") for o in args.options)))
         subprocess.run([py, "-m", "owler", "inject", str(seeds), "--conf", str(conf)],
                        cwd=ROOT, check=True, capture_output=True)
