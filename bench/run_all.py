@@ -295,7 +295,12 @@ def main() -> None:
             b = w[key]
             out.append(f"| {label} | {b['records_per_s']:,} | {b['mb_per_s']} | "
                        f"{b['cpu_ms_per_record']} | | | |")
-        out.append("")
+        out += ["", "The bare loops ran before the pipelines and after them, the faster run "
+                "counting: " + "; ".join(
+                    f"{label} {' and '.join(f'{r:,}' for r in w[key]['records_per_s_before_after'])}"
+                    " records/s" for key, label in (("bare_loop", "one process"),
+                                                    ("bare_loop_per_core", "a process per core")))
+                + ".", ""]
     if "frontier" in only:
         print("[bench] frontier backends ...", file=sys.stderr, flush=True)
         sq = run_json(["bench/bench_frontier.py", "--json"])
