@@ -31,8 +31,9 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
 3. The frontier backends (`bench/bench_frontier.py`, `bench/bench_frontier_opensearch.py`).
 4. The URLFrontier service against the frontier used directly (`bench/bench_urlfrontier.py`).
 
-Usage: .venv/bin/python bench/run_all.py [--only explorative,explorative-nowarc,explorative-warc,scrapy,
-       stormcrawler,bare,bare-nowarc,warc2warc,frontier,urlfrontier] [--farms 500x40,3000x6]
+Usage: .venv/bin/python bench/run_all.py [--only explorative,explorative-nowarc,
+       explorative-warc,scrapy,stormcrawler,bare,bare-nowarc,warc2warc,frontier,urlfrontier]
+       [--farms 500x40,3000x6]
        [--delay 1.0] [--concurrency 50] [-o KEY=VALUE ...] [--no-write]
 """
 
@@ -295,12 +296,12 @@ def main() -> None:
             b = w[key]
             out.append(f"| {label} | {b['records_per_s']:,} | {b['mb_per_s']} | "
                        f"{b['cpu_ms_per_record']} | | | |")
+        runs_of = {label: " and ".join(f"{r:,}" for r in w[key]["records_per_s_before_after"])
+                   for key, label in (("bare_loop", "one process"),
+                                      ("bare_loop_per_core", "a process per core"))}
         out += ["", "The bare loops ran before the pipelines and after them, the faster run "
-                "counting: " + "; ".join(
-                    f"{label} {' and '.join(f'{r:,}' for r in w[key]['records_per_s_before_after'])}"
-                    " records/s" for key, label in (("bare_loop", "one process"),
-                                                    ("bare_loop_per_core", "a process per core")))
-                + ".", ""]
+                "counting: " + "; ".join(f"{label} {rates} records/s"
+                                         for label, rates in runs_of.items()) + ".", ""]
     if "frontier" in only:
         print("[bench] frontier backends ...", file=sys.stderr, flush=True)
         sq = run_json(["bench/bench_frontier.py", "--json"])
