@@ -16,9 +16,14 @@ non-ASCII per the standard's encode sets and turns an empty path into ``/``. On 
   (``A-Z a-z 0-9 - . _ ~``) are decoded and the other escapes' hex digits are upper-cased.
 
 Known differences with other normalisers, on purpose (the WHATWG standard decides): query
-parameters are never sorted or dropped here (that is a URL filter's job), ``+`` stays ``+``, a
-trailing dot of a host is kept, duplicate slashes in the path are kept, IPv4 hosts written in
-hex/octal/short forms are canonicalised (``http://0x7f.1/`` → ``http://127.0.0.1/``).
+parameters are never sorted or dropped here (that is a URL filter's job), ``+`` stays ``+``,
+duplicate slashes in the path are kept, IPv4 hosts written in hex/octal/short forms are
+canonicalised (``http://0x7f.1/`` → ``http://127.0.0.1/``). A host's trailing dot is removed.
+
+A normalised URL normalises to itself. :func:`normalize` does not parse again a URL that
+:func:`resolve` returned lately (a bounded set, emptied when full): the URL filters' normaliser
+sees every link the parser resolved, and a second WHATWG parse was a third of the filter chain's
+cost for a new link (BENCHMARKS.md, issue 20).
 
 Config keys read: ``partition.url.mode`` (:func:`partition_mode`, the one reader of the key; the
 other functions take the mode as an argument).
@@ -105,6 +110,17 @@ def _finish(href: str, keep_fragment: bool) -> str | None:
     return href + frag
 
 
+#: URLs :func:`resolve` returned without a fragment, which :func:`normalize` returns as they are
+_RESOLVED: set[str] = set()
+_RESOLVED_MAX = 1 << 15
+
+
+def _remember(url: str) -> None:
+    if len(_RESOLVED) >= _RESOLVED_MAX:
+        _RESOLVED.clear()
+    _RESOLVED.add(url)
+
+
 def normalize(url: str, keep_fragment: bool = False) -> str | None:
     """The normalised form of an absolute http(s) URL, or ``None`` when it is not one.
 
@@ -112,6 +128,12 @@ def normalize(url: str, keep_fragment: bool = False) -> str | None:
     Leading/trailing spaces and control characters, tabs and newlines inside are dropped as the
     WHATWG parser does. ``keep_fragment=True`` keeps a non-empty ``#fragment``.
     """
+    if type(url) is str and url in _RESOLVED:  # normalised already, and without a fragment
+        return url
+    return _normalize_anew(url, keep_fragment)
+
+
+def _normalize_anew(url: str, keep_fragment: bool = False) -> str | None:
     try:
         href = _normalize_url(url)
     except (ValueError, TypeError, AttributeError, UnicodeError):
@@ -130,7 +152,10 @@ def resolve(base: str, href: str, keep_fragment: bool = False) -> str | None:
     except (ValueError, TypeError, AttributeError, UnicodeError):
         # an absolute href needs no base (an empty or broken base does not spoil it)
         return normalize(href, keep_fragment) if isinstance(href, str) else None
-    return _finish(joined, keep_fragment)
+    out = _finish(joined, keep_fragment)
+    if out is not None and not (keep_fragment and "#" in out):
+        _remember(out)
+    return out
 
 
 # An http(s) URL whose authority is already canonical: a lower-case ASCII host name (no user

@@ -301,3 +301,51 @@ def test_host_of_fast_path_agrees_with_the_url_parser():
         assert U.host_of(url) == want, url
         fast += bool(U._CANONICAL_HTTP.match(url))
     assert len(cases) > 500 and fast > 300
+
+
+def _resolved_corpus() -> list[str]:
+    """Links as the parser resolves them: the recorded cases' inputs and outputs against two
+    bases, and the links of the real pages of the Common Crawl and dolma samples."""
+    from owler.parse.html import parse_html
+    from tests.realpages import CRAWL_WARCS, warc_html
+
+    out = []
+    for name in ("w3lib_2.5.0_url_cases.jsonl", "url_normalize_3.1.0_cases.jsonl"):
+        for line in (DATA / name).read_text(encoding="utf-8").splitlines():
+            case = json.loads(line)
+            for value in [*case.get("args", []), case.get("expected")]:
+                if isinstance(value, str):
+                    for base in ("https://example.com/a/b.html", "http://Ex.org:80/x/"):
+                        out.append(resolve(base, value))
+    for name in CRAWL_WARCS:
+        for url, headers, body in warc_html(name):
+            page = parse_html(url, body, {k.lower(): v for k, v in headers})
+            out += [link.url for link in page.outlinks]
+    return [u for u in out if u is not None]
+
+
+def test_a_resolved_url_normalises_to_itself():
+    # what lets normalize() return a URL resolve() gave without parsing it again
+    corpus = _resolved_corpus()
+    assert len(corpus) > 5000
+    assert [u for u in corpus if urls._normalize_anew(u) != u] == []
+    frag = resolve("https://example.com/a/", "b.html?q=1#Part", keep_fragment=True)
+    assert urls._normalize_anew(frag, keep_fragment=True) == frag
+
+
+def test_normalize_returns_what_resolve_gave_as_it_is(monkeypatch):
+    monkeypatch.setattr(urls, "_RESOLVED", set())
+    monkeypatch.setattr(urls, "_RESOLVED_MAX", 100)
+    got = resolve("https://Example.com/a/", "./b.html?x=%7e#top")
+    assert got == "https://example.com/a/b.html?x=~" and got in urls._RESOLVED
+    assert normalize(got) is got and normalize(got, keep_fragment=True) is got
+    # a kept fragment is not remembered: without keep_fragment, normalize drops it
+    kept = resolve("https://example.com/", "c#frag", keep_fragment=True)
+    assert kept == "https://example.com/c#frag" and kept not in urls._RESOLVED
+    assert normalize(kept) == "https://example.com/c"
+    # bounded; garbage still gives None
+    for i in range(250):
+        resolve("https://example.com/", f"p{i}")
+    assert 0 < len(urls._RESOLVED) <= 100
+    assert normalize(["not", "a", "url"]) is None and normalize(None) is None
+    assert normalize(b"https://example.com/") is None
