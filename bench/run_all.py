@@ -65,12 +65,10 @@ RUNS = {"explorative": ("explorative", True), "explorative-nowarc": ("explorativ
         "explorative-warc": ("explorative", True),
         "scrapy": ("scrapy", True), "stormcrawler": ("stormcrawler", False),
         "bare": ("bare", True), "bare-nowarc": ("bare", False)}
-#: the explorative run without WARC does what StormCrawler's run does (bench/stormcrawler/
-#: crawler-conf.yaml: no WARC, no parse filters; it has no SimHash)
+#: the explorative runs that parse as StormCrawler's run does (bench/stormcrawler/
+#: crawler-conf.yaml: no parse filters; it has no SimHash); `explorative` is the shipped parse
+PARSE_LIKE_STORMCRAWLER = {"explorative-nowarc", "explorative-warc"}
 NO_PARSE_EXTRAS = "parsefilters.config.file: ''\nsimhash.enabled: false\n"
-LIKE_STORMCRAWLER = "warc.enabled: false\n" + NO_PARSE_EXTRAS
-#: the explorative runs' configuration beyond the shipped one
-EXPLORATIVE_CONF = {"explorative-nowarc": LIKE_STORMCRAWLER, "explorative-warc": NO_PARSE_EXTRAS}
 #: (ours, peer, what the issue asks of the ratio): the ratios printed under each farm's table
 PAIRS = (("explorative-nowarc", "stormcrawler", "like for like: no WARC, no parse filters"),
          ("explorative-warc", "stormcrawler", "our WARC on, StormCrawler's off, no parse filters"),
@@ -101,7 +99,8 @@ def crawl_command(run: str, work: Path, seeds: Path, args) -> list[str]:
             f"owler.work.dir: {work}\nhttp.allow.private.addresses: true\n"
             f"http.agent.name: {AGENT}\nfetcher.server.delay: {args.delay}\n"
             f"fetcher.threads.number: {args.concurrency}\nhttp.timeout: 10000\n"
-            + EXPLORATIVE_CONF.get(run, "")
+            + ("" if warc else "warc.enabled: false\n")
+            + (NO_PARSE_EXTRAS if run in PARSE_LIKE_STORMCRAWLER else "")
             + "".join(f"{k}: {v}\n" for k, _, v in (o.partition("=") for o in args.options)))
         subprocess.run([py, "-m", "owler", "inject", str(seeds), "--conf", str(conf)],
                        cwd=ROOT, check=True, capture_output=True)
