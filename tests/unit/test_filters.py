@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from pathlib import Path
 
 import pytest
 
@@ -13,9 +15,12 @@ from owler.filters.basic import BasicURLFilter, BasicURLNormalizer, SelfURLFilte
 from owler.filters.depth import MaxDepthFilter
 from owler.filters.host import HostURLFilter
 from owler.filters.metadata import MetadataFilter
-from owler.filters.regex import RegexURLFilter
+from owler.filters.regex import DEFAULT_RULES_FILE, RegexURLFilter
+from owler.filters.regex import lowercase_form as re_lowercase_form
 
 ROOT = "org.apache.stormcrawler.filtering.URLFilters"
+URL_DATA = Path(__file__).resolve().parents[1] / "data" / "url"
+DEFAULT_RULES = Path(__file__).resolve().parents[2] / "resources" / DEFAULT_RULES_FILE
 
 
 def make(cls, **params):
@@ -153,6 +158,72 @@ def test_regex_default_file():
     for url in ["https://a.com/", "https://a.com/page.html", "http://127.0.0.5:8080/x",
                 "https://a.com/jpg-guide", "https://a.com/?q=.zip+files"]:
         assert f.filter(None, {}, url) == url, url
+
+
+def _ascii_url_corpus() -> list[str]:
+    """Real links (the Common Crawl sample's pages, the recorded URL cases), each also with its
+    letters' case scrambled, and links to files of every extension the default rules name."""
+    import random
+
+    from owler.parse.html import parse_html
+    from tests.realpages import CRAWL_WARCS, warc_html
+
+    out = []
+    for url, headers, body in warc_html(CRAWL_WARCS[0]):
+        out += [link.url for link in parse_html(url, body, {k.lower(): v for k, v in headers}).outlinks]
+    for line in (URL_DATA / "w3lib_2.5.0_url_cases.jsonl").read_text(encoding="utf-8").splitlines():
+        out += [v for v in json.loads(line).get("args", []) if isinstance(v, str)]
+    exts = re.findall(r"[a-z0-9]+", " ".join(re.findall(r"\\.\(([^)]*)\)", DEFAULT_RULES.read_text())))
+    for ext in exts:
+        for tail in ("", "?w=1", "&x", "#f", "x", "/", "\n"):
+            out.append(f"https://a.example/d/file.{ext}{tail}")
+    rng = random.Random(20)
+    out += ["".join(c.upper() if rng.random() < 0.5 else c for c in u) for u in list(out)]
+    return [u for u in out if u.isascii()]
+
+
+# (?i) rules lowercase_form() may not lower, each with a URL on which searching its text in the
+# lower-cased URL would answer otherwise than the rule does
+_NOT_LOWERED = {
+    "(?i)[@-\\[]": "https://a.example/",         # a range holding uppercase letters only
+    "(?i)\\x41": "https://a.example/",            # an escape that is an uppercase letter
+    "(?i)\\.JPG$": "https://a.example/x.jpg",      # an uppercase literal
+    "(?i)\\.(?-i:jpg)$": "https://a.example/x.JPG",  # case turned back on inside
+}
+# refused though lowering them would be sound: the check reads text, not meaning
+_REFUSED_TOO = ("(?i)\\D$", "(?i)(a)\\1", "(?i)(?P<x>a)", "(?i)[a-z]", "(?i)\u017f", "(?i)a(?#c)")
+
+
+def test_regex_lowercase_form_finds_what_the_ignore_case_rule_finds():
+    corpus = _ascii_url_corpus()
+    assert len(corpus) > 3000
+    f = make(RegexURLFilter)
+    safe = [p for _, p in f.rules if re_lowercase_form(p) is not None]
+    assert len(safe) == 5  # the default file's extension rules
+    safe += [re.compile(x) for x in ("(?i)^https?://.*\\.example/d/", "(?i)(?:file|x)\\.(?=j)jp.{1,2}$",
+                                     "(?i)(?<!a)\\.cs{1,2}(\\?|&|$)", "(?i)^(?!https://a\\.)")]
+    for p in safe:
+        low = re_lowercase_form(p)
+        assert low is not None, p.pattern
+        differ = [u for u in corpus if (p.search(u) is None) != (low.search(u.lower()) is None)]
+        assert differ == [], (p.pattern, differ[:3])
+        assert any(p.search(u) for u in corpus) and not all(p.search(u) for u in corpus), p.pattern
+    for text, url in _NOT_LOWERED.items():
+        p = re.compile(text)
+        assert re_lowercase_form(p) is None, text
+        naive = re.compile(text[4:])  # what lowering it would search: it answers otherwise
+        assert (p.search(url) is None) != (naive.search(url.lower()) is None), text
+    for text in _REFUSED_TOO + ("\\.jpg$", "(?s)\\.jpg$", "(?i)(?m)\\.jpg$", "(?im)\\.jpg$"):
+        assert re_lowercase_form(re.compile(text)) is None, text
+
+
+def test_regex_filter_lowers_ascii_urls_only():
+    f = make(RegexURLFilter, urlFilters=["-(?i)\\.css$", "+."])
+    assert f._compiled[0][2] is not None
+    assert f.filter(None, {}, "https://a.example/X.CSS") is None
+    assert f.filter(None, {}, "https://a.example/x.html") == "https://a.example/x.html"
+    odd = "https://a.example/x.c\u017fs"  # not ASCII: the rule itself is searched, and matches
+    assert f.filter(None, {}, odd) is None
 
 
 def test_regex_file_param_and_errors(tmp_path):
