@@ -80,3 +80,22 @@ def test_msgpack_messages_are_framed_across_reads():
     text, *rest = got[2]["tuple"]
     assert rest == [1, 2.5, None, True]
     assert text.startswith("a") and "\ufffd" in text  # sent, not dropped; read back replaced
+
+
+def test_msgpack_reads_reuse_one_buffer_without_mixing_messages():
+    """Hundreds of messages of every size through one reused read buffer: each comes out as it
+    went, though a later read overwrites the buffer an earlier message was read into."""
+    import random
+
+    rnd = random.Random(5)
+    r, w = pipe_pair()
+    ser = OwlerMsgpackSerializer(r, w, threading.RLock(), threading.RLock())
+    msgs = [{"tuple": [f"u{i}", rnd.randbytes(rnd.choice((10, 5000, 70000, 300000)))]}
+            for i in range(300)]
+    writer = threading.Thread(target=lambda: [ser.send_message(m) for m in msgs])
+    writer.start()
+    got = [ser.read_message() for _ in msgs]
+    writer.join()
+    r.close()
+    w.close()
+    assert got == msgs

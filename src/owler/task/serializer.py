@@ -12,6 +12,10 @@ pystorm's own MessagePack serializer is used with two changes that matter for a 
   pystorm logs and drops a message it cannot serialize: the tuple would never be acked. Such
   strings are packed with ``surrogatepass``; the JVM reads the bytes it cannot decode as U+FFFD.
 
+And input is read into one reusable buffer (``os.readv``), where pystorm's ``os.read(fd, 1 MiB)``
+allocates a 1 MiB object for every read, whatever arrives: a little less CPU per message
+(``bench/bench_multilang.py``: 0.82-0.90x for 3 KB, 0.77-1.02x for 60 KB; BENCHMARKS.md).
+
 :func:`register` puts this class under ``msgpack`` in pystorm's table of serializers;
 ``owler.task.component`` calls it on import, before any component is built.
 """
@@ -39,15 +43,18 @@ class OwlerMsgpackSerializer(MsgpackSerializer):
         # text the JVM could not encode comes as "?" already; anything else malformed is replaced,
         # as the JVM's unpacker does
         unpacker = msgpack.Unpacker(max_buffer_size=NO_LIMIT, raw=False, unicode_errors="replace")
+        buf = bytearray(self.CHUNK_SIZE)
+        view = memoryview(buf)
         while True:
             with self._reader_lock:
                 try:  # as much as is there (a read of n bytes would wait for all n)
-                    chunk = os.read(self.input_stream.fileno(), self.CHUNK_SIZE)
+                    n = os.readv(self.input_stream.fileno(), [buf])
+                    chunk = view[:n]
                 except io.UnsupportedOperation:
                     chunk = self.input_stream.read(self.CHUNK_SIZE)
             if not chunk:
                 raise StormWentAwayError()
-            unpacker.feed(chunk)
+            unpacker.feed(chunk)  # copied into the unpacker's own buffer: buf may be reused
             yield from unpacker
 
     def serialize_dict(self, msg_dict):
