@@ -8,7 +8,7 @@ in the URL (Java's ``find()``); lines that are blank, start with ``#`` or with a
 ignored. The first rule that matches decides; a URL no rule matches is rejected.
 
 A rule whose only flag is a leading ``(?i)`` is searched case-sensitively in the lower-cased URL
-when its text allows it (:func:`lowercase_form`): Python's ignore-case matching costs about four
+when its text allows it (:func:`lowercase_form`): Python's ignore-case matching costs two to four
 times a plain search, and the default file's five extension rules are of this kind.
 
 Config keys read: none.

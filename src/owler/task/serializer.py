@@ -14,7 +14,7 @@ pystorm's own MessagePack serializer is used with two changes that matter for a 
 
 And input is read into one reusable buffer (``os.readv``), where pystorm's ``os.read(fd, 1 MiB)``
 allocates a 1 MiB object for every read, whatever arrives: a little less CPU per message
-(``bench/bench_multilang.py``: 0.82-0.90x for 3 KB, 0.77-1.02x for 60 KB; BENCHMARKS.md).
+(``bench/bench_multilang.py``: 0.58-0.98x for 3 KB, 0.67-1.02x for 60 KB; BENCHMARKS.md).
 
 :func:`register` puts this class under ``msgpack`` in pystorm's table of serializers;
 ``owler.task.component`` calls it on import, before any component is built.
