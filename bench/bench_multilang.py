@@ -1,14 +1,16 @@
-"""The Python end of the MessagePack multilang protocol: CPU to read a message from Storm's pipe.
+"""The Python end of the MessagePack multilang protocol: CPU to move a message through Storm's pipe.
 
 Every shell component reads each tuple, ack and heartbeat through
 :class:`owler.task.serializer.OwlerMsgpackSerializer`; a fetched page crosses it twice (into the
-WARC writer, into the parser). The peer is pystorm's own reading loop (``os.read(fd, 1 MiB)``
-per read, the rest as ours), run in the same process on the same pipe and messages.
+WARC writer, into the parser) and leaves two processes through it. The peer is pystorm's own
+reading loop (``os.read(fd, 1 MiB)`` per read) on a pipe of the default size (64 KiB), as pystorm
+leaves it; then ours on the default pipe (the read loop alone), and ours as shipped (the pipe
+widened to 1 MiB, :func:`owler.task.serializer.widen_pipe`). All in the same run, alternated.
 
 Method: a forked process writes ``--count`` copies of one packed message into an OS pipe (as the
-worker JVM does) while this process reads them through the serializer; the reader's CPU per
-message, best of ``--rounds`` rounds, the two readers alternated. Message sizes: a status tuple (~0.4 KB), a small
-page (~3 KB), a farm page (~60 KB).
+worker JVM does) while this process reads them through the serializer; the reader's CPU and the
+writer's (its rusage) per message, best of ``--rounds`` rounds. Message sizes: a status tuple
+(~0.4 KB), a small page (~3 KB), a farm page (~60 KB).
 
 Usage: .venv/bin/python bench/bench_multilang.py [--count 3000] [--rounds 5]
 """
@@ -16,6 +18,7 @@ Usage: .venv/bin/python bench/bench_multilang.py [--count 3000] [--rounds 5]
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import sys
 import threading
@@ -30,9 +33,20 @@ from pystorm.exceptions import StormWentAwayError  # noqa: E402
 
 from owler.task.serializer import NO_LIMIT, OwlerMsgpackSerializer  # noqa: E402
 
+DEFAULT_PIPE = 1 << 16
 
-class PystormRead(OwlerMsgpackSerializer):
-    """pystorm 5's reading loop (a new ``os.read`` of CHUNK_SIZE bytes per read), ours otherwise."""
+
+class OursDefaultPipe(OwlerMsgpackSerializer):
+    """Ours with the pipe left at Linux's default size."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        fcntl.fcntl(self.input_stream.fileno(), 1031, DEFAULT_PIPE)  # F_SETPIPE_SZ
+
+
+class PystormRead(OursDefaultPipe):
+    """pystorm 5's reading loop (a new ``os.read`` of CHUNK_SIZE bytes per read) on the default
+    pipe, ours otherwise."""
 
     def _messages_generator(self):
         unpacker = msgpack.Unpacker(max_buffer_size=NO_LIMIT, raw=False, unicode_errors="replace")
@@ -52,8 +66,11 @@ def message(size: int) -> bytes:
                          use_bin_type=True)
 
 
-def cpu_per_message(cls, packed: bytes, count: int) -> float:
+def cpu_per_message(cls, packed: bytes, count: int) -> tuple[float, float]:
+    """(reader's, writer's) CPU µs per message."""
     r, w = os.pipe()
+    rf = os.fdopen(r, "rb", 0)
+    ser = cls(rf, open(os.devnull, "wb"), threading.RLock(), threading.RLock())  # sizes the pipe
     pid = os.fork()
     if pid == 0:  # the writer
         os.close(r)
@@ -61,16 +78,14 @@ def cpu_per_message(cls, packed: bytes, count: int) -> float:
             os.write(w, packed)
         os._exit(0)
     os.close(w)
-    rf = os.fdopen(r, "rb", 0)
-    ser = cls(rf, open(os.devnull, "wb"), threading.RLock(), threading.RLock())
     t0 = time.process_time()
     for _ in range(count):
         ser.read_message()
     cpu = time.process_time() - t0
-    os.waitpid(pid, 0)
+    _, _, usage = os.wait4(pid, 0)
     rf.close()
     ser.output_stream.close()
-    return cpu / count * 1e6
+    return cpu / count * 1e6, (usage.ru_utime + usage.ru_stime) / count * 1e6
 
 
 def main() -> None:
@@ -78,17 +93,20 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    print("| message | pystorm's read, µs CPU | ours, µs CPU | ours ÷ pystorm |")
-    print("|---|---:|---:|---:|")
+    print("| message | pystorm, 64 KiB pipe: reader / writer µs | ours, 64 KiB pipe | "
+          "ours, 1 MiB pipe (shipped) | shipped ÷ pystorm, reader / writer |")
+    print("|---|---:|---:|---:|---:|")
+    readers = (PystormRead, OursDefaultPipe, OwlerMsgpackSerializer)
     for size in (300, 3000, 60000):
         packed = message(size)
-        best = {PystormRead: float("inf"), OwlerMsgpackSerializer: float("inf")}
+        best = {cls: [float("inf"), float("inf")] for cls in readers}
         for _ in range(args.rounds):
-            for cls in best:
-                best[cls] = min(best[cls], cpu_per_message(cls, packed, args.count))
-        peer, ours = best[PystormRead], best[OwlerMsgpackSerializer]
-        print(f"| {len(packed):,} bytes | {peer:.1f} | {ours:.1f} | {ours / peer:.2f}× |")
-
+            for cls in readers:
+                rd, wr = cpu_per_message(cls, packed, args.count)
+                best[cls] = [min(best[cls][0], rd), min(best[cls][1], wr)]
+        (pr, pw), (dr, dw), (sr, sw) = (best[cls] for cls in readers)
+        print(f"| {len(packed):,} bytes | {pr:.1f} / {pw:.1f} | {dr:.1f} / {dw:.1f} | "
+              f"{sr:.1f} / {sw:.1f} | {sr / pr:.2f}× / {sw / pw:.2f}× |")
 
 if __name__ == "__main__":
     main()

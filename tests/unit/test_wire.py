@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import threading
+from pathlib import Path
 
 import pytest
 from pystorm.serializers.json_serializer import JSONSerializer
@@ -99,3 +100,19 @@ def test_msgpack_reads_reuse_one_buffer_without_mixing_messages():
     r.close()
     w.close()
     assert got == msgs
+
+
+def test_the_pipes_to_the_jvm_are_widened_and_other_streams_left_alone(tmp_path):
+    import fcntl
+
+    from owler.task.serializer import PIPE_SIZE, widen_pipe
+
+    limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    r, w = pipe_pair()
+    with r, w:
+        assert fcntl.fcntl(r.fileno(), 1032) < PIPE_SIZE  # F_GETPIPE_SZ: the default 64 KiB
+        OwlerMsgpackSerializer(r, w, threading.RLock(), threading.RLock())
+        assert fcntl.fcntl(r.fileno(), 1032) == fcntl.fcntl(w.fileno(), 1032) == min(PIPE_SIZE, limit)
+    with open(tmp_path / "f", "wb") as fh:
+        assert widen_pipe(fh) is None  # a file: nothing to widen, nothing raised
+    assert widen_pipe(io.BytesIO()) is None
