@@ -112,7 +112,9 @@ def test_the_pipes_to_the_jvm_are_widened_and_other_streams_left_alone(tmp_path)
     with r, w:
         assert fcntl.fcntl(r.fileno(), 1032) < PIPE_SIZE  # F_GETPIPE_SZ: the default 64 KiB
         OwlerMsgpackSerializer(r, w, threading.RLock(), threading.RLock())
-        assert fcntl.fcntl(r.fileno(), 1032) == fcntl.fcntl(w.fileno(), 1032) == min(PIPE_SIZE, limit)
+        size = fcntl.fcntl(r.fileno(), 1032)
+        assert size == fcntl.fcntl(w.fileno(), 1032)  # one pipe, both ends
+        assert min(PIPE_SIZE, limit) <= size <= PIPE_SIZE  # root may pass pipe-max-size
     with open(tmp_path / "f", "wb") as fh:
         assert widen_pipe(fh) is None  # a file: nothing to widen, nothing raised
     assert widen_pipe(io.BytesIO()) is None

@@ -17,6 +17,7 @@ for an unprivileged process) when the component starts (:func:`widen_pipe`): thr
 default 64 KiB pipe, 4,000 pages of 60 KB switched the writing process out 3,700 times against
 230 (the CPU per message moved less than the bench's noise: BENCHMARKS.md, issue 20, fourth
 session).
+
 And input is read into one reusable buffer (``os.readv``), where pystorm's ``os.read(fd, 1 MiB)``
 allocates a 1 MiB object for every read, whatever arrives: a little less CPU per message
 (``bench/bench_multilang.py``: 0.58-0.98x for 3 KB, 0.67-1.02x for 60 KB; BENCHMARKS.md).
