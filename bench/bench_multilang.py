@@ -41,7 +41,7 @@ class OursDefaultPipe(OwlerMsgpackSerializer):
 
     def __init__(self, *args):
         super().__init__(*args)
-        fcntl.fcntl(self.input_stream.fileno(), 1031, DEFAULT_PIPE)  # F_SETPIPE_SZ
+        fcntl.fcntl(self.input_stream.fileno(), fcntl.F_SETPIPE_SZ, DEFAULT_PIPE)
 
 
 class PystormRead(OursDefaultPipe):

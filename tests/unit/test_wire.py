@@ -65,18 +65,24 @@ def test_only_the_msgpack_serializer_carries_bytes():
         assert not is_binary(None)
 
 
-def test_msgpack_messages_are_framed_across_reads():
-    """Messages written back to back (and one larger than a read) come out whole and in order."""
+def round_trip(msgs: list) -> list:
+    """``msgs`` sent by a thread through a pipe and read back by one serializer."""
     r, w = pipe_pair()
     ser = OwlerMsgpackSerializer(r, w, threading.RLock(), threading.RLock())
-    big = {"tuple": ["u", BINARY * 300]}  # ~1.5 MB: more than one read of 1 MiB
-    msgs = [{"command": "sync"}, big, {"tuple": ["a\ud800", 1, 2.5, None, True]}]
     writer = threading.Thread(target=lambda: [ser.send_message(m) for m in msgs])
     writer.start()
     got = [ser.read_message() for _ in msgs]
     writer.join()
     r.close()
     w.close()
+    return got
+
+
+def test_msgpack_messages_are_framed_across_reads():
+    """Messages written back to back (and one larger than a read) come out whole and in order."""
+    big = {"tuple": ["u", BINARY * 300]}  # ~1.5 MB: more than one read of 1 MiB
+    msgs = [{"command": "sync"}, big, {"tuple": ["a\ud800", 1, 2.5, None, True]}]
+    got = round_trip(msgs)
     assert got[:2] == msgs[:2]
     text, *rest = got[2]["tuple"]
     assert rest == [1, 2.5, None, True]
@@ -89,17 +95,9 @@ def test_msgpack_reads_reuse_one_buffer_without_mixing_messages():
     import random
 
     rnd = random.Random(5)
-    r, w = pipe_pair()
-    ser = OwlerMsgpackSerializer(r, w, threading.RLock(), threading.RLock())
     msgs = [{"tuple": [f"u{i}", rnd.randbytes(rnd.choice((10, 5000, 70000, 300000)))]}
             for i in range(300)]
-    writer = threading.Thread(target=lambda: [ser.send_message(m) for m in msgs])
-    writer.start()
-    got = [ser.read_message() for _ in msgs]
-    writer.join()
-    r.close()
-    w.close()
-    assert got == msgs
+    assert round_trip(msgs) == msgs
 
 
 def test_the_pipes_to_the_jvm_are_widened_and_other_streams_left_alone(tmp_path):
@@ -110,10 +108,10 @@ def test_the_pipes_to_the_jvm_are_widened_and_other_streams_left_alone(tmp_path)
     limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
     r, w = pipe_pair()
     with r, w:
-        assert fcntl.fcntl(r.fileno(), 1032) < PIPE_SIZE  # F_GETPIPE_SZ: the default 64 KiB
+        assert fcntl.fcntl(r.fileno(), fcntl.F_GETPIPE_SZ) < PIPE_SIZE  # the default 64 KiB
         OwlerMsgpackSerializer(r, w, threading.RLock(), threading.RLock())
-        size = fcntl.fcntl(r.fileno(), 1032)
-        assert size == fcntl.fcntl(w.fileno(), 1032)  # one pipe, both ends
+        size = fcntl.fcntl(r.fileno(), fcntl.F_GETPIPE_SZ)
+        assert size == fcntl.fcntl(w.fileno(), fcntl.F_GETPIPE_SZ)  # one pipe, both ends
         assert min(PIPE_SIZE, limit) <= size <= PIPE_SIZE  # root may pass pipe-max-size
     with open(tmp_path / "f", "wb") as fh:
         assert widen_pipe(fh) is None  # a file: nothing to widen, nothing raised

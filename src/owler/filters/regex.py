@@ -104,11 +104,11 @@ class RegexURLFilter(URLFilter):
         return False
 
     def filter(self, source_url, source_md, url):
-        lowered = None
+        lowered = None  # url.lower() once a lowered rule is reached; "" for a non-ASCII url
         for accept, pattern, lower in self._compiled:
-            if lower is not None and url.isascii():
-                if lowered is None:
-                    lowered = url.lower()
+            if lower is not None and lowered is None:
+                lowered = url.lower() if url.isascii() else ""
+            if lower is not None and lowered:
                 found = lower.search(lowered)
             else:
                 found = pattern.search(url)

@@ -42,14 +42,16 @@ from pystorm.serializers.msgpack_serializer import MsgpackSerializer
 NO_LIMIT = 0
 #: the size the pipes to the JVM are given (/proc/sys/fs/pipe-max-size is 1 MiB by default)
 PIPE_SIZE = 1 << 20
-_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux's fcntl numbers
-_F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
+_F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", None)
 
 
 def widen_pipe(stream, size: int = PIPE_SIZE) -> int | None:
     """Give the pipe under ``stream`` a buffer of ``size`` bytes; its size after, or None when
     ``stream`` is no pipe or the system refused (a lower ``pipe-max-size``, another OS): the
     component then works with the pipe as it is."""
+    if _F_SETPIPE_SZ is None:
+        return None
     try:
         fd = stream.fileno()
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
