@@ -1,9 +1,9 @@
 """The explorative crawl: frontier → partitioner → fetcher → parser → outlinks back to the frontier.
 
-Fetched pages go from the fetcher to the WARC writer, which passes each page on to the parser once
-its records are stored (bolts/warc_writer.py), so a FETCHED status never outlives a lost capture;
-streamed to S3, pages go to the writer task of their URL, the one that knows what it stored before
-a crash. Page statuses go to the status updater with the page's outlinks, one batch tuple per page,
+The fetcher archives each page it fetched (src/owler/warc/archive.py, on a thread of the fetcher's
+process) and passes it on to the parser once its records are stored, so a FETCHED status never
+outlives a lost capture; a replay meets the fetcher task of its queue, the one that knows what it
+stored before a crash. Page statuses go to the status updater with the page's outlinks, one batch tuple per page,
 which the parser has passed through the URL filters and the blacklist itself (as StormCrawler's
 parser does); a redirect's target goes through the URL filter and blacklist bolts.
 
@@ -22,7 +22,6 @@ from bolts.parser import ParserBolt
 from bolts.partitioner import PartitionerBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from bolts.warc_writer import archiving, pages_from, writer_spec
 from owler.conf import parallelism, topology_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
 from spouts.frontier import FrontierSpout
@@ -43,11 +42,8 @@ class Explorative(Topology):
     partitioner = PartitionerBolt.spec(name="partitioner", inputs=[spout], par=par("partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
                                par=par("fetcher"), config=TICK)
-    # archived first: a page's status is written only once its records are stored (no writer
-    # with warc.enabled: false)
-    warc = writer_spec(fetcher, CONFIG, par("warc"), TICK)
     parser = ParserBolt.spec(name="parser", par=par("parser"),
-                             inputs={pages_from(warc, fetcher): Grouping.LOCAL_OR_SHUFFLE})
+                             inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE})
     # redirect targets (the parser filters its outlinks itself: owler/parse/gate.py)
     urlfilter = URLFilterBolt.spec(name="urlfilter", par=par("urlfilter"),
                                    inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE})
@@ -64,6 +60,7 @@ class Explorative(Topology):
     def check_conf(conf: dict) -> None:
         """Raise ConfError for bad fetch keys before Storm starts (``owler run`` calls it)."""
         from owler.fetch.engine import check_conf as check_fetch_conf
+        from owler.warc.archive import archiving
         from owler.warc.stream import check_conf as check_warc_conf
 
         check_fetch_conf(conf)

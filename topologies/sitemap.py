@@ -9,8 +9,8 @@ Two spouts over the frontier:
   the fetcher looks up each seed host's sitemaps (robots.txt ``Sitemap:`` lines, else
   ``/sitemap.xml`` and ``/sitemap_index.xml``) instead of fetching the page.
 
-partitioner → fetcher (grouped by key: politeness and robots.txt per queue) → WARC writer
-(sitemaps and pages; a page goes on once its records are stored, bolts/warc_writer.py) → sitemap
+partitioner → fetcher (grouped by key: politeness and robots.txt per queue; it archives sitemaps
+and pages, and a page goes on once its records are stored, src/owler/warc/archive.py) → sitemap
 parser (sitemaps: entries DISCOVERED, with lastmod/changefreq/priority/extensions, straight to the
 status updater; other pages passed on) → parser (HTML pages: FETCHED with title, signature; their
 outlinks are NOT followed: the parser's outlinks stream is not wired). Redirect targets go through the URL filters and the blacklists
@@ -37,7 +37,6 @@ from bolts.partitioner import PartitionerBolt
 from bolts.sitemap_parser import SitemapParserBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from bolts.warc_writer import archiving, pages_from, writer_spec
 from owler.conf import ConfError, parallelism, topology_conf
 from owler.constants import (EMIT_OUTLINKS_KEY, EXCLUDE_TAGS_KEY, FRONTIER_BACKEND_KEY,
                              FRONTIER_TAGS_KEY,
@@ -72,12 +71,9 @@ class Sitemap(Topology):
                                        par=par("partitioner"))
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
                                par=par("fetcher"), config={**TICK, SITEMAP_DISCOVERY: True})
-    # archived first: a page's status is written only once its records are stored (no writer
-    # with warc.enabled: false)
-    warc = writer_spec(fetcher, CONFIG, par("warc"), TICK)
     sitemaps = SitemapParserBolt.spec(
         name="sitemap", par=par("sitemap"),
-        inputs={pages_from(warc, fetcher): Grouping.LOCAL_OR_SHUFFLE})
+        inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE})
     parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE},
                              par=par("parser"), config={EMIT_OUTLINKS_KEY: False})
     urlfilter = URLFilterBolt.spec(
@@ -90,6 +86,7 @@ class Sitemap(Topology):
     def check_conf(conf: dict) -> None:
         """Raise ConfError for bad sitemap keys before Storm starts (``owler run`` calls it)."""
         from owler.fetch.engine import check_conf as check_fetch_conf
+        from owler.warc.archive import archiving
         from owler.frontier import tag_rules
         from owler.scheduler import load_scheduler
         from owler.sitemap.processor import SitemapProcessor

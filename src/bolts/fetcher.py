@@ -8,6 +8,10 @@ fetch (:meth:`owler.blacklist.Blacklist.refusal`). Output: pages on ``default``,
 :meth:`owler.sitemap.processor.EntryGate.found`) as DISCOVERED on ``status``. Emits and acks
 happen on the engine's thread, anchored to the input; a full queue fails the tuple
 (back-pressure). Counters: ``Outcome.counters``, ``engine.snapshot``.
+
+Unless ``warc.enabled: false``, a fetched page is archived first (:class:`owler.warc.archive.Archiver`,
+on a thread of its own, counters ``warc/*``): the page goes to the parser, and its tuple is acked,
+only once its WARC records are stored; a page whose records could not be stored is failed.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from owler.constants import (FETCH_EXCEPTION, FETCHED_FIELDS, OUTLINKS_FIELDS, O
 from owler.fetch.engine import FetchEngine, FetchItem, Outcome
 from owler.sitemap.processor import EntryGate
 from owler.task.component import StatusEmitter
+from owler.warc.archive import Archiver, Page, archiving
+from owler.warc.writer import partition_name
 
 log = logging.getLogger("owler.fetcher")
 
@@ -39,6 +45,11 @@ class FetcherBolt(StatusEmitter, Bolt):
         self.engine = FetchEngine(storm_conf, self._emit_outcome,
                                   refuse=lambda url: blacklist.refusal(url, time.monotonic()))
         self.gate = None  # EntryGate, built on the first sitemap found
+        self.archive = None
+        if archiving(storm_conf):
+            self.archive = Archiver(storm_conf, partition_name(self.task_id), self._pass_on,
+                                    self._not_archived, lambda name, n: self.count("warc/" + name, n),
+                                    self.report_error)
         self.engine.start()
 
     def process(self, tup):
@@ -56,12 +67,16 @@ class FetcherBolt(StatusEmitter, Bolt):
         self.write_stats()
 
     def process_tick(self, tup):
+        if self.archive is not None:
+            self.archive.tick()
         self.write_stats()
 
     def collect(self, counters, gauges):  # on the metrics thread too: the engine's are safe
         more, now = self.engine.snapshot()
         counters.update(more)
         gauges.update(now)
+        if self.archive is not None:
+            gauges["warc/pending"] = self.archive.pending
 
     def _emit_outcome(self, out: Outcome) -> None:
         tup, url, md = out.item.token, out.item.url, out.metadata
@@ -81,9 +96,13 @@ class FetcherBolt(StatusEmitter, Bolt):
                     self.emit([sitemap, sitemap_md, Status.DISCOVERED.value], anchors=[tup],
                               stream=STATUS_STREAM)
             if out.kind == "page":
-                self.emit([url, wire.encode_content(out.content, self.binary), md], anchors=[tup])
-            else:
-                self.emit_status(url, md, out.status, out.outlinks, [tup])
+                page = Page(url, out.content, md, tup)
+                if self.archive is not None:
+                    self.archive.submit(page)  # passed on once archived: _pass_on
+                else:
+                    self._pass_on(page)
+                return
+            self.emit_status(url, md, out.status, out.outlinks, [tup])
             self.ack(tup)
         except Exception as exc:  # noqa: BLE001 - a broken emit must not kill the loop: replayed
             log.exception("cannot emit the outcome for %s", url)
@@ -93,5 +112,17 @@ class FetcherBolt(StatusEmitter, Bolt):
             except Exception:  # noqa: BLE001
                 pass
 
+    def _pass_on(self, page: Page) -> None:
+        """To the parser, the page's tuple acked (on the archiver's thread once it is stored)."""
+        self.emit([page.url, wire.encode_content(page.payload, self.binary), page.metadata],
+                  anchors=[page.token])
+        self.ack(page.token)
+
+    def _not_archived(self, page: Page, reason: str) -> None:
+        self.report_error(reason)
+        self.fail(page.token)  # Storm replays it
+
     def shutdown(self):
         self.engine.stop(timeout=2.0)
+        if self.archive is not None:
+            self.archive.close()

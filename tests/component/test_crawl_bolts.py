@@ -1,4 +1,5 @@
-"""Spout, fetcher, parser, status updater and WARC writer as real multilang subprocesses."""
+"""Spout, fetcher (with its WARC archiver), parser and status updater as real multilang
+subprocesses."""
 
 from __future__ import annotations
 
@@ -134,19 +135,27 @@ def test_status_updater_persists_anchors_when_asked(conf, tmp_path):
         bolt.close()
 
 
-def test_warc_writer_archives_and_closes_on_sigterm(conf, tmp_path):
-    bolt = ShellComponent("bolts.warc_writer.WARCWriterBolt", conf, tmp_path, "warc")
-    try:
-        bolt.process(["http://example.com/p", wire.encode_content(PAGE), page_md()], tid="w1")
-        assert bolt.until_acked("w1")[-1]["command"] == "ack"
-        assert list((tmp_path / "warc").glob("*.open"))
-    finally:
-        assert bolt.close() == 0  # SIGTERM: the writer closes its file and exits cleanly
+def test_fetcher_archives_a_page_before_passing_it_on_and_closes_on_sigterm(conf, tmp_path):
+    with FarmProcess(1, tmp_path / "access.log") as farm:
+        bolt = ShellComponent("bolts.fetcher.FetcherBolt", conf, tmp_path, "fetcher")
+        try:
+            url = farm.url(0, "/")
+            msgs = fetch_all(bolt, [(url, url.split("/")[2].split(":")[0], "f1")])
+            # the page goes on (and its tuple is acked) once its records are in the file
+            assert [m["command"] for m in msgs if m.get("command") in ("emit", "ack")][-2:] == [
+                "emit", "ack"]
+            (page,) = emits(msgs)
+            assert page["anchors"] == ["f1"] and page["tuple"][0] == url
+            assert list((tmp_path / "warc").glob("*.open"))
+        finally:
+            assert bolt.close() == 0  # SIGTERM: the fetcher closes its WARC file and exits cleanly
     files = list((tmp_path / "warc").glob("*.warc.gz"))
     assert len(files) == 1 and not list((tmp_path / "warc").glob("*.open"))
     with open(files[0], "rb") as fh:
-        types = [r.rec_type for r in ArchiveIterator(fh, check_digests="raise")]
-    assert types == ["warcinfo", "request", "response"]
+        recs = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.content_stream().read())
+                for r in ArchiveIterator(fh, check_digests="raise")]
+    assert [r[0] for r in recs] == ["warcinfo", "request", "response"]
+    assert recs[2][1] == url and recs[2][2] == wire.decode_content(page["tuple"][1])
 
 
 def test_spout_emits_due_urls_once_until_acked_or_failed(conf, tmp_path):

@@ -1,6 +1,6 @@
 """Operational errors reach Storm (the multilang ``error`` command, shown in the Storm UI), throttled,
 and counters still go to the stats file: status updater and spout as real multilang subprocesses
-with an OpenSearch frontier that cannot be reached, a WARC writer that cannot write."""
+with an OpenSearch frontier that cannot be reached, a fetcher whose WARC directory cannot be made."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import time
 
 import pytest
 
-from owler import wire
 from owler.conf import load_conf
 from tests.component.multilang import ShellComponent
-from tests.component.test_crawl_bolts import PAGE, page_md
+from tests.farm.harness import FarmProcess
 
 
 def _free_port() -> int:
@@ -94,22 +93,28 @@ def test_spout_reports_within_the_protocol(conf, tmp_path):
         spout.close()
 
 
-def test_warc_writer_reports_a_write_failure(conf, tmp_path):
-    conf["warc.dir"] = str(tmp_path / "warc")
-    bolt = ShellComponent("bolts.warc_writer.WARCWriterBolt", conf, tmp_path, "warc")
-    try:
-        bolt.process(["http://example.com/p", wire.encode_content(PAGE), page_md()], tid="w1")
-        assert bolt.until_acked("w1")[-1]["command"] == "ack"
-        # a record the writer cannot take (its fetch time is not a number): failed and reported
-        bad = {**page_md(), wire.RAW_FETCH_TIME: ["yesterday"]}
-        bolt.process(["http://example.com/q", wire.encode_content(PAGE), bad], tid="w2")
-        msgs = bolt.until_acked("w2")
-        assert msgs[-1]["command"] == "fail"
-        (err,) = errors(msgs)
-        assert err.startswith("cannot write WARC records for http://example.com/q: ValueError")
-        time.sleep(2.1)
-        bolt.tick()  # the stats file is written at most every 2 s
-        doc = stats(tmp_path, "warc", until=lambda d: "write_failed" in d["counters"])
-        assert doc["counters"]["records"] == 1 and doc["counters"]["errors/reported"] == 1
-    finally:
-        bolt.close()
+def test_fetcher_fails_a_page_it_cannot_archive(conf, tmp_path):
+    (tmp_path / "taken").write_text("a file where the WARC directory should be")
+    conf.update({"warc.dir": str(tmp_path / "taken" / "warc"), "http.allow.private.addresses": True,
+                 "http.timeout": 2000})
+    with FarmProcess(1, tmp_path / "access.log") as farm:
+        bolt = ShellComponent("bolts.fetcher.FetcherBolt", conf, tmp_path, "fetcher")
+        try:
+            url = farm.url(0, "/")
+            bolt.process([url, url.split("/")[2].split(":")[0], {}], tid="f1")
+            msgs = bolt.until_acked("f1", 30)
+            # fetched, but never passed on to the parser: failed, so Storm replays it
+            assert msgs[-1]["command"] == "fail"
+            assert not [m for m in msgs if m.get("command") == "emit"
+                        and m.get("stream", "default") == "default"]
+            (err,) = errors(msgs)
+            assert err.startswith(f"cannot write WARC records for {url}: ")
+            time.sleep(2.1)
+            bolt.tick()  # the stats file is written at most every 2 s
+            doc = stats(tmp_path, "fetcher", until=lambda d: "warc/write_failed" in d["counters"])
+            assert doc["counters"]["warc/write_failed"] == 1
+            assert doc["counters"]["fetched"] == 1 and "warc/records" not in doc["counters"]
+        finally:
+            bolt.close()
+
+

@@ -197,8 +197,9 @@ def crawl(cluster, opensearch, tmp_path_factory):
         wait_for("pages fetched", lambda: status(conf)["FETCHED"] >= 3, 180)
         out["listening"] = listening()  # the worker's port included
 
-        # kill -9 the WARC writer's Python process: its worker dies and Storm restarts it
-        marker = b"bolts.warc_writer.WARCWriterBolt"
+        # kill -9 the fetcher's Python process, pages in its WARC archiver included: its worker
+        # dies and Storm restarts it
+        marker = b"bolts.fetcher.FetcherBolt"
         victims = processes_with(marker, cluster["work"])
         workers = set(processes_with(b"org.apache.storm.daemon.worker.Worker", cluster["work"]))
         assert len(victims) == 1, victims
@@ -206,7 +207,7 @@ def crawl(cluster, opensearch, tmp_path_factory):
         out["killed"] = victims[0]
         wait_for("a new worker", lambda: set(processes_with(
             b"org.apache.storm.daemon.worker.Worker", cluster["work"])) - workers, 120)
-        wait_for("a new WARC writer", lambda: [p for p in processes_with(marker, cluster["work"])
+        wait_for("a new fetcher", lambda: [p for p in processes_with(marker, cluster["work"])
                                                if p != victims[0]], 120)
 
         def finished():
@@ -317,7 +318,7 @@ def test_the_crawl_dashboard_through_the_storm_ui(crawl):
                  "queues"):
         assert doc["status"][name] == st[name], (name, doc["status"], st)
     latency = {s["label"] for c in doc["charts"] if c["id"] == "latency" for s in c["series"]}
-    assert {"spout complete", "fetcher process", "warc process"} <= latency
+    assert {"spout complete", "fetcher process", "parser process"} <= latency
     page = crawl["dashboard_page"]
     assert page.body.get("data-ready") == "1"
     assert figures(page)["FETCHED"] == st["FETCHED"]
@@ -336,10 +337,9 @@ def test_storm_ui_shows_components_with_their_figures(crawl):
     assert topo["name"] == "explorative" and topo["workersTotal"] == 1
     spouts = {s["spoutId"]: s for s in topo["spouts"]}
     bolts = {b["boltId"]: b for b in topo["bolts"]}
-    assert set(bolts) >= {"partitioner", "fetcher", "parser", "warc", "urlfilter", "blacklist",
-                          "status"}
+    assert set(bolts) >= {"partitioner", "fetcher", "parser", "urlfilter", "blacklist", "status"}
     assert int(spouts["spout"]["emitted"]) > 0 and int(spouts["spout"]["acked"]) > 0
-    for name in ("fetcher", "parser", "warc", "status"):
+    for name in ("fetcher", "parser", "status"):
         assert int(bolts[name]["executed"]) > 0, (name, bolts[name])
         assert float(bolts[name]["processLatency"]) >= 0
     fetcher = crawl["ui_fetcher"]

@@ -3,12 +3,12 @@ with its own 127.0.0.k address, local dir, worker ports and logs), and the explo
 spread over two workers on both nodes, with the OpenSearch frontier and its WARC files going to
 S3 (moto server). Checks where each component ran (nimbus's assignment, the workers' logs in each
 node's folder), that each node listens on its own address only, and that the crawl is whole: every
-seed final, every FETCHED page once in the bucket. Then the node of the WARC writer is killed -9
+seed final, every FETCHED page once in the bucket. Then the node of a fetcher is killed -9
 mid-crawl (its supervisor, workers and their Python components): Storm moves its executors to the
-other node and the crawl completes, each FETCHED page archived exactly once: the WARC writers
-stream their files to S3 (owler.warc.stream) and pass a page on to the parser only once its part
-is stored, and the writer restarted on the surviving node completes the upload the dead one left
-open.
+other node and the crawl completes, each FETCHED page archived exactly once: the fetchers stream
+their WARC files to S3 (owler.warc.archive, owler.warc.stream) and pass a page on to the parser
+only once its part is stored, and the fetcher task restarted on the surviving node completes the
+upload the dead one left open.
 The sitemap topology runs spread over both nodes as well, its two parser tasks sharing the host
 budgets in OpenSearch. Last, warc2warc on both nodes, its progress in OpenSearch: the node of a
 copy task is killed -9 mid-file, and every input record ends in the bucket exactly once (the
@@ -236,7 +236,7 @@ def test_components_run_on_both_nodes(spread_crawl, nodes):
     topo = spread_crawl["topology"]
     assert topo["workers"] == 2
     placement = topo["placement"]
-    assert set(placement) >= {"spout", "partitioner", "fetcher", "parser", "warc", "urlfilter",
+    assert set(placement) >= {"spout", "partitioner", "fetcher", "parser", "urlfilter",
                               "blacklist", "status"}
     hosts = {w.split(":")[0] for where in placement.values() for w in where}
     assert hosts == HOSTS, placement
@@ -343,8 +343,9 @@ def test_the_sitemap_topology_spread_over_both_nodes(sitemap_spread, opensearch)
 
 @pytest.fixture(scope="module")
 def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
-    """The explorative crawl on both nodes; the WARC writer's node (its supervisor, workers and
-    their Python components) killed -9 mid-crawl; the crawl goes on on the other node."""
+    """The explorative crawl on both nodes; the node of a fetcher task, which archives what it
+    fetches (its supervisor, workers and their Python components), killed -9 mid-crawl; the
+    crawl goes on on the other node."""
     out = crawl_conf(tmp_path_factory, nodes, opensearch, s3_server, "node-lost", (
         "warc.rotation.time: 5\n"
         "fetcher.server.delay: 0.5\n"
@@ -363,9 +364,9 @@ def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
         ok(owler("inject", str(seeds), "--conf", str(conf)))
         ok(owler("cluster", "submit", "explorative", "--conf", str(conf)))
         wait_for("pages fetched", lambda: st()["FETCHED"] >= 8, 240)
-        # the victim is the node of the WARC writer: its open upload must be recovered elsewhere
+        # the victim is the node of a fetcher: its open upload must be recovered elsewhere
         out["before"] = placement(nodes, "explorative")[1]
-        victim = out["before"]["warc"][0].split(":")[0]
+        victim = out["before"]["fetcher"][0].split(":")[0]
         survivor = kill_node(nodes, victim)
         out["killed_at"] = time.time()
         out["placement"] = wait_moved(nodes, "explorative", victim, survivor)
@@ -390,7 +391,7 @@ def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
 
 
 def test_a_lost_node_loses_no_page_and_archives_none_twice(node_lost, opensearch):
-    assert set(node_lost["placement"]) >= {"spout", "fetcher", "parser", "warc", "status"}
+    assert set(node_lost["placement"]) >= {"spout", "fetcher", "parser", "status"}
     assert_seeds_final(opensearch, "node_lost", node_lost["seeds"])
     fetched = fetched_urls(opensearch, "node_lost")
     counts = responses_in(node_lost["objects"])

@@ -1,7 +1,6 @@
 """owler.warc.s3 and owler.warc.upload against a real S3 API server (moto) on 127.0.0.1: listing,
 reads that survive cut connections, verified single-part and multipart uploads, uploads retried
-while the server is away, the explorative WARC writer (a real multilang subprocess) uploading
-the files it closes, and WARC files streamed to S3 (owler.warc.stream): parts of whole records,
+while the server is away, the fetcher's WARC archiver uploading the files it closes, and WARC files streamed to S3 (owler.warc.stream): parts of whole records,
 pages held until their part is stored, the uploads of a crashed writer completed by the next one,
 and replays of pages it stored not archived again."""
 
@@ -17,10 +16,11 @@ import pytest
 from owler.warc import s3 as S3
 from owler.warc.source import InputSource
 from owler.warc.upload import UPLOADED_SUFFIX, Uploader
-from owler import wire
 from owler.conf import load_conf
-from tests.component.multilang import ShellComponent
+from owler.warc.archive import Page
+from tests.component.test_crawl_bolts import PAGE, page_md
 from tests.netproxy import Proxy
+from tests.unit.test_archive import Handed
 
 
 @pytest.fixture
@@ -133,27 +133,25 @@ def test_the_uploader_retries_while_s3_is_away(env, tmp_path):
     assert all(Path(str(p) + UPLOADED_SUFFIX).exists() for p in files)
 
 
-def test_explorative_warc_writer_uploads_closed_files(s3_server, tmp_path, monkeypatch):
+def test_the_fetchers_archiver_uploads_the_files_it_closes(s3_server, tmp_path, monkeypatch):
     c = load_conf()
     c.update({"warc.dir": str(tmp_path / "warc"), "warc.s3.bucket": s3_server.bucket("expl-out"),
               "warc.s3.prefix": "crawl", "s3.endpoint": s3_server.endpoint,
-              "warc.rotation.size": 1, "owler.run.dir": str(tmp_path / "run"),
-              "warc.s3.stream": False})
+              "warc.rotation.size": 1, "warc.s3.stream": False})
     for k, v in s3_server.env.items():
         monkeypatch.setenv(k, v)
-    bolt = ShellComponent("bolts.warc_writer.WARCWriterBolt", c, tmp_path, "warc")
-    page = b"<html><body>hello</body></html>"
-    md = {wire.RAW_HEADERS: ["Content-Type: text/html"], wire.RAW_STATUS_LINE: ["HTTP/1.1 200 OK"],
-          wire.RAW_FETCH_TIME: [repr(time.time())]}
+    handed = Handed()
+    a = handed.archiver(c)
     try:
         for i in range(2):
-            bolt.process([f"http://e.example/{i}", wire.encode_content(page), md], tid=f"w{i}")
-            assert bolt.until_acked(f"w{i}")[-1]["command"] == "ack"
+            a.submit(Page(f"http://e.example/{i}", PAGE, page_md(), i))
+        handed.wait(2)
         deadline = time.time() + 30
         while len(s3_server.objects("expl-out", "crawl/")) < 2 and time.time() < deadline:
             time.sleep(0.2)
     finally:
-        assert bolt.close() == 0
+        a.close()
+    assert handed.stored == [0, 1]
     objects = s3_server.objects("expl-out", "crawl/")
     assert len(objects) == 2 and not list((tmp_path / "warc").glob("*.warc.gz"))
     assert all(b"http://e.example/" in gzip.decompress(v) for v in objects.values())
@@ -270,65 +268,42 @@ def test_a_part_s3_refuses_loses_only_the_unstored_pages(env, monkeypatch):
     w.close()
 
 
-def acked_within(bolt, tid: str, seconds: float) -> list[dict]:
-    """The messages a bolt sends within ``seconds``, up to the ack or fail of ``tid``."""
-    out: list[dict] = []
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            msg = bolt.read(max(0.01, deadline - time.time()))
-        except TimeoutError:
-            break
-        if msg.get("command") != "log":
-            out.append(msg)
-            if msg.get("command") in ("ack", "fail") and msg.get("id") == tid:
-                break
-    return out
-
-
-def test_streaming_warc_writer_bolt_passes_pages_on_once_stored(s3_server, tmp_path, monkeypatch):
+def test_streaming_archiver_hands_pages_back_once_stored(s3_server, tmp_path, monkeypatch):
     c = load_conf()
     c.update({"warc.dir": str(tmp_path / "warc"), "warc.s3.bucket": s3_server.bucket("stream-bolt"),
               "warc.s3.prefix": "crawl", "s3.endpoint": s3_server.endpoint,
-              "warc.s3.max.age": 1, "owler.run.dir": str(tmp_path / "run"),
-              "warc.pass.on": True})  # as the topologies wire it before the parser
+              "warc.s3.max.age": 1})
     for k, v in s3_server.env.items():
         monkeypatch.setenv(k, v)
-    page = b"<html><body>hello</body></html>"
-    md = {wire.RAW_HEADERS: ["Content-Type: text/html"], wire.RAW_STATUS_LINE: ["HTTP/1.1 200 OK"],
-          wire.RAW_FETCH_TIME: [repr(time.time())]}
+    url = "http://e.example/a"
 
-    def run_bolt(tid: str, replay: bool = False):
-        bolt = ShellComponent("bolts.warc_writer.WARCWriterBolt", c, tmp_path, "warc", task=4)
-        try:
-            bolt.process(["http://e.example/a", wire.encode_content(page), md], tid=tid)
-            if not replay:
-                seen = []
-                with pytest.raises(TimeoutError):  # nothing passed on, nothing acked yet
-                    seen = bolt.read_until(lambda m: m.get("command") in ("emit", "ack"), 0.8)
-                assert not seen and not s3_server.objects("stream-bolt", "crawl/")
-                msgs = []
-                for _ in range(40):  # a tick every 0.5 s, as Storm sends them, until the page
-                    bolt.tick()      # has waited warc.s3.max.age since the bolt wrote it
-                    msgs += acked_within(bolt, tid, 0.5)
-                    if msgs and msgs[-1].get("id") == tid:
-                        break
-            else:
-                msgs = bolt.until_acked(tid, 30)  # (its start reads the bucket back)
-        finally:
-            assert bolt.close() == 0
-        return msgs
-
-    msgs = run_bolt("w1")
-    emitted = [m for m in msgs if m.get("command") == "emit"]
-    assert len(emitted) == 1 and emitted[0]["anchors"] == ["w1"]
-    assert emitted[0]["tuple"][0] == "http://e.example/a"
+    handed = Handed()
+    a = handed.archiver(c, "04")
+    try:
+        a.submit(Page(url, PAGE, page_md(), "w1"))
+        time.sleep(0.8)  # written into the part, which is not stored: nothing handed back
+        assert not handed.stored and a.pending == 1
+        assert not s3_server.objects("stream-bolt", "crawl/")
+        deadline = time.time() + 20
+        while not handed.stored and time.time() < deadline:
+            a.tick()  # a tick every 0.5 s, as Storm sends them, until the page has waited
+            time.sleep(0.5)  # warc.s3.max.age since it was written
+        assert handed.stored == ["w1"] and handed.counts["records"] == 1
+    finally:
+        a.close()
     objects = s3_server.objects("stream-bolt", "crawl/")
-    assert len(objects) == 1 and b"http://e.example/a" in gzip.decompress(*objects.values())
+    assert len(objects) == 1 and url.encode() in gzip.decompress(*objects.values())
     assert not (tmp_path / "warc").exists()  # nothing on the node's disk
-    # a new task of the partition: Storm's replay of the page is passed on, not archived again
-    msgs = run_bolt("w2", replay=True)
-    assert [m for m in msgs if m.get("command") == "emit"]
+    # the next archiver of the partition (a fetcher task restarted): Storm's replay of the page
+    # is handed back at once, not archived again
+    again = Handed()
+    a = again.archiver(c, "04")
+    try:
+        a.submit(Page(url, PAGE, page_md(), "w2"))
+        again.wait(1, 30)
+    finally:
+        a.close()
+    assert again.stored == ["w2"] and again.counts["replays_not_archived"] == 1
     assert len(s3_server.objects("stream-bolt", "crawl/")) == 1
 
 

@@ -24,7 +24,7 @@ def test_owler_run_takes_the_parallelism_of_its_conf():
     got = tasks(flux_definition(cls, "explorative", conf, "streamparse_run"))
     assert got["fetcher"] == 4 and got["parser"] == 2
     assert {k: v for k, v in got.items() if k not in ("fetcher", "parser")} == dict.fromkeys(
-        ["spout", "partitioner", "warc", "urlfilter", "blacklist", "status"], 1)
+        ["spout", "partitioner", "urlfilter", "blacklist", "status"], 1)
 
 
 def test_a_submitted_topology_class_reads_the_options_from_the_environment(monkeypatch, tmp_path):
@@ -40,6 +40,8 @@ def test_a_submitted_topology_class_reads_the_options_from_the_environment(monke
 
 @pytest.mark.parametrize("topology,option,message", [
     ("explorative", "parallelism.fetchr=2", "no component 'fetchr'"),
+    # the fetcher archives what it fetches: no writer of its own since issue 20
+    ("explorative", "parallelism.warc=2", "no component 'warc'"),
     ("explorative", "parallelism.fetcher=0", r"expected 1\.\.1024"),
     ("explorative", "parallelism.fetcher=many", "expected an integer"),
     ("sitemap", "parallelism.spout_seeds=2", "spout_seeds runs one task only"),
@@ -50,22 +52,23 @@ def test_bad_parallelism_is_a_clear_error(topology, option, message):
         check_topology_conf(cls, ROOT, load_conf(None, [option]))
 
 
-# --- where the WARC writer sits (bolts/warc_writer.py: wiring) -----------------------------------
+# --- where pages are archived (owler/warc/archive.py: in the fetcher) -----------------------------
 def inputs(cls) -> dict[str, dict[str, str]]:
     return {s.name: {k.componentId: str(v) for k, v in s.inputs.items()} for s in cls.specs}
 
 
 @pytest.mark.parametrize("topology,reader", [("explorative", "parser"), ("sitemap", "sitemap")])
-def test_the_writer_comes_before_the_parser(topology, reader):
-    """Always: a writer process that dies takes the pages sent to it, and their statuses with them
-    (test_cluster.py's kill -9). Streamed to S3, a replay meets the task that stored it."""
-    streamed = inputs(load_topology(ROOT, topology, load_conf(None, ["warc.s3.bucket=crawl"])))
-    assert streamed[reader] == {"warc": "LOCAL_OR_SHUFFLE"}
-    assert streamed["warc"] == {"fetcher": "fields(['url'])"}
-    for options in ([], ["warc.s3.bucket=crawl", "warc.s3.stream=false"]):
-        local = inputs(load_topology(ROOT, topology, load_conf(None, options)))
-        assert local[reader] == {"warc": "LOCAL_OR_SHUFFLE"}
-        assert local["warc"] == {"fetcher": "LOCAL_OR_SHUFFLE"}
+@pytest.mark.parametrize("options", [[], ["warc.s3.bucket=crawl"],
+                                     ["warc.s3.bucket=crawl", "warc.s3.stream=false"],
+                                     ["warc.enabled=false"]])
+def test_pages_go_from_the_fetcher_to_the_parser(topology, reader, options):
+    """The fetcher archives a page before it emits it, so no component sits between them. A
+    replay (streamed to S3) meets the task that stored it: the fetcher's input is grouped by
+    queue key."""
+    got = inputs(load_topology(ROOT, topology, load_conf(None, options)))
+    assert "warc" not in got
+    assert got[reader] == {"fetcher": "LOCAL_OR_SHUFFLE"}
+    assert got["fetcher"] == {"partitioner": "fields(['key'])"}
 
 
 @pytest.mark.parametrize("topology", ["explorative", "sitemap"])

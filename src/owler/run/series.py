@@ -136,8 +136,8 @@ def _delayed(g: Grid) -> list[dict]:
 def _bytes(g: Grid) -> list[dict]:
     return [_series("fetched", g.total(g.select(lambda c, n: c == "fetcher" and n == "bytes"),
                                        1e-6)),
-            _series("WARC written", g.total(g.select(lambda c, n: c == "warc" and n == "bytes"),
-                                            1e-6))]
+            _series("WARC written", g.total(g.select(
+                lambda c, n: (c, n) in (("fetcher", "warc/bytes"), ("warc", "bytes"))), 1e-6))]
 
 
 def _latency(g: Grid) -> list[dict]:
