@@ -1,8 +1,8 @@
 """The Python end of the MessagePack multilang protocol: CPU to move a message through Storm's pipe.
 
 Every shell component reads each tuple, ack and heartbeat through
-:class:`owler.task.serializer.OwlerMsgpackSerializer`; a fetched page crosses it twice (into the
-WARC writer, into the parser) and leaves two processes through it. The peer is pystorm's own
+:class:`owler.task.serializer.OwlerMsgpackSerializer`; a fetched page crosses it twice (out of
+the fetcher, into the parser). The peer is pystorm's own
 reading loop (``os.read(fd, 1 MiB)`` per read) on a pipe of the default size (64 KiB), as pystorm
 leaves it; then ours on the default pipe (the read loop alone), and ours as shipped (the pipe
 widened to 1 MiB, :func:`owler.task.serializer.widen_pipe`). All in the same run, alternated.

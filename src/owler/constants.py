@@ -139,7 +139,7 @@ WARC_DIR_KEY = "warc.dir"
 #: the JVM side of the multilang protocol; the Python components speak what it speaks
 #: (owler.conf.multilang_serializer)
 MULTILANG_SERIALIZER_KEY = "topology.multilang.serializer"
-#: false: the crawl topologies archive nothing (no WARC writer; the parser reads from the fetcher)
+#: false: the crawl topologies archive nothing (a page goes on as soon as it is fetched)
 WARC_ENABLED_KEY = "warc.enabled"
 WARC_PREFIX_KEY = "warc.prefix"
 WARC_ROTATION_SIZE_KEY = "warc.rotation.size"

@@ -123,7 +123,7 @@ def test_the_dashboard_during_and_after_a_crawl(tmp_path):
     latency = {s["label"]: s["values"] for c in doc["charts"] if c["id"] == "latency"
                for s in c["series"]}
     assert max(v or 0 for v in latency["spout complete"]) > 0, latency
-    assert {"parser process", "warc process", "status process"} <= set(latency)
+    assert {"fetcher process", "parser process", "status process"} <= set(latency)
     assert doc["status"] == {**expected, "most_delayed": doc["status"]["most_delayed"]}
     top = after.xpath("//div[@id='queues']/ol/li")[0].text_content()
     assert top == f"{expected['top_hosts'][0][0]}: {expected['top_hosts'][0][1]} URLs"

@@ -59,8 +59,8 @@ def crawl_rows():
     for i, t in enumerate((0.0, 5.0, 10.0)):
         snaps += [
             (t, "fetcher", 3, {"fetched": 10 * i, "http/200": 8 * i, "http/301": i, "http/404": i,
-                               "error.cause/timeout": i, "bytes": 1e6 * i}),
-            (t, "warc", 9, {"bytes": 2e5 * i, "records": 20 * i}),
+                               "error.cause/timeout": i, "bytes": 1e6 * i,
+                               "warc/bytes": 2e5 * i, "warc/records": 20 * i}),
             (t, "spout", -1, H.storm_values({"acked": 10 * i, "failed": i,
                                              "complete_latency_ms": 150.0})),
             (t, "parser", -1, H.storm_values({"acked": 10 * i, "failed": 0,
@@ -85,7 +85,8 @@ def test_the_charts_of_a_crawl():
     assert by["errors"]["series"] == [{"label": "timeout", "values": [0, 1, 2]}]
     frontier = {s["label"]: s["values"] for s in by["frontier"]["series"]}
     assert frontier == {"DISCOVERED": [10, 9, 8], "FETCHED": [0, 10, 20], "due": [3, 3, 3]}
-    assert by["bytes"]["series"][0]["values"] == [0, 1.0, 2.0]  # MB
+    assert by["bytes"]["series"] == [{"label": "fetched", "values": [0, 1.0, 2.0]},  # MB
+                                     {"label": "WARC written", "values": [0, 0.2, 0.4]}]
     assert by["latency"]["series"] == [
         {"label": "spout complete", "values": [150.0, 150.0, 150.0]},
         {"label": "parser process", "values": [1.5, 2.5, 3.5]}]

@@ -10,10 +10,11 @@ host's sitemaps, fetches it with :class:`owler.fetch.http.HttpFetcher` and hands
 
 Outcomes, with StormCrawler's semantics:
 
-- HTTP 2xx → ``kind="page"``: the content goes on to the parser and the WARC writer; a URL
-  fetched before is asked conditionally and a ``304`` is a page too, archived as a revisit
-  record, as is a ``200`` whose payload is the last capture's (:mod:`owler.fetch.revisit`); a
-  ``304`` to a request that was not conditional is ``FETCH_ERROR`` ``unsolicited_304``;
+- HTTP 2xx → ``kind="page"``: the content is archived (the fetcher's archiver), then goes on to
+  the parser; a URL fetched before is asked conditionally and a ``304`` is a page too, archived
+  as a revisit record, as is a ``200`` whose payload is the last capture's
+  (:mod:`owler.fetch.revisit`); a ``304`` to a request that was not conditional is
+  ``FETCH_ERROR`` ``unsolicited_304``;
 - 3xx → ``REDIRECTION`` with ``_redirTo`` and the target as an outlink (``redirections.allowed``),
   unless ``http.allow.redirects.max`` (5) redirects led to the URL already (``redirect.hops``):
   a chain of redirects to ever new URLs ends there;

@@ -21,7 +21,7 @@ Key = tuple[str, int, str]  # component, task, name
 
 #: the document names the charts read: these names, and every name under these prefixes (a
 #: history with many tasks is read for these only: history.OpenSearchHistory)
-NAMES = ("fetched", "bytes", "records", "due", "queues", "queues_due")
+NAMES = ("fetched", "bytes", "warc/bytes", "records", "due", "queues", "queues_due")
 PREFIXES = ("http/", "error.cause/", "status/", "queue/", "storm/", "files/")
 Values = list[float | None]
 

@@ -111,6 +111,9 @@ class Archiver:
         self._closed = True
         self._queue.put(_CLOSE)
         self._thread.join(timeout)
+        if self._thread.is_alive():  # still writing: its open file is recovered at the next start
+            log.warning("the WARC archiver did not finish within %g s; files left open", timeout)
+            return
         self.writer.close()
         if self.uploader is not None:
             self.uploader.close()

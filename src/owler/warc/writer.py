@@ -1,4 +1,4 @@
-"""WARCWriter: rotated, per-record-gzipped WARC/1.1 files for the WARC writer bolt.
+"""WARCWriter: rotated, per-record-gzipped WARC/1.1 files for the fetcher's archiver (archive.py).
 
 Port of StormCrawler's ``WARCHdfsBolt`` + ``WARCFileNameFormat`` + ``FileTimeSizeRotationPolicy``
 (external/warc), writing records with :mod:`owler.warc.records` (level 6 per record member, by
@@ -16,7 +16,7 @@ Files
 
 Rotation
   by size: the file is closed as soon as it reaches ``rotation_size`` bytes (compressed);
-  by time: :meth:`WARCWriter.maybe_rotate` (the bolt calls it on tick tuples) closes a file older
+  by time: :meth:`WARCWriter.maybe_rotate` (called on tick tuples) closes a file older
   than ``rotation_time`` seconds, even without new writes. ``<= 0`` turns either off.
 
 Durability
