@@ -9,9 +9,10 @@ fetch (:meth:`owler.blacklist.Blacklist.refusal`). Output: pages on ``default``,
 happen on the engine's thread, anchored to the input; a full queue fails the tuple
 (back-pressure). Counters: ``Outcome.counters``, ``engine.snapshot``.
 
-Unless ``warc.enabled: false``, a fetched page is archived first (:class:`owler.warc.archive.Archiver`,
-on a thread of its own, counters ``warc/*``): the page goes to the parser, and its tuple is acked,
-only once its WARC records are stored; a page whose records could not be stored is failed.
+Unless ``warc.enabled: false``, a fetched page is archived first
+(:class:`owler.warc.archive.Archiver`, on a thread of its own, counters ``warc/*``): the page goes
+to the parser, and its tuple is acked, only once its WARC records are stored; a page whose records
+could not be stored is failed.
 """
 
 from __future__ import annotations
@@ -48,8 +49,7 @@ class FetcherBolt(StatusEmitter, Bolt):
         self.archive = None
         if archiving(storm_conf):
             self.archive = Archiver(storm_conf, partition_name(self.task_id), self._pass_on,
-                                    self._not_archived, lambda name, n: self.count("warc/" + name, n),
-                                    self.report_error)
+                                    self._not_archived, self._count_warc, self.report_error)
         self.engine.start()
 
     def process(self, tup):
@@ -117,6 +117,9 @@ class FetcherBolt(StatusEmitter, Bolt):
         self.emit([page.url, wire.encode_content(page.payload, self.binary), page.metadata],
                   anchors=[page.token])
         self.ack(page.token)
+
+    def _count_warc(self, name: str, n: int) -> None:
+        self.count("warc/" + name, n)
 
     def _not_archived(self, page: Page, reason: str) -> None:
         self.report_error(reason)

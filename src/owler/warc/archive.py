@@ -126,7 +126,8 @@ class Archiver:
             now = time.time()
             try:
                 if item is _TICK:
-                    if self.streaming and self._written and now - self._written[0][3] >= self.max_age:
+                    oldest = self._written[0][3] if self._written else now
+                    if self.streaming and now - oldest >= self.max_age:
                         self.writer.make_durable()
                     self.writer.maybe_rotate(now)
                 else:
@@ -146,8 +147,8 @@ class Archiver:
         except Exception as exc:  # noqa: BLE001 - disk full, S3 away: lost, Storm replays the page
             log.exception("cannot archive %s", page.url)
             self._count("write_failed", 1)
-            self._hand_back(self._lost, page,
-                            f"cannot write WARC records for {page.url}: {type(exc).__name__}: {exc}")
+            reason = f"cannot write WARC records for {page.url}: {type(exc).__name__}: {exc}"
+            self._hand_back(self._lost, page, reason)
             return
         rec = self.writer.last_record
         self._written.append((page, rec.filename, rec.offset + rec.length, now))
