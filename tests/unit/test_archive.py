@@ -142,3 +142,24 @@ def test_close_writes_what_is_queued_then_refuses_more(handed, tmp_path):
         a.submit(page(21))
     a.tick()  # nothing happens
     a.close()  # twice is fine
+
+
+def test_real_pages_come_out_of_the_archive_as_they_went_in(handed, tmp_path):
+    # HTML responses of the Common Crawl and dolma samples (tests/data/warc/NOTICE), with the
+    # headers their servers sent, archived and read back with warcio, digests checked
+    from tests.realpages import CRAWL_WARCS, warc_html
+
+    pages = [p for name in CRAWL_WARCS for p in warc_html(name)]
+    assert len(pages) >= 20
+    a = handed.archiver({"warc.dir": str(tmp_path)})
+    for i, (url, headers, body) in enumerate(pages):
+        a.submit(Page(url, body, {**page_md(), wire.RAW_HEADERS: wire.encode_headers(headers)}, i))
+    handed.wait(len(pages), 30)
+    a.close()
+    assert handed.stored == list(range(len(pages))) and not handed.lost
+    got = []
+    for f in sorted(tmp_path.glob("*.warc.gz")):
+        with open(f, "rb") as fh:
+            got += [(r.rec_headers.get_header("WARC-Target-URI"), r.content_stream().read())
+                    for r in ArchiveIterator(fh, check_digests="raise") if r.rec_type == "response"]
+    assert got == [(url, body) for url, _, body in pages]
