@@ -403,7 +403,7 @@ def stream_enabled(conf: Mapping[str, Any]) -> bool:
 
 def check_conf(conf: Mapping[str, Any], dedup: bool = True) -> None:
     """Raise ConfError for streaming keys a writer could not work with (before Storm starts);
-    ``dedup``: the writer reads back its files for Storm's replays (the crawl's WARC writer; the
+    ``dedup``: the writer reads back its files for Storm's replays (the fetcher's archiver; the
     warc2warc copy finds replays in its progress store instead)."""
     if not stream_enabled(conf):
         return
