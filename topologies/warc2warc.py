@@ -1,9 +1,10 @@
 """WARC2WARC: WARC files from S3 (or a folder) → parsed → outlinks to the frontier; every record
 archived unchanged; nothing is fetched.
 
-The WARCSpout emits each record with its exact bytes: HTTP responses on the default stream to the
-parser and the WARC copy bolt, every other record on the ``archive`` stream to the copy bolt only.
-The parser gives each response's status (the record's URL goes to the frontier as FETCHED with its
+The WARCSpout copies every record, its exact bytes, into its own output WARC files and emits
+the HTTP responses, once their copy is recorded, to the parser (``owler.warc.copying``): a
+record's bytes cross the worker JVM at most once, and a request or metadata record never. The
+parser gives each response's status (the record's URL goes to the frontier as FETCHED with its
 WARC-Date, or REDIRECTION / FETCH_ERROR / ERROR) and ONE tuple with its outlinks, those the URL
 filters and the blacklist let through (in the parser's process, as the explorative crawl's parser
 does), to the status updater.
@@ -17,12 +18,10 @@ from functools import partial
 from streamparse import Grouping, Topology
 
 from bolts.status_updater import StatusUpdaterBolt
-from bolts.warc_copy import WARCCopyBolt
 from bolts.warc_parser import WARCParserBolt
 from owler import conf as C
 from owler.conf import parallelism, topology_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY, WARC_ENABLED_KEY
-from owler.warc.feed import ARCHIVE_STREAM
 from spouts.warc import WARCSpout
 
 TICK = {TICK_FREQ_KEY: 1}
@@ -42,11 +41,6 @@ class Warc2Warc(Topology):
     spout = WARCSpout.spec(name="spout", par=par("spout"),
                            config={"topology.max.spout.pending": 1000000})
     parser = WARCParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=par("parser"))
-    # by URL: a record and its replays always reach the same copy task, which alone archives it
-    # (so its archived records can be looked up in its memory: owler.warc.progress_os)
-    warc = WARCCopyBolt.spec(name="warc", par=par("warc"), config=TICK,
-                             inputs={spout: Grouping.fields("url"),
-                                     spout[ARCHIVE_STREAM]: Grouping.fields("url")})
     status = StatusUpdaterBolt.spec(
         name="status", par=par("status"), config=TICK,
         inputs={parser[STATUS_STREAM]: Grouping.fields("url"),

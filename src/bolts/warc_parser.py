@@ -2,7 +2,7 @@
 (FETCHED, REDIRECTION, FETCH_ERROR, or ERROR for a damaged record) and, for a page, its outlinks as
 ONE tuple, exactly as the explorative crawl's parser emits them
 (:class:`owler.warc.record.RecordParser`, then :class:`owler.parse.page.PageHandler`). The record
-itself is archived by the WARC copy bolt.
+itself was archived by the WARC spout before it was emitted (:mod:`owler.warc.copying`).
 
 The outlinks (a page's links, a redirection's target) pass the URL filters and the blacklist here,
 in this process (:class:`owler.parse.gate.OutlinkGate`), and go straight to the status updater.

@@ -1,8 +1,11 @@
-"""WARCSpout: the records of the input WARC files (``warc2warc.input``), each until it is acked.
+"""WARCSpout: the records of the input WARC files (``warc2warc.input``), each copied into the
+output WARC files in this process, and each HTTP response then emitted until it is acked.
 
-The logic is :class:`owler.warc.feed.WARCFeed`: HTTP responses on the default stream, every other
-record on ``archive``. Gauges for ``owler run``: ``in_flight`` and ``idle`` (1 when nothing is left
-to read or in flight). Up to ``warc2warc.emit.per.call`` (10) records go per ``next_tuple`` call:
+The logic is :class:`owler.warc.copying.CopyingFeed` (reading: :class:`owler.warc.feed.WARCFeed`;
+the copy: :class:`owler.warc.copy.ArchiveCopier`, partition of this task). Only HTTP responses go
+to Storm, once their copy is recorded; every other record is copied and acked here. Gauges for
+``owler run``: ``in_flight`` and ``idle`` (1 when nothing is left to read or in flight), and the
+copy's (``warc/*``). Up to ``warc2warc.emit.per.call`` (10) records go per ``next_tuple`` call:
 each call is a round trip with Storm's ShellSpout.
 """
 
@@ -17,22 +20,27 @@ from owler import conf as C
 from owler.constants import FETCHED_FIELDS
 from owler.task.component import OwlerComponent
 from owler.task.shard import Shard
-from owler.warc.feed import ARCHIVE_STREAM, WARCFeed
+from owler.warc.copy import ArchiveCopier
+from owler.warc.copying import CopyingFeed
+from owler.warc.feed import WARCFeed
 from owler.warc.progress import open_progress
 from owler.warc.source import InputSource
+from owler.warc.writer import partition_name
 
 log = logging.getLogger("owler.warc.spout")
 
 
 class WARCSpout(OwlerComponent, Spout):
-    outputs = [Stream(FETCHED_FIELDS), Stream(FETCHED_FIELDS, name=ARCHIVE_STREAM)]
+    outputs = [Stream(FETCHED_FIELDS)]
 
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
-        self.feed = WARCFeed(storm_conf, open_progress(storm_conf),
-                             InputSource.from_conf(storm_conf),
+        progress = open_progress(storm_conf)
+        self.feed = WARCFeed(storm_conf, progress, InputSource.from_conf(storm_conf),
                              Shard.of_task(context, self.component_name, self.task_id),
                              binary=self.binary)
+        copier = ArchiveCopier.open(storm_conf, partition_name(self.task_id), progress)
+        self.copying = CopyingFeed(self.feed, copier, storm_conf, report=self.report_error)
         self._gauged = 0.0
         self.per_call = max(1, C.get_int(storm_conf, "warc2warc.emit.per.call", 10))
 
@@ -42,15 +50,20 @@ class WARCSpout(OwlerComponent, Spout):
         emitted = 0
         for _ in range(self.per_call):
             try:
-                em = self.feed.next(now)
+                em = self.copying.next(now)
             except Exception as exc:  # noqa: BLE001 - e.g. the progress file is locked for long
                 log.exception("the WARC feed failed")
                 self.report_error(f"the WARC feed failed: {type(exc).__name__}: {exc}")
                 em = None
             if em is None:
                 break
-            self.emit(em.values, tup_id=em.msg_id, stream=em.stream)
+            self.emit(em.values, tup_id=em.msg_id)
             emitted += 1
+        try:
+            self.copying.maintain(now)
+        except Exception as exc:  # noqa: BLE001
+            log.exception("the WARC copy failed")
+            self.report_error(f"the WARC copy failed: {type(exc).__name__}: {exc}")
         try:
             self.feed.flush(now)
         except Exception as exc:  # noqa: BLE001 - the progress store is away: kept, tried again
@@ -71,12 +84,14 @@ class WARCSpout(OwlerComponent, Spout):
             log.warning("cannot mark input files done yet: %s", exc)
         self.gauges["in_flight"] = len(feed.in_flight)
         self.gauges["idle"] = 1 if feed.idle() else 0
+        self.gauges.update(self.copying.gauges)
         if feed.list_error:
             self.report_error(f"cannot list the input WARC files: {feed.list_error}")
         self.write_stats()
 
     def collect(self, counters, gauges):
         counters.update(self.feed.counters)
+        counters.update(self.copying.counters)
 
     def ack(self, tup_id):
         try:
@@ -88,5 +103,10 @@ class WARCSpout(OwlerComponent, Spout):
         self.feed.fail(tup_id)
 
     def shutdown(self):
-        self.feed.close()
-        self.feed.progress.close()
+        try:
+            self.copying.close()  # records what is written: its acks are flushed below
+        finally:
+            try:
+                self.feed.close()
+            finally:
+                self.feed.progress.close()

@@ -428,8 +428,8 @@ def test_no_crawl_state_on_a_nodes_disk(node_lost):
 
 
 def big_site(host: str, pages: int) -> list[bytes]:
-    """A WARC file's records: 6 KB responses that do not compress, so that the copy tasks store
-    S3 parts mid-file."""
+    """A WARC file's records: 6 KB responses that do not compress, so that the spouts' copies
+    store S3 parts mid-file."""
     return G.exchanges(host, pages, lambda i: os.urandom(6000), name="blob{i}.bin",
                        content_type="application/octet-stream", software="test_cluster_nodes")
 
@@ -447,8 +447,9 @@ def copied_records(s3_server, bucket: str) -> Counter:
 
 @pytest.fixture(scope="module")
 def w2w_lost(nodes, opensearch, s3_server, tmp_path_factory):
-    """warc2warc spread over both nodes (two spout and two copy tasks), its progress in
-    OpenSearch and its output streamed to S3; the node of a copy task killed -9 mid-file.
+    """warc2warc spread over both nodes (two spout tasks, each copying the records it reads),
+    its progress in OpenSearch and its output streamed to S3; the node of a spout task killed -9
+    mid-file.
 
     On a fresh cluster: nimbus's BlacklistScheduler keeps a supervisor that went missing (the
     node node_lost killed) out of every assignment for blacklist.scheduler.resume.time.secs
@@ -458,7 +459,6 @@ def w2w_lost(nodes, opensearch, s3_server, tmp_path_factory):
     out = crawl_conf(tmp_path_factory, nodes, opensearch, s3_server, "w2w-lost", (
         "warc.prefix: W2WLOST\n"
         "parallelism.spout: 2\n"
-        "parallelism.warc: 2\n"
         "warc.s3.stream.part.size: 5242880\n"
         "warc.s3.max.age: 3\n"
         "warc2warc.list.interval: 5\n"
@@ -490,14 +490,14 @@ def w2w_lost(nodes, opensearch, s3_server, tmp_path_factory):
     out["before"] = wait_for("both nodes at work", lambda: (
         p := placement(nodes, "warc2warc")[1]) and hosts_of(p) == HOSTS and p, 120)
     wait_for("records copied", lambda: acked() >= 1500, 240, 0.5)
-    victim = out["before"]["warc"][0].split(":")[0]  # the node of a copy task
+    victim = out["before"]["spout"][0].split(":")[0]  # the node of a spout task (and its copy)
     survivor = kill_node(nodes, victim)
     out["at_kill"] = progress()  # (the dead node's files stay "reading")
     out["placement"] = wait_moved(nodes, "warc2warc", victim, survivor)
     total = len(inputs)
     out["progress"] = wait_for("every input file done", lambda: (
         p := progress())["files"]["done"] == total and p, 300, 3)
-    # the copy tasks complete their last files once nothing came for warc.s3.max.age
+    # the spouts complete their last files once nothing came for warc.s3.max.age
     wait_for("the last uploads completed", lambda: not s3_server.client.list_multipart_uploads(
         Bucket=bucket).get("Uploads"), 60, 2)
     out["copied"] = copied_records(s3_server, bucket)
@@ -515,7 +515,7 @@ def w2w_lost(nodes, opensearch, s3_server, tmp_path_factory):
 def test_warc2warc_on_a_lost_node_copies_every_record_exactly_once(w2w_lost):
     at_kill = w2w_lost["at_kill"]
     assert at_kill["files"]["reading"] >= 1 and at_kill["records"] >= 1500  # killed mid-file
-    assert set(w2w_lost["placement"]) >= {"spout", "parser", "warc", "status"}
+    assert set(w2w_lost["placement"]) >= {"spout", "parser", "status"}
     got, expected = w2w_lost["copied"], w2w_lost["expected"]
     twice = [r[:200] for r, n in got.items() if n > 1]
     assert not twice, twice[:3]

@@ -1,6 +1,7 @@
 """The warc2warc progress in a real OpenSearch node and its output streamed to a real S3 API server
-(moto), without Storm: what lets a spout or copy task restarted on another node resume exactly
-where the dead one stopped (owler.warc.progress_os, owler.warc.copy with owler.warc.stream).
+(moto), without Storm: what lets a spout task restarted on another node resume exactly
+where the dead one stopped (owler.warc.progress_os, owler.warc.copy with owler.warc.stream,
+owler.warc.copying).
 
 The feed's behaviour is checked as the SQLite store's (tests/unit/test_warc_copy.py); the copy is
 checked across crashes at each point that matters: after a part is stored and recorded, after a
@@ -16,9 +17,9 @@ from collections import Counter
 
 import pytest
 
-from owler import wire
 from owler.task.shard import Shard
 from owler.warc.copy import ArchiveCopier
+from owler.warc.copying import CopyingFeed
 from owler.warc.feed import WARCFeed
 from owler.warc.progress import open_progress
 from owler.warc.progress_os import OpenSearchProgress, file_id
@@ -227,18 +228,29 @@ def test_a_task_failing_to_record_keeps_only_what_is_recorded(conf, s3_server):
     assert got == Counter(plain(r) for _, _, r in recs)
 
 
-def test_feed_and_copy_end_to_end_leave_no_commit_documents(conf, inputs, s3_server):
-    """Every record through the feed and the copier, acked once recorded: each once in the bucket,
-    every file done, and the commit documents pruned (their outputs closed, their files done)."""
-    feed, progress = feed_of(conf, inputs)
-    c = copier(conf)
-    ems = drain(feed, ack=False)
-    for em in ems:
-        c.add_record(em.values[2], wire.decode_content(em.values[1]))
-    c.close()  # completes the upload, recording every record first
+def test_the_spouts_copy_end_to_end_releases_after_the_part_and_leaves_no_commit_documents(
+        conf, inputs, s3_server):
+    """Every record through the feed and the spout's copy (one client of the progress store for
+    both, as in the spout): nothing released before its part is stored, each record once in the
+    bucket, every file done, and the commit documents pruned (outputs closed, files done)."""
+    conf = {**conf, "warc2warc.input": str(inputs), "warc.s3.max.age": 5}
+    progress = open_progress(conf)
+    feed = WARCFeed(conf, progress, InputSource.from_conf(conf))
+    cf = CopyingFeed(feed, ArchiveCopier.open(conf, "07", progress), conf)
+    now = 1000.0
+    assert cf.next(now) is None  # 12 small records: a part far from full
+    cf.maintain(now)
+    assert cf.next(now) is None and not s3_server.objects(conf["warc.s3.bucket"], "out/")
+    cf.maintain(now + 5)  # the oldest waited warc.s3.max.age: its part stored, then released
+    ems = []
+    while (em := cf.next(now + 5)) is not None:
+        ems.append(em)
+    assert len(ems) == 5 and feed.counters["acked"] == 7
     for em in ems:
         feed.ack(em.msg_id)
     feed.flush(force=True)
+    cf.maintain(now + 20)  # nothing written for warc.s3.max.age: the upload is completed
+    cf.close()
     s = progress.summary()
     assert s["files"]["done"] == 2 and s["outputs"] == {"closed": 1}
     progress._refresh("archived")
@@ -246,3 +258,4 @@ def test_feed_and_copy_end_to_end_leave_no_commit_documents(conf, inputs, s3_ser
     assert data["count"] == 0
     _, got = archived(s3_server, conf)
     assert sum(got.values()) == 12 and max(got.values()) == 1
+    progress.close()

@@ -29,13 +29,12 @@ def test_owler_run_takes_the_parallelism_of_its_conf():
 
 def test_a_submitted_topology_class_reads_the_options_from_the_environment(monkeypatch, tmp_path):
     conf_file = tmp_path / "crawl.yaml"
-    conf_file.write_text("parallelism.status: 3\nparallelism.warc: 5\n")
+    conf_file.write_text("parallelism.status: 3\nparallelism.spout: 5\n")
     monkeypatch.setenv("OWLER_CONF", str(conf_file))
-    monkeypatch.setenv(C.OPTIONS_ENV, "parallelism.warc=2\n\nparallelism.parser=2\n")
+    monkeypatch.setenv(C.OPTIONS_ENV, "parallelism.spout=2\n\nparallelism.parser=2\n")
     cls = load_topology(ROOT, "warc2warc")  # the class body runs again, as in sparse's process
     par = {spec.name: spec.par for spec in cls.specs}
-    assert par["status"] == 3 and par["warc"] == 2 and par["parser"] == 2 and par["spout"] == 1
-    assert set(par) == {"spout", "parser", "warc", "status"}
+    assert par == {"spout": 2, "parser": 2, "status": 3}
 
 
 @pytest.mark.parametrize("topology,option,message", [
@@ -97,13 +96,17 @@ def test_bad_warc2warc_keys_are_a_clear_error(options, message):
         check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)
 
 
-def test_warc2warc_records_reach_their_copy_task_by_url():
-    # a record and its replays meet the one task that archives it (owler.warc.progress_os)
-    assert inputs(load_topology(ROOT, "warc2warc", load_conf(None, [])))["warc"] == {
-        "spout": "fields(['url'])"}
+def test_warc2warc_records_are_copied_by_the_spout():
+    """The spout copies every record and emits only the HTTP responses, to the parser: no copy
+    bolt, no ``archive`` stream."""
+    got = inputs(load_topology(ROOT, "warc2warc", load_conf(None, [])))
+    assert set(got) == {"spout", "parser", "status"} and got["parser"] == {"spout": "SHUFFLE"}
     # the copy finds replays in its progress store: the writer's dedup window is not its concern
     conf = load_conf(None, ["warc.s3.bucket=out", "warc.s3.dedup.window=10"])
     check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)
+    conf = load_conf(None, ["parallelism.warc=2"])
+    with pytest.raises(C.ConfError, match="no component 'warc'"):
+        check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)
 
 
 @pytest.mark.parametrize("topology,reader", [("explorative", "parser"), ("sitemap", "sitemap")])

@@ -223,7 +223,7 @@ def test_key_metadata_names_a_record_inside_a_multi_record_member():
     assert md[WARC_KEY] == ["0+1"] and md[WARC_OFFSET] == ["0"]
 
 
-def test_a_copy_task_opens_its_archive_and_finds_each_record_by_its_metadata(tmp_path, inputs):
+def test_a_copy_task_opens_its_archive_and_recovers_what_it_left_open(tmp_path, inputs):
     recs = records_of(inputs)
     conf = {"warc.dir": str(tmp_path / "out"), "warc.prefix": "COPY",
             "warc2warc.progress.path": str(tmp_path / "p.sqlite")}
@@ -237,13 +237,14 @@ def test_a_copy_task_opens_its_archive_and_finds_each_record_by_its_metadata(tmp
 
     c2 = ArchiveCopier.open(conf, "00")  # the file left open is cut back and finalized
     assert c2.owns_progress and len(list((tmp_path / "out").glob("*.warc.gz"))) == 1
-    fid, key, raw = recs[0]
-    assert c2.add_record({FILE_ID: [str(fid)], WARC_OFFSET: [key]}, raw) == (fid, key, False)
-    fid, key, raw = recs[3]
-    md = {FILE_ID: [str(fid)], WARC_OFFSET: ["0"], WARC_KEY: [key]}  # the key wins the offset
-    assert c2.add_record(md, raw) == (fid, key, True)
+    assert not c2.add(*recs[0]) and c2.add(*recs[3])
     c2.close()
     with pytest.raises(sqlite3.ProgrammingError):  # the copier's own connection: closed with it
         c2.progress.conn.execute("SELECT 1")
     body = [g for g in archived_records(tmp_path / "out") if b"isPartOf: COPY" not in g]
     assert Counter(body) == Counter(plain(r) for _, _, r in recs[:4])
+    progress = Progress(tmp_path / "p.sqlite")
+    c3 = ArchiveCopier.open(conf, "00", progress)  # the spout's own client: not closed with it
+    assert not c3.owns_progress and not c3.add(*recs[3])
+    c3.close()
+    assert progress.archived(recs[3][0], recs[3][1])

@@ -343,8 +343,8 @@ class LocalRun:
                                  for s in ("FETCH_ERROR", "ERROR"))
                     rate = (fetched - last_fetched) / max(now - last_t, 1e-6)
                     last_fetched, last_t = fetched, now
-                    records = (self.totals(stats, "warc", "counters", "records")  # warc2warc
-                               + self.totals(stats, "fetcher", "counters", "warc/records"))
+                    records = sum(self.totals(stats, c, "counters", "warc/records")
+                                  for c in ("spout", "fetcher"))  # warc2warc, explorative
                     extra = f"records={records:.0f} " if records else ""
                     print(f"[{now - start:6.0f}s] {extra}fetched={fetched:.0f} errors={errors:.0f} "
                           f"pages/s={rate:.1f} due={due} in_flight={in_flight:.0f} "

@@ -21,7 +21,7 @@ Key = tuple[str, int, str]  # component, task, name
 
 #: the document names the charts read: these names, and every name under these prefixes (a
 #: history with many tasks is read for these only: history.OpenSearchHistory)
-NAMES = ("fetched", "bytes", "warc/bytes", "records", "due", "queues", "queues_due")
+NAMES = ("fetched", "bytes", "warc/bytes", "records", "warc/records", "due", "queues", "queues_due")
 PREFIXES = ("http/", "error.cause/", "status/", "queue/", "storm/", "files/")
 Values = list[float | None]
 
@@ -137,7 +137,7 @@ def _bytes(g: Grid) -> list[dict]:
     return [_series("fetched", g.total(g.select(lambda c, n: c == "fetcher" and n == "bytes"),
                                        1e-6)),
             _series("WARC written", g.total(g.select(
-                lambda c, n: (c, n) in (("fetcher", "warc/bytes"), ("warc", "bytes"))), 1e-6))]
+                lambda c, n: n == "warc/bytes" and c in ("fetcher", "spout")), 1e-6))]
 
 
 def _latency(g: Grid) -> list[dict]:
@@ -169,7 +169,9 @@ def _files(g: Grid) -> list[dict]:
 
 
 def _records(g: Grid) -> list[dict]:
-    return [_series("records/s", g.rate(g.select(lambda c, n: c == "warc" and n == "records")))]
+    # the spout copies them (a history of the former copy bolt, "warc", counts "records")
+    return [_series("records/s", g.rate(g.select(
+        lambda c, n: (c, n) in (("spout", "warc/records"), ("warc", "records")))))]
 
 
 #: id, title, unit, builder, topologies (None: every one)

@@ -3,8 +3,8 @@
 The status updater (frontier writes) works this way: collect tuples, write their effects in one
 batch when ``size`` items are pending or the oldest tuple has waited ``interval`` seconds, then
 ack each tuple whose effects were written and fail (Storm replays it) each one whose write failed.
-(The WARC copy bolt acks record by record instead, as each one's bytes are stored:
-``src/bolts/warc_copy.py``.)
+(The WARC spout's copy releases record by record instead, as each one's bytes are stored:
+``src/owler/warc/copying.py``.)
 """
 
 from __future__ import annotations

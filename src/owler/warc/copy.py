@@ -5,8 +5,8 @@ record exactly once, even across crashes, Storm's replays and a node lost.
 uncompressed record compressed as one member of its own; :meth:`WARCWriter.write_record_bytes`)
 unless the progress store says it is archived already; :meth:`ArchiveCopier.commit` then records
 the records whose bytes are stored, with the output's new committed length, in one commit of the
-progress store (:func:`owler.warc.progress.open_progress`); the bolt acks their tuples after
-that. A record is stored:
+progress store (:func:`owler.warc.progress.open_progress`); the WARC spout acks them only after
+that (:mod:`owler.warc.copying`). A record is stored:
 
 - in a local file (``warc.dir``) once written. Files are rotated by ``warc.rotation.size`` /
   ``warc.rotation.time`` only right after a commit, so a finished file never holds a record that
@@ -14,12 +14,12 @@ that. A record is stored:
   ``warc.s3.stream`` is false (:class:`owler.warc.upload.Uploader`);
 - in an S3 upload (``warc.s3.bucket``, ``warc.s3.stream``: the default) once the part holding it
   is stored (:mod:`owler.warc.stream`). Nothing is on the node's disk. Before an upload is
-  completed its last records are recorded (:meth:`ArchiveCopier._before_complete`); the bolt
+  completed its last records are recorded (:meth:`ArchiveCopier._before_complete`); the spout
   stores what it holds when its oldest record has waited ``warc.s3.max.age`` seconds.
 
-Crash recovery (:meth:`ArchiveCopier.recover`, when a copy task of the partition starts, on any
+Crash recovery (:meth:`ArchiveCopier.recover`, when a spout task of the partition starts, on any
 node): an output left open is cut back to its committed length (the records after it were never
-recorded: their tuples were not acked, Storm replays them and they are written again, once) and
+recorded, so never acked: they are read again and written again, once) and
 finalized; an S3 upload is completed with its stored parts up to that length (a commit always
 ends at a part boundary), or aborted. One with nothing committed is deleted. Each output file
 starts with a warcinfo record of its own; the input's own warcinfo records are copied like any
@@ -40,7 +40,6 @@ from typing import Any, Mapping
 from owler import conf as C
 from owler.constants import WARC_ROTATION_SIZE_KEY, WARC_ROTATION_TIME_KEY
 from owler.warc.progress import open_progress
-from owler.warc.record import record_position
 from owler.warc.stream import S3StreamWriter, recover_uploads, stream_enabled
 from owler.warc.upload import Uploader
 from owler.warc.writer import OPEN_SUFFIX, WARC_SUFFIX, WARCWriter, _finalize, parse_file_name
@@ -75,12 +74,15 @@ class ArchiveCopier:
         self.owns_progress = False
 
     @classmethod
-    def open(cls, conf: Mapping[str, Any], partition: str) -> "ArchiveCopier":
-        """A copy task's archive: its own client of the progress store
+    def open(cls, conf: Mapping[str, Any], partition: str,
+             progress=None) -> "ArchiveCopier":
+        """A copy task's archive: the client of the progress store it is given, or its own
         (:func:`owler.warc.progress.open_progress`, closed with the copier); its output streamed to
         S3 (``warc.s3.bucket`` with ``warc.s3.stream``), or local files uploaded once closed
         (with a bucket) or kept; what an earlier run of the partition left open recovered."""
-        progress = open_progress(conf)
+        owns = progress is None
+        if owns:
+            progress = open_progress(conf)
         writer = None
         if stream_enabled(conf):
             writer = S3StreamWriter.from_conf(conf, str(partition), rotation_size=0,
@@ -88,7 +90,7 @@ class ArchiveCopier:
             copier = cls(conf, partition, progress, writer=writer)
         else:
             copier = cls(conf, partition, progress, Uploader.from_conf(conf))
-        copier.owns_progress = True
+        copier.owns_progress = owns
         fixed = copier.recover()
         if fixed:
             log.warning("finalized %d output WARC file(s) left open by an earlier run", len(fixed))
@@ -132,17 +134,11 @@ class ArchiveCopier:
         self._pending_keys.add((file_id, key))
         return True
 
-    def add_record(self, md: Mapping[str, list[str]], raw: bytes) -> tuple[int, str, bool]:
-        """:meth:`add` for a record the WARC spout emitted (its position is in its metadata):
-        ``(file id, record key, written)``."""
-        file_id, key = record_position(md)
-        return file_id, key, self.add(file_id, key, raw)
-
     def commit(self, now: float | None = None) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
         """Record the records written since the last commit whose bytes are stored (all of them
         for local files; with S3, those in stored parts), then rotate if the file is big or old
-        enough. Returns ``(recorded, lost)`` record positions: the tuples of the first can be
-        acked, those of the second failed (their part could not be stored). Raises when the
+        enough. Returns ``(recorded, lost)`` record positions: the records of the first can be
+        acked, those of the second written again (their part could not be stored). Raises when the
         progress cannot be written (then :meth:`abort`)."""
         self._record(self.writer.durable)
         self.maybe_rotate(now)
@@ -191,12 +187,12 @@ class ArchiveCopier:
             try:
                 self._record(lambda n, end: n == name and end <= stored)
                 return stored
-            except Exception:  # noqa: BLE001 - the tuples are failed by the caller (abort)
+            except Exception:  # noqa: BLE001 - the caller aborts: its records come again
                 log.exception("cannot record the records of %s before completing it", name)
         return self.committed.get(name, 0) or self._committed_of_key(name)
 
     def abort(self) -> list[tuple[int, str]]:
-        """Forget records written but not recorded (their tuples are failed and come again): a
+        """Forget records written but not recorded (they are read and written again): a
         local file is cut back to its committed length; an S3 upload is completed with its
         recorded parts only (records already in a stored part cannot be taken back out).
         Returns their positions."""

@@ -6,10 +6,10 @@
 (:class:`~owler.task.shard.Shard` of the file name, as the frontier spout splits queues), one at
 a time, and streams each once from its resume point.
 
-Emissions: an HTTP response record goes on the default stream ``(url, content, metadata)`` (to
-the parser and the WARC copy bolt), every other record on the ``archive`` stream (to the copy
-bolt only); ``content`` is the record's exact input bytes (:mod:`owler.wire`), ``metadata`` its
-position (:mod:`owler.warc.record` keys plus ``warc.file.id``). The message id is
+Emissions: an HTTP response record is for the default stream ``(url, content, metadata)`` (to
+the parser), every other record is marked ``archive`` (it is only copied, never sent:
+:mod:`owler.warc.copying`); ``content`` is the record's exact input bytes (:mod:`owler.wire`),
+``raw`` the same bytes for the copy, ``metadata`` its position (:mod:`owler.warc.record` keys plus ``warc.file.id``). The message id is
 ``<file id>:<record key>``.
 
 Acks: an acked record is recorded (batched: every ``warc2warc.ack.flush`` seconds) with the file's
@@ -21,7 +21,7 @@ file (``owler status``) and reading goes on where it can. A file that cannot be 
 all (missing, denied, S3 failing after its retries) is ``failed``.
 
 After a crash nothing is lost: the records of a file that were not acked are read again from the
-resume point (acked ones skipped by key), and the WARC copy bolt does not archive a record twice.
+resume point (acked ones skipped by key), and the spout's copy does not archive a record twice (:mod:`owler.warc.copying`).
 
 Config keys: ``warc2warc.input``, ``warc2warc.list.interval`` (60), ``warc2warc.ack.flush``
 (0.5), ``warc2warc.max.record.size`` (268435456), ``warc2warc.verify.digests`` (true),
@@ -58,6 +58,8 @@ class Emission:
     file_id: int
     key: str
     resume: int
+    raw: bytes  # the record's input bytes (what is copied)
+    archived: bool = False  # its copy is recorded (owler.warc.copying)
 
 
 class _OpenFile:
@@ -223,11 +225,14 @@ class WARCFeed:
         md[FILE_ID] = [str(f.id)]
         if rec.problem:
             self.progress.add_problem(f.id, rec.offset, f"{rec.key}: {rec.problem}")
-        stream = "default" if rec.is_http_response and rec.target_uri else ARCHIVE_STREAM
         self._count(f"records/{rec.type or 'unknown'}")
-        return Emission(f"{f.id}:{rec.key}", stream,
-                        [rec.target_uri, wire.encode_content(rec.raw, self.binary), md],
-                        f.id, rec.key, rec.resume_offset)
+        if rec.is_http_response and rec.target_uri:
+            return Emission(f"{f.id}:{rec.key}", "default",
+                            [rec.target_uri, wire.encode_content(rec.raw, self.binary), md],
+                            f.id, rec.key, rec.resume_offset, rec.raw)
+        # never sent: only copied (owler.warc.copying)
+        return Emission(f"{f.id}:{rec.key}", ARCHIVE_STREAM, [rec.target_uri, None, md],
+                        f.id, rec.key, rec.resume_offset, rec.raw)
 
     # -- acks -------------------------------------------------------------------------------------
     def ack(self, msg_id: str) -> None:
@@ -245,6 +250,11 @@ class WARCFeed:
             em.values[2][wire.RAW_REPLAYED] = ["true"]
             self.retry.append(msg_id)
             self._count("failed")
+
+    def requeue(self, msg_id: str) -> None:
+        """Give out again a record that was never emitted (its copy was lost)."""
+        if msg_id in self.in_flight:
+            self.retry.append(msg_id)
 
     def flush(self, now: float | None = None, force: bool = False) -> None:
         """Record the acks so far and each file's resume point (every ``warc2warc.ack.flush`` s)."""

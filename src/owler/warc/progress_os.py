@@ -1,5 +1,5 @@
 """The warc2warc progress in OpenSearch, beside the frontier (``frontier.backend: opensearch``), so
-that a spout or copy task restarted on another node resumes where the dead one stopped.
+that a spout task restarted on another node resumes where the dead one stopped.
 
 The same operations as the SQLite :class:`owler.warc.progress.Progress`, over five indices
 ``<base>_<kind>`` (``resources/opensearch/warc2warc.json``; ``base`` is ``warc2warc.progress.index``,
@@ -13,7 +13,7 @@ default ``<status index>_warc2warc``):
     the keys of records acked beyond the file's resume point: one document per flush of the
     spout; read when the file is opened again, deleted when the file is done.
 ``archived``
-    one document per commit of a copy task, ``_id`` = ``<output>@<length>``: the output file, its
+    one document per commit of a spout task's copy, ``_id`` = ``<output>@<length>``: the output file, its
     committed length after the commit, the input files and record keys the commit archived. A
     commit is this one document, so it is atomic: an output's committed length is the largest
     ``length`` of its commits, and a record is archived if and only if a commit names it.
@@ -25,8 +25,8 @@ default ``<status index>_warc2warc``):
 
 Lookups of archived records come from memory: the records of an input file are loaded once per
 task when the task first meets the file, and the task's own commits are added as it makes them.
-That is exact because one record always goes to the same copy task (the topology groups the copy
-bolt's input by URL, ``topologies/warc2warc.py``): no other task archives it.
+That is exact because a record is read, and copied, only by the spout task whose share holds
+its file (:mod:`owler.warc.copying`): no other task archives it.
 
 Searches read refreshed indices (a refresh is asked for before each), and :meth:`open_files`
 checks each file found with a real-time get, so a file done a moment ago is never read again.
@@ -56,7 +56,7 @@ PROGRESS_INDEX_KEY = "warc2warc.progress.index"
 KINDS = ("files", "acks", "archived", "outputs", "problems")
 _FIELDS = ("id", "name", "size", "etag", "state", "resume_offset", "records", "errors", "error")
 _PAGE = 1000
-_CACHED_FILES = 64  # input files whose archived keys a copy task keeps in memory
+_CACHED_FILES = 64  # input files whose archived keys a task keeps in memory
 
 
 class ProgressError(RuntimeError):
@@ -262,7 +262,7 @@ class OpenSearchProgress:
             orjson.dumps({"script": {"lang": "painless",
                                      "source": "ctx._source.errors += 1"}})])
 
-    # -- the copy tasks -------------------------------------------------------------------------
+    # -- the copies ----------------------------------------------------------------------------
     def archived(self, file_id_: int, key: str) -> bool:
         keys = self._archived.get(file_id_)
         if keys is None:

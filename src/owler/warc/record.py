@@ -1,7 +1,7 @@
 """warc2warc without Storm: what the pipeline makes of one archived record.
 
-The WARCSpout reads records (:mod:`owler.warc.reader`) and emits each one with its exact input
-bytes; the WARC copy bolt appends those bytes unchanged to the output (:mod:`owler.warc.copy`);
+The WARCSpout reads records (:mod:`owler.warc.reader`), appends each one's exact input bytes
+unchanged to its output (:mod:`owler.warc.copy`) and emits the HTTP responses with those bytes;
 the parser bolt turns an HTTP response into what a fetch would have given, with
 :func:`record_outcome`, following StormCrawler's WARCSpout:
 
@@ -104,11 +104,6 @@ def record_metadata(rec: InputRecord, file_name: str) -> dict[str, list[str]]:
         if when is not None:
             md[FETCH_TIME] = [repr(when)]
     return md
-
-
-def record_position(md: Mapping[str, list[str]]) -> tuple[int, str]:
-    """``(input file id, record key)`` of an emitted record, from its metadata."""
-    return int(md[FILE_ID][0]), (md.get(WARC_KEY) or md[WARC_OFFSET])[0]
 
 
 def parse_raw(raw: bytes) -> tuple[str, dict[str, str], bytes]:
