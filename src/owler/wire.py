@@ -41,6 +41,9 @@ RAW_PAYLOAD_DIGEST = "_raw.payload_digest"
 #: set on a tuple its spout emits again after a failure: bolts that skip repeats must not skip
 #: what it carries, since its first emission may not have reached its end
 RAW_REPLAYED = "_raw.replayed"
+#: set by the WARC spout on a response whose digests its reader checked: the mismatch found, or
+#: empty; the parser does not hash the record again (owler.warc.record.RecordParser)
+RAW_DIGESTS = "_raw.digests"
 
 
 def encode_content(content: bytes, binary: bool = False) -> str | bytes:

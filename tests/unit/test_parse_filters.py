@@ -137,6 +137,14 @@ def test_page_metadata_on_a_real_page():
     assert "robots.noFollow" not in md
 
 
+@pytest.mark.parametrize("body", ["<p>one  two</p>\n\t<div>three four</div>",
+                                  "<p>un\u00a0deux  trois</p>\n\t<div>quatre \u00e9t\u00e9</div>"])
+def test_text_length_counts_all_but_whitespace(body):
+    page = page_of("https://a.example/", f"<html><body>{body}</body></html>".encode())
+    raw = page.raw_text
+    assert page.text_length == sum(ch not in " \n\t\u00a0" for ch in raw) > 10
+
+
 def test_page_metadata_robots_and_cut():
     html = (b'<html><head><meta name="robots" content="noindex, nofollow, noarchive">'
             b'<meta name="keywords" content="a, b,  c"><meta name="description" content="'

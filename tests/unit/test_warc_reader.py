@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from owler import wire
 from owler.constants import Status
 from owler.warc.reader import InputProblem, InputRecord, WARCReadError, iter_records
 from owler.warc.record import RecordParser, parse_raw, warc_date_epoch
@@ -186,6 +187,27 @@ def test_damaged_records_get_an_error_with_its_cause():
     out = outcome(G.http_response(b"x" * 1000), conf={"http.content.limit": 10})
     assert out.kind == "page" and len(out.content) == 10 and out.metadata["http.trimmed"]
 
+
+
+def test_digests_the_spouts_reader_checked_are_not_hashed_again():
+    """The spout's reader checks the digests of what it reads and says what it found
+    (``_raw.digests``); the parser takes that instead of hashing the record a second time."""
+    url = "http://x.example/p"
+    bad = gzip.compress(G.record("response", url, G.http_response(b"<p>x</p>"),
+                                 bad_payload_digest=True))
+    good = gzip.compress(G.record("response", url, G.http_response(b"<p>x</p>")))
+    md = {"warc.file.name": ["f"]}
+    parser = RecordParser({})
+    assert parser.outcome(url, bad, {**md, wire.RAW_DIGESTS: [""]}).status == Status.FETCHED
+    out = parser.outcome(url, good, {**md, wire.RAW_DIGESTS: ["payload digest mismatch (x)"]})
+    assert out.status == Status.ERROR and out.metadata["error.cause"] == ["warc.digest"]
+    assert out.metadata["error.message"] == ["payload digest mismatch (x)"]
+    assert parser.outcome(url, bad, md).status == Status.ERROR  # not checked before: checked now
+    off = RecordParser({"warc2warc.verify.digests": False})  # not checked at all
+    assert off.outcome(url, bad, md).status == Status.FETCHED
+    # what the reader finds is what the feed passes on
+    recs = [r for r in iter_records(io.BytesIO(bad)) if isinstance(r, InputRecord)]
+    assert recs[0].problem.startswith("payload digest mismatch")
 
 def stored(body: bytes, *headers: tuple[str, str]) -> bytes:
     """An HTTP response block whose headers are kept as the server sent them while the body is

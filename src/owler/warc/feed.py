@@ -9,8 +9,9 @@ a time, and streams each once from its resume point.
 Emissions: an HTTP response record is for the default stream ``(url, content, metadata)`` (to
 the parser), every other record is marked ``archive`` (it is only copied, never sent:
 :mod:`owler.warc.copying`); ``content`` is the record's exact input bytes (:mod:`owler.wire`),
-``raw`` the same bytes for the copy, ``metadata`` its position (:mod:`owler.warc.record` keys plus ``warc.file.id``). The message id is
-``<file id>:<record key>``.
+``raw`` the same bytes for the copy, ``metadata`` its position (:mod:`owler.warc.record` keys
+plus ``warc.file.id``) and, when the digests were checked, ``_raw.digests`` (the mismatch, or
+empty: the parser does not check them again). The message id is ``<file id>:<record key>``.
 
 Acks: an acked record is recorded (batched: every ``warc2warc.ack.flush`` seconds) with the file's
 new resume point, the smallest resume offset of its records still in flight or not read yet. A
@@ -21,7 +22,8 @@ file (``owler status``) and reading goes on where it can. A file that cannot be 
 all (missing, denied, S3 failing after its retries) is ``failed``.
 
 After a crash nothing is lost: the records of a file that were not acked are read again from the
-resume point (acked ones skipped by key), and the spout's copy does not archive a record twice (:mod:`owler.warc.copying`).
+resume point (acked ones skipped by key), and the spout's copy does not archive a record twice
+(:mod:`owler.warc.copying`).
 
 Config keys: ``warc2warc.input``, ``warc2warc.list.interval`` (60), ``warc2warc.ack.flush``
 (0.5), ``warc2warc.max.record.size`` (268435456), ``warc2warc.verify.digests`` (true),
@@ -39,6 +41,7 @@ from typing import Any, Iterator, Mapping
 
 from owler import conf as C
 from owler import wire
+from owler.constants import VERIFY_DIGESTS_KEY
 from owler.task.shard import Shard
 from owler.warc import s3 as S3
 from owler.warc.reader import InputProblem, InputRecord, WARCReadError, iter_records
@@ -84,7 +87,7 @@ class WARCFeed:
         self.list_interval = C.get_float(conf, "warc2warc.list.interval", 60.0)
         self.ack_flush = C.get_float(conf, "warc2warc.ack.flush", 0.5)
         self.max_record = C.get_int(conf, "warc2warc.max.record.size", 256 << 20)
-        self.verify = C.get_bool(conf, "warc2warc.verify.digests", True)
+        self.verify = C.get_bool(conf, VERIFY_DIGESTS_KEY, True)
         self.max_in_flight = C.get_int(conf, "warc2warc.max.in.flight", 2000)
         self.in_flight: dict[str, Emission] = {}
         self._file_flight: dict[int, dict[str, int]] = {}  # file id -> {msg id: resume offset}
@@ -227,6 +230,8 @@ class WARCFeed:
             self.progress.add_problem(f.id, rec.offset, f"{rec.key}: {rec.problem}")
         self._count(f"records/{rec.type or 'unknown'}")
         if rec.is_http_response and rec.target_uri:
+            if self.verify:  # checked here: the parser need not hash the record again
+                md[wire.RAW_DIGESTS] = [rec.problem or ""]
             return Emission(f"{f.id}:{rec.key}", "default",
                             [rec.target_uri, wire.encode_content(rec.raw, self.binary), md],
                             f.id, rec.key, rec.resume_offset, rec.raw)

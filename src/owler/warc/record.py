@@ -42,7 +42,7 @@ from owler import conf as C
 from owler import wire
 from owler.constants import (CONTENT_LIMIT_KEY, ERROR_CAUSE, ERROR_MESSAGE, FETCH_STATUS_CODE,
                              FETCH_TIME, MD_PREFIX_KEY, REDIRECT_TO, REDIRECTIONS_KEY,
-                             STORE_HEADERS_KEY, Status)
+                             STORE_HEADERS_KEY, VERIFY_DIGESTS_KEY, Status)
 from owler.fetch.http import DecodeError, TooLarge, decode_body, max_decompressed_size
 from owler.metadata import set_value
 from owler.warc.reader import HEAD_END, InputRecord, check_digests, parse_head
@@ -216,10 +216,13 @@ class RecordParser:
         self.allow_redirs = C.get_bool(conf, REDIRECTIONS_KEY, True)
         self.store_headers = C.get_bool(conf, STORE_HEADERS_KEY, False)
         self.md_prefix = C.get_str(conf, MD_PREFIX_KEY, "protocol.") or ""
+        self.verify = C.get_bool(conf, VERIFY_DIGESTS_KEY, True)
 
-    def outcome(self, url: str, raw: bytes, md: Mapping[str, list[str]], verify: bool = True
-                ) -> RecordOutcome:
-        """What the crawl makes of the record ``raw`` (emitted for ``url`` with metadata ``md``)."""
+    def outcome(self, url: str, raw: bytes, md: Mapping[str, list[str]],
+                verify: bool | None = None) -> RecordOutcome:
+        """What the crawl makes of the record ``raw`` (emitted for ``url`` with metadata ``md``).
+        Its digests are checked (``verify``, default ``warc2warc.verify.digests``) unless the
+        spout's reader checked them already (``_raw.digests`` in ``md``: what it found)."""
         md = dict(md)
         try:
             _, headers, block = parse_raw(raw)
@@ -229,8 +232,9 @@ class RecordParser:
         if headers.get("warc-type", "").lower() != "response" or not ctype.startswith(
                 "application/http"):
             return RecordOutcome("archive", md)
-        if verify:
-            problem = check_digests(headers, block)
+        if self.verify if verify is None else verify:
+            checked = md.get(wire.RAW_DIGESTS)
+            problem = checked[0] if checked else check_digests(headers, block)
             if problem:
                 return self._error(md, "warc.digest", problem)
         try:
