@@ -13,6 +13,7 @@ from owler.warc.copying import BACKOFF, CopyingFeed
 from owler.warc.feed import WARCFeed
 from owler.warc.progress import Progress
 from owler.warc.source import InputSource
+from tests import warcgen as G
 from tests.unit.test_warc_copy import archived_records, inputs, plain, records_of  # noqa: F401
 
 NOW = 1000.0
@@ -199,3 +200,31 @@ def test_a_record_whose_part_is_lost_is_copied_again(tmp_path, inputs, monkeypat
     assert cf.counters["warc/records"] == 12 and cf.feed.retry
     run_out(cf, NOW + BACKOFF)
     assert cf.counters["warc/records"] == 13 and cf.feed.progress.summary()["records"] == 12
+
+
+def test_a_call_reads_at_most_a_batch_while_nothing_is_stored(tmp_path, inputs, monkeypatch):
+    cf, _ = make(tmp_path, inputs, **{"warc2warc.copy.batch": 5})
+    monkeypatch.setattr(cf.copier.writer, "durable", lambda name, end: False)  # (S3: no part yet)
+    assert cf.next(NOW) is None and cf.counters["warc/records"] == 5
+    assert cf.next(NOW) is None and cf.counters["warc/records"] == 10
+
+
+def test_an_ack_the_progress_cannot_record_yet_releases_the_rest(tmp_path, inputs, monkeypatch):
+    # a file of a warcinfo record only: its copy recorded, it is done
+    (inputs / "0info.warc.gz").write_bytes(G.per_record_gzip([G.record("warcinfo", None,
+                                                                       b"x: y\r\n")]))
+    cf, _ = make(tmp_path, inputs)
+    pull(cf)
+
+    calls = []
+
+    def away(*a, **k):
+        calls.append(1)
+        raise OSError("the progress store is away")
+
+    monkeypatch.setattr(cf.feed.progress, "record_acks", away)  # a file's end cannot be recorded
+    cf.maintain(NOW)
+    assert calls and len(pull(cf)) == 5 and not cf.waiting and cf.feed.counters["acked"] == 8
+    monkeypatch.undo()
+    cf.feed.retry_done()  # (the spout's next gauges) the file's end recorded now
+    assert cf.feed.progress.summary()["files"]["done"] == 1

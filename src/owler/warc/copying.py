@@ -70,8 +70,11 @@ class CopyingFeed:
     # -- records ----------------------------------------------------------------------------------
     def next(self, now: float) -> Emission | None:
         """The next HTTP response to emit (its copy recorded), or ``None``: reads and copies
-        records until one is released, a commit is due, or the feed has nothing now."""
-        while not self.ready and now >= self.resume_at:
+        records (``warc2warc.copy.batch`` at most) until one is released or the feed has
+        nothing now."""
+        for _ in range(self.batch):  # a bounded call (S3: records may wait for their part)
+            if self.ready or now < self.resume_at:
+                break
             em = self.feed.next(now)
             if em is None:
                 break
@@ -103,8 +106,11 @@ class CopyingFeed:
 
     def _release(self, em: Emission) -> None:
         em.archived = True
-        if em.stream == ARCHIVE_STREAM:
-            self.feed.ack(em.msg_id)  # nothing but its copy to wait for
+        if em.stream == ARCHIVE_STREAM:  # nothing but its copy to wait for
+            try:
+                self.feed.ack(em.msg_id)
+            except Exception as exc:  # noqa: BLE001 - the file's end is recorded later
+                log.warning("cannot record the end of an input file yet: %s", exc)
         else:
             self.ready.append(em)
 
