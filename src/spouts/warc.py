@@ -21,7 +21,7 @@ from owler.constants import FETCHED_FIELDS
 from owler.task.component import OwlerComponent
 from owler.task.shard import Shard
 from owler.warc.copy import ArchiveCopier
-from owler.warc.copying import CopyingFeed
+from owler.warc.copying import CopyBroken, CopyingFeed
 from owler.warc.feed import WARCFeed
 from owler.warc.progress import open_progress
 from owler.warc.source import InputSource
@@ -51,6 +51,8 @@ class WARCSpout(OwlerComponent, Spout):
         for _ in range(self.per_call):
             try:
                 em = self.copying.next(now)
+            except CopyBroken:  # the process ends: the next start cuts the file back
+                raise
             except Exception as exc:  # noqa: BLE001 - e.g. the progress file is locked for long
                 log.exception("the WARC feed failed")
                 self.report_error(f"the WARC feed failed: {type(exc).__name__}: {exc}")
@@ -61,6 +63,8 @@ class WARCSpout(OwlerComponent, Spout):
             emitted += 1
         try:
             self.copying.maintain(now)
+        except CopyBroken:
+            raise
         except Exception as exc:  # noqa: BLE001
             log.exception("the WARC copy failed")
             self.report_error(f"the WARC copy failed: {type(exc).__name__}: {exc}")

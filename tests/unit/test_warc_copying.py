@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from owler import wire
 from owler.warc.copy import ArchiveCopier
-from owler.warc.copying import BACKOFF, CopyingFeed
+from owler.warc.copying import BACKOFF, CopyBroken, CopyingFeed
 from owler.warc.feed import WARCFeed
 from owler.warc.progress import Progress
 from owler.warc.source import InputSource
@@ -228,3 +230,17 @@ def test_an_ack_the_progress_cannot_record_yet_releases_the_rest(tmp_path, input
     monkeypatch.undo()
     cf.feed.retry_done()  # (the spout's next gauges) the file's end recorded now
     assert cf.feed.progress.summary()["files"]["done"] == 1
+
+
+def test_an_output_that_cannot_be_cut_back_stops_the_task(tmp_path, inputs, monkeypatch):
+    cf, _ = make(tmp_path, inputs)
+    pull(cf)
+
+    def broken(*a, **k):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(cf.copier, "abort", broken)
+    monkeypatch.setattr(cf.copier.progress, "commit_archived", broken)
+    with pytest.raises(CopyBroken, match="Input/output error"):
+        cf.maintain(NOW)
+    assert len(cf.waiting) == 12 and not cf.feed.retry  # nothing released, nothing read again

@@ -20,6 +20,8 @@ durable, and its file's resume point moves past it only then (:meth:`WARCFeed.fl
 - A write that fails, a part S3 refuses, a progress store that cannot be written: the records
   written and not recorded are cut back (:meth:`ArchiveCopier.abort`) and read again, as
   records never emitted, after ``BACKOFF`` seconds.
+  If the cut back fails too, :class:`CopyBroken` stops the task: Storm starts it again, and the
+  start cuts the file back.
 
 The file reading and the copy run on the spout's one thread. A copy appends a gzip member as it
 came (no compression: :meth:`WARCWriter.write_record_bytes`), which costs less than sending the
@@ -46,6 +48,11 @@ log = logging.getLogger("owler.warc.copy")
 
 BACKOFF = 1.0  # seconds without reading after a copy failed
 MAINTAIN_EVERY = 1.0  # seconds between rotation checks and gauges
+
+
+class CopyBroken(RuntimeError):
+    """The output could not be cut back to what is recorded: the task must stop, and its
+    partition's next start cuts the file back (:meth:`ArchiveCopier.recover`)."""
 
 
 class CopyingFeed:
@@ -144,9 +151,8 @@ class CopyingFeed:
         self.report(f"{what}: {type(exc).__name__}: {exc}")
         try:
             gone = self.copier.abort()
-        except Exception:  # noqa: BLE001
-            log.exception("cannot cut back the output WARC file")
-            gone = list(self.waiting)
+        except Exception as cut:  # noqa: BLE001 - writing on would archive records twice
+            raise CopyBroken(f"cannot cut back the output WARC file: {cut}") from cut
         for record in gone:
             em = self.waiting.pop(record, None)
             if em is not None:
