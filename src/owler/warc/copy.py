@@ -70,7 +70,6 @@ class ArchiveCopier:
         self._lost: list[tuple[int, str]] = []  # stored never (a part S3 refused)
         self._aborting = False
         self.last_write = 0.0
-        self.duplicates = 0
         self.owns_progress = False
 
     @classmethod
@@ -125,7 +124,6 @@ class ArchiveCopier:
         """Append the record unless it is archived already; ``False`` for a duplicate (a replay
         of a record written before). Call :meth:`commit` before acking."""
         if (file_id, key) in self._pending_keys or self.progress.archived(file_id, key):
-            self.duplicates += 1
             return False
         self.writer.write_record_bytes(raw)
         self.last_write = time.time()

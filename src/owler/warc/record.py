@@ -218,11 +218,10 @@ class RecordParser:
         self.md_prefix = C.get_str(conf, MD_PREFIX_KEY, "protocol.") or ""
         self.verify = C.get_bool(conf, VERIFY_DIGESTS_KEY, True)
 
-    def outcome(self, url: str, raw: bytes, md: Mapping[str, list[str]],
-                verify: bool | None = None) -> RecordOutcome:
+    def outcome(self, url: str, raw: bytes, md: Mapping[str, list[str]]) -> RecordOutcome:
         """What the crawl makes of the record ``raw`` (emitted for ``url`` with metadata ``md``).
-        Its digests are checked (``verify``, default ``warc2warc.verify.digests``) unless the
-        spout's reader checked them already (``_raw.digests`` in ``md``: what it found)."""
+        Its digests are checked (``warc2warc.verify.digests``) unless the spout's reader checked
+        them already (``_raw.digests`` in ``md``: what it found)."""
         md = dict(md)
         try:
             _, headers, block = parse_raw(raw)
@@ -232,7 +231,7 @@ class RecordParser:
         if headers.get("warc-type", "").lower() != "response" or not ctype.startswith(
                 "application/http"):
             return RecordOutcome("archive", md)
-        if self.verify if verify is None else verify:
+        if self.verify:
             checked = md.get(wire.RAW_DIGESTS)
             problem = checked[0] if checked else check_digests(headers, block)
             if problem:
