@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -154,8 +155,8 @@ public class MsgpackSerializer implements ISerializer {
                 Map<String, Object> map = new HashMap<>(n * 2);
                 for (int i = 0; i < n; i++) {
                     Object key = unpack(u);
-                    map.put(key instanceof byte[] ? new String((byte[]) key,
-                            java.nio.charset.StandardCharsets.UTF_8) : String.valueOf(key), unpack(u));
+                    map.put(key instanceof byte[] ? new String((byte[]) key, StandardCharsets.UTF_8)
+                            : String.valueOf(key), unpack(u));
                 }
                 return map;
             }
@@ -168,11 +169,25 @@ public class MsgpackSerializer implements ISerializer {
         return big.bitLength() < 64 ? (Object) big.longValue() : big;
     }
 
+    /**
+     * A MessagePack {@code str} from {@code s}: {@link String#getBytes} (an intrinsic: a bulk
+     * copy for Latin-1 text) and the bytes written as they are. msgpack-java's own
+     * {@code packString} encodes a string of 512 characters or more character by character through
+     * a {@code CharsetEncoder}; a page's outlinks travel as one string of several KB
+     * (owler/outlinks.py), and that encoding was half of the worker's Java samples in a crawl
+     * (BENCHMARKS.md, issue 20, seventh session). Unpaired surrogates become {@code ?} either way.
+     */
+    static void packText(MessagePacker p, String s) throws IOException {
+        byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
+        p.packRawStringHeader(utf8.length);
+        p.writePayload(utf8);
+    }
+
     static void pack(MessagePacker p, Object value) throws IOException {
         if (value == null) {
             p.packNil();
         } else if (value instanceof String) {
-            p.packString((String) value);
+            packText(p, (String) value);
         } else if (value instanceof byte[]) {
             byte[] bytes = (byte[]) value;
             p.packBinaryHeader(bytes.length);
@@ -190,7 +205,7 @@ public class MsgpackSerializer implements ISerializer {
             Map<?, ?> map = (Map<?, ?>) value;
             p.packMapHeader(map.size());
             for (Map.Entry<?, ?> e : map.entrySet()) {
-                p.packString(String.valueOf(e.getKey()));
+                packText(p, String.valueOf(e.getKey()));
                 pack(p, e.getValue());
             }
         } else if (value instanceof List) {
@@ -210,7 +225,7 @@ public class MsgpackSerializer implements ISerializer {
         } else if (value instanceof Number) {  // BigDecimal and the like: as JSON would write them
             p.packDouble(((Number) value).doubleValue());
         } else {
-            p.packString(value.toString());
+            packText(p, value.toString());
         }
     }
 }

@@ -35,6 +35,8 @@ TRICKY = [
     "lone \ud800 and \udfff surrogates",
     "".join(map(chr, range(256))),  # a page's bytes mapped to latin-1 (owler.wire)
     ('<p class="x">' + "é\"\\\n" * 3 + "</p>\n") * 20000,  # page-sized, escapes everywhere
+    "http://a.test/p\n" * 500,  # a page's outlinks: one long string (owler/outlinks.py)
+    "😀é\t" * 400,  # long, with characters beyond the BMP (a surrogate pair in Java)
     0, -1, 2**62, -(2**63), 2**63 + 5, 2**80,
     1.5, -0.25, 1e300, 5e-324,
     True, False, None,
