@@ -26,7 +26,9 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
    fetched twice counts once; the table shows the repeats). CPU is the whole process
    tree of the run (JVM and every Python component for Storm), over the crawl window (first to
    last page) and over the whole run (start-up and idle tail included); memory is the peak of
-   the tree's summed resident sets.
+   the tree's summed resident sets. `--repeat N` crawls each farm N times in rounds, every run
+   once per round, so that the machine's drift (±30 % within an hour here) falls on all runs
+   alike: a row is then a run's median round, and a ratio the median of the ratios of the rounds.
 2. warc2warc against its bare loop (`bench/bench_warc2warc.py`).
 3. The frontier backends (`bench/bench_frontier.py`, `bench/bench_frontier_opensearch.py`).
 4. The URLFrontier service against the frontier used directly (`bench/bench_urlfrontier.py`).
@@ -34,7 +36,7 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
 Usage: .venv/bin/python bench/run_all.py [--only explorative,explorative-nowarc,
        explorative-warc,scrapy,stormcrawler,bare,bare-nowarc,warc2warc,frontier,urlfrontier]
        [--farms 500x40,3000x6]
-       [--delay 1.0] [--concurrency 50] [-o KEY=VALUE ...] [--no-write]
+       [--delay 1.0] [--concurrency 50] [--repeat N] [-o KEY=VALUE ...] [--no-write]
 """
 
 from __future__ import annotations
@@ -169,32 +171,76 @@ def run_json(cmd: list[str]) -> dict:
     return json.loads(out.stdout[out.stdout.index("{"):])
 
 
-def crawl_table(rows: list[dict], farm_size: tuple[int, int], args) -> list[str]:
+def median_run(runs: list[dict]) -> dict:
+    """The run whose pages/s is the median of ``runs`` (the lower middle one of an even count):
+    a real run, so its figures belong together."""
+    return sorted(runs, key=lambda r: r["pages_per_s"])[(len(runs) - 1) // 2]
+
+
+def median(values: list[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def paired_ratios(rounds: list[list[dict]], ours: str, peer: str) -> dict | None:
+    """``ours`` against ``peer`` within each round (the two ran minutes apart, so the machine's
+    drift cancels out better than between medians): the median and range of each ratio."""
+    pairs = []
+    for rows in rounds:
+        by = {r["run"]: r for r in rows}
+        if ours in by and peer in by:
+            pairs.append((by[ours], by[peer]))
+    if not pairs:
+        return None
+    out = {}
+    for key, field in (("pages", "pages_per_s"), ("cpu", "cpu_ms_per_page_window"),
+                       ("memory", "peak_rss_mb")):
+        values = [a[field] / max(b[field], 1e-9) for a, b in pairs]
+        out[key] = (median(values), min(values), max(values))
+    return out
+
+
+def crawl_table(rounds: list[list[dict]], farm_size: tuple[int, int], args) -> list[str]:
+    """The farm's table: one row per run (its median run over the rounds) and the ratios."""
     hosts, pages = farm_size
     bound = ("politeness is the limit" if hosts / args.delay <= 1000 else
              "the CPU is the limit")
+    repeated = len(rounds) > 1
     lines = [f"Farm: {hosts:,} hosts × {pages + 1} pages (30–100 KB, 100–200 links), "
              f"seed {args.seed}; politeness: robots.txt, {args.delay} s between requests to a "
              f"host, one at a time per host, {args.concurrency} in flight: at most "
-             f"{hosts / args.delay:,.0f} pages/s ({bound}).", "",
-             "| run | pages | pages/s | CPU ms/page, crawl | CPU ms/page, whole run | peak memory "
-             "(all processes) | WARC MB | duplicates | robots violations |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
+             f"{hosts / args.delay:,.0f} pages/s ({bound}).", ""]
+    if repeated:
+        lines += [f"Each run crawled the farm {len(rounds)} times, in rounds (every run once per "
+                  "round); a row is the run's median round by pages/s, and each ratio below is "
+                  "the median of the rounds' ratios (their range in brackets).", ""]
+    lines += ["| run | pages | pages/s | " + ("pages/s, each round | " if repeated else "")
+              + "CPU ms/page, crawl | CPU ms/page, whole run | peak memory "
+              "(all processes) | WARC MB | duplicates | robots violations |",
+              "|---|---:|---:|" + ("---:|" if repeated else "") + "---:|---:|---:|---:|---:|---:|"]
+    names = [r["run"] for r in rounds[0]]
+    for name in names:
+        runs = [r for rows in rounds for r in rows if r["run"] == name]
+        r = median_run(runs)
+        each = (" · ".join(f"{x['pages_per_s']:,}" for x in runs) + " | ") if repeated else ""
         lines.append(f"| {r['run']} | {r['pages']:,} of {r['expected_pages']:,} | "
-                     f"{r['pages_per_s']:,} | {r['cpu_ms_per_page_window']} | "
+                     f"{r['pages_per_s']:,} | {each}{r['cpu_ms_per_page_window']} | "
                      f"{r['cpu_ms_per_page_run']} | {r['peak_rss_mb']:,} MB "
                      f"({r['processes']} proc.) | {r['warc_mb'] or 'none'} | {r['duplicates']} | "
                      f"{r['robots_violations']} |")
-    by = {r["run"]: r for r in rows}
     lines.append("")
+
+    def shown(ratio: tuple[float, float, float]) -> str:
+        mid, lo, hi = ratio
+        return f"{mid:.2f}×" + (f" ({lo:.2f}–{hi:.2f})" if repeated else "")
+
     for ours, peer, what in PAIRS:
-        if ours in by and peer in by:
-            a, b = by[ours], by[peer]
-            lines.append(f"- {ours} / {peer} ({what}): pages/s "
-                         f"{a['pages_per_s'] / b['pages_per_s']:.2f}×, CPU per page (crawl) "
-                         f"{a['cpu_ms_per_page_window'] / b['cpu_ms_per_page_window']:.2f}×, "
-                         f"peak memory {a['peak_rss_mb'] / max(b['peak_rss_mb'], 1):.2f}×.")
+        ratios = paired_ratios(rounds, ours, peer)
+        if ratios is not None:
+            lines.append(f"- {ours} / {peer} ({what}): pages/s {shown(ratios['pages'])}, CPU per "
+                         f"page (crawl) {shown(ratios['cpu'])}, peak memory "
+                         f"{shown(ratios['memory'])}.")
     return lines
 
 
@@ -245,9 +291,14 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=50)
     ap.add_argument("-o", dest="options", action="append", default=[], metavar="KEY=VALUE",
                     help="a crawler config key for the explorative run (repeatable)")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="crawl every farm N times with every run, in rounds; the tables show "
+                         "each run's median and the ratios their median over the rounds")
     ap.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md")
     ap.add_argument("--keep", action="store_true", help="keep the runs' folders (logs, WARC)")
     args = ap.parse_args()
+    if args.repeat < 1:
+        raise SystemExit(f"--repeat: expected a number of rounds >= 1, got {args.repeat}")
     only = set(args.only.split(","))
     started = datetime.datetime.now(datetime.timezone.utc)
     out: list[str] = [f"### `make bench`, {started:%Y-%m-%d %H:%M} UTC", "",
@@ -259,15 +310,17 @@ def main() -> None:
         raise SystemExit(f"--only: unknown runs {sorted(unknown)}")
     crawls = []
     for farm_size in parse_farms(args.farms) if runs else []:
-        rows = []
-        for name in runs:
-            print(f"[bench] crawl: {name}, farm {farm_size[0]}x{farm_size[1]} ...",
-                  file=sys.stderr, flush=True)
-            rows.append(run_crawl(name, farm_size, args))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        crawls += rows
+        rounds: list[list[dict]] = []
+        for k in range(args.repeat):  # every run once per round: the machine's drift hits all
+            rounds.append([])
+            for name in runs:
+                print(f"[bench] crawl: {name}, farm {farm_size[0]}x{farm_size[1]}, round "
+                      f"{k + 1} of {args.repeat} ...", file=sys.stderr, flush=True)
+                rounds[-1].append(run_crawl(name, farm_size, args) | {"round": k + 1})
+                print(json.dumps(rounds[-1][-1]), file=sys.stderr, flush=True)
+        crawls += [r for rows in rounds for r in rows]
         out += ([f"#### Crawling the benchmark farm, {farm_size[0]:,} hosts", ""]
-                + crawl_table(rows, farm_size, args) + [""])
+                + crawl_table(rounds, farm_size, args) + [""])
     if crawls:
         results["crawls"] = crawls
         if "stormcrawler" in runs:
