@@ -48,6 +48,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -177,12 +178,6 @@ def median_run(runs: list[dict]) -> dict:
     return sorted(runs, key=lambda r: r["pages_per_s"])[(len(runs) - 1) // 2]
 
 
-def median(values: list[float]) -> float:
-    v = sorted(values)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-
-
 def paired_ratios(rounds: list[list[dict]], ours: str, peer: str) -> dict | None:
     """``ours`` against ``peer`` within each round (the two ran minutes apart, so the machine's
     drift cancels out better than between medians): the median and range of each ratio."""
@@ -197,7 +192,7 @@ def paired_ratios(rounds: list[list[dict]], ours: str, peer: str) -> dict | None
     for key, field in (("pages", "pages_per_s"), ("cpu", "cpu_ms_per_page_window"),
                        ("memory", "peak_rss_mb")):
         values = [a[field] / max(b[field], 1e-9) for a, b in pairs]
-        out[key] = (median(values), min(values), max(values))
+        out[key] = (statistics.median(values), min(values), max(values))
     return out
 
 
