@@ -15,7 +15,7 @@ serializer (:class:`owler.task.serializer.OwlerMsgpackSerializer`):
   status tuple, as the parser emits them towards the status updater;
 - ``pages``: the fetcher's tuple of a page (its bytes are a MessagePack ``bin``);
 - ``farm outlinks``: the same as ``outlinks`` for 300 pages of `make bench`'s farm
-  (bench/farm.py: 100–200 links a page).
+  (bench/farm.py: 100–200 links a page to about 30 distinct targets, the page's outlinks).
 
 Usage: .venv/bin/python bench/bench_multilang_jvm.py [--rounds 15]
 Prints a table and, with --json, one JSON object.
