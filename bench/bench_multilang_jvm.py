@@ -3,13 +3,14 @@ component and writes to one.
 
 Every tuple between two Python components crosses the worker JVM: it reads the sender's shell
 message (``readShellMsg``) and writes the tuple to the receiver (``writeBoltMsg``). The shipped
-serializer (storm/multilang/MsgpackSerializer.java) is timed against the same walk over the values
-done with msgpack-java's own string calls (``packString``, ``unpackString``), in one JVM,
-alternated round by round after a warm-up (bench/java/MsgpackStrings.java).
+serializer (storm/multilang/MsgpackSerializer.java) writes strings as their UTF-8 bytes; it is
+timed against the same walk over the values written with msgpack-java's ``packString``, in one
+JVM, alternated round by round after a warm-up (bench/java/MsgpackStrings.java). Its reading,
+msgpack-java's own, is timed alone.
 
 The messages are the parser's, built from real pages nobody on the project wrote (the HTML
-responses of the Common Crawl and dolma samples and trafilatura's test pages, tests/realpages.py)
-with the shipped parse (:class:`owler.parse.page.PageHandler`), written by the components'
+responses of the Common Crawl and dolma samples and trafilatura's test pages: those of
+bench/bench_parsefilters.py) with the shipped parse (:class:`owler.parse.page.PageHandler`), written by the components'
 serializer (:class:`owler.task.serializer.OwlerMsgpackSerializer`):
 - ``outlinks``: a page's outlinks tuple (its links are one string, owler/outlinks.py) and its
   status tuple, as the parser emits them towards the status updater;
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_parsefilters import pages as real_pages  # noqa: E402
 from bench.farm import Web, host_addr  # noqa: E402
 from owler import outlinks as outlink  # noqa: E402
 from owler import wire  # noqa: E402
@@ -44,21 +46,10 @@ from owler.conf import load_conf  # noqa: E402
 from owler.parse.page import PageHandler  # noqa: E402
 from owler.run.runner import storm_home  # noqa: E402
 from owler.task.serializer import OwlerMsgpackSerializer  # noqa: E402
-from tests.realpages import CRAWL_WARCS, TRAF, trafilatura, warc_html  # noqa: E402
 
 
 #: each round reads and writes every message this many times
 REPEAT = 20
-
-
-def real_pages() -> list[tuple[str, bytes, dict]]:
-    out = [(url, body, {wire.RAW_HEADERS: wire.encode_headers(headers)})
-           for name in CRAWL_WARCS for url, headers, body in warc_html(name)]
-    html = [("Content-Type", "text/html; charset=utf-8")]
-    for path in sorted(TRAF.iterdir()):
-        out.append((f"https://example.org/{path.stem}", trafilatura(path.name),
-                    {wire.RAW_HEADERS: wire.encode_headers(html)}))
-    return out
 
 
 def farm_pages(n: int = 300) -> list[tuple[str, bytes, dict]]:
@@ -90,7 +81,7 @@ def parser_messages(handler: PageHandler, pages) -> list[dict]:
 def messages() -> dict[str, tuple[bytes, int]]:
     """Each kind's messages as one stream of bytes, and their count."""
     handler = PageHandler(load_conf())
-    pages = real_pages()
+    pages = real_pages()  # the pages of bench/bench_parsefilters.py
     kinds = {"outlinks": parser_messages(handler, pages),
              "pages": [{"command": "emit", "anchors": [str(1_000_000 + n)],
                         "tuple": [url, body, md]} for n, (url, body, md) in enumerate(pages)],
@@ -134,12 +125,11 @@ def main() -> None:
         print(json.dumps(results))
         return
     print(f"ns per message, median of {args.rounds} alternated rounds (min–max)\n")
-    print("| messages | mean size | read: ours | read: msgpack-java strings | "
-          "write: ours | write: msgpack-java strings |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| messages | mean size | read | write: ours | write: msgpack-java's packString |")
+    print("|---|---:|---:|---:|---:|")
     for kind, r in results.items():
         cells = []
-        for key in ("read_ours", "read_library", "write_ours", "write_library"):
+        for key in ("read_ours", "write_ours", "write_library"):
             v = r[key]
             cells.append(f"{statistics.median(v):,.0f} ({min(v):,}–{max(v):,})")
         print(f"| {kind} ({r['messages']}) | {r['mean_bytes']:,} B | " + " | ".join(cells) + " |")

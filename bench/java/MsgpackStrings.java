@@ -1,4 +1,3 @@
-import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
@@ -7,25 +6,23 @@ import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
 import org.apache.storm.multilang.BoltMsg;
 import org.apache.storm.multilang.NoOutputException;
 import org.apache.storm.multilang.ShellMsg;
-import org.msgpack.core.MessageFormat;
 import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessagePacker;
-import org.msgpack.core.MessageUnpacker;
 
 import eu.ows.owler.storm.MsgpackSerializer;
 
 /**
  * bench/bench_multilang_jvm.py's worker side: the worker JVM's CPU per multilang message, reading
- * what a component sent (readShellMsg) and writing a tuple to a component (writeBoltMsg), with the
- * shipped eu.ows.owler.storm.MsgpackSerializer against the same walk over the values done with
- * msgpack-java's own string calls (packString, unpackString).
+ * what a component sent (readShellMsg, which reads strings with msgpack-java's unpackString) and
+ * writing a tuple to a component (writeBoltMsg), the latter with the shipped
+ * eu.ows.owler.storm.MsgpackSerializer against the same walk over the values done with
+ * msgpack-java's packString.
  *
  * <p>Arguments: a file of shell messages as the Python components write them, and the number of
  * rounds. Prints one JSON object: nanoseconds per message of each side, every round.
@@ -34,44 +31,7 @@ public final class MsgpackStrings {
     private MsgpackStrings() {
     }
 
-    /** The walk of MsgpackSerializer over a value, with msgpack-java's string calls. */
-    static Object libraryUnpack(MessageUnpacker u) throws IOException {
-        MessageFormat format = u.getNextFormat();
-        switch (format.getValueType()) {
-            case NIL:
-                u.unpackNil();
-                return null;
-            case BOOLEAN:
-                return u.unpackBoolean();
-            case INTEGER:
-                return u.unpackLong();
-            case FLOAT:
-                return u.unpackDouble();
-            case STRING:
-                return u.unpackString();
-            case BINARY:
-                return u.readPayload(u.unpackBinaryHeader());
-            case ARRAY: {
-                int n = u.unpackArrayHeader();
-                List<Object> list = new ArrayList<>(n);
-                for (int i = 0; i < n; i++) {
-                    list.add(libraryUnpack(u));
-                }
-                return list;
-            }
-            case MAP: {
-                int n = u.unpackMapHeader();
-                Map<String, Object> map = new HashMap<>(n * 2);
-                for (int i = 0; i < n; i++) {
-                    map.put(String.valueOf(libraryUnpack(u)), libraryUnpack(u));
-                }
-                return map;
-            }
-            default:
-                throw new IOException("unexpected " + format);
-        }
-    }
-
+    /** MsgpackSerializer's walk over a value to write, with msgpack-java's packString. */
     static void libraryPack(MessagePacker p, Object value) throws IOException {
         if (value == null) {
             p.packNil();
@@ -128,16 +88,6 @@ public final class MsgpackStrings {
         }
     }
 
-    static long readLibrary(byte[] data) throws IOException {
-        MessageUnpacker u = MessagePack.newDefaultUnpacker(
-                new BufferedInputStream(new ByteArrayInputStream(data), 1 << 16));
-        long t = System.nanoTime();
-        while (u.hasNext()) {
-            libraryUnpack(u);
-        }
-        return System.nanoTime() - t;
-    }
-
     static long writeOurs(List<List<Object>> tuples) throws IOException {
         MsgpackSerializer s = new MsgpackSerializer();
         s.initialize(OutputStream.nullOutputStream(), new ByteArrayInputStream(new byte[0]));
@@ -178,19 +128,17 @@ public final class MsgpackStrings {
         int n = tuples.size();
         for (int i = 0; i < 30; i++) {  // the JIT compiles both sides before anything is timed
             readOurs(data, null);
-            readLibrary(data);
             writeOurs(tuples);
             writeLibrary(tuples);
         }
-        long[][] ns = new long[4][rounds];
+        long[][] ns = new long[3][rounds];
         for (int r = 0; r < rounds; r++) {  // alternated, so that drift falls on both
             ns[0][r] = readOurs(data, null) / n;
-            ns[1][r] = readLibrary(data) / n;
-            ns[2][r] = writeOurs(tuples) / n;
-            ns[3][r] = writeLibrary(tuples) / n;
+            ns[1][r] = writeOurs(tuples) / n;
+            ns[2][r] = writeLibrary(tuples) / n;
         }
         System.out.println("{\"messages\": " + n + ", \"read_ours\": " + Arrays.toString(ns[0])
-                + ", \"read_library\": " + Arrays.toString(ns[1]) + ", \"write_ours\": "
-                + Arrays.toString(ns[2]) + ", \"write_library\": " + Arrays.toString(ns[3]) + "}");
+                + ", \"write_ours\": " + Arrays.toString(ns[1]) + ", \"write_library\": "
+                + Arrays.toString(ns[2]) + "}");
     }
 }
