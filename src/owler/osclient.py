@@ -118,8 +118,10 @@ class OSClient:
         return self.addresses[self._current]
 
     def request(self, method: str, path: str, body: Any = None, params: Mapping[str, Any] | None
-                = None, ok: tuple[int, ...] = (200, 201), retries: int | None = None) -> tuple[int, Any]:
-        """Send one request; return ``(status, parsed JSON body)``.
+                = None, ok: tuple[int, ...] = (200, 201), retries: int | None = None,
+                raw: bool = False) -> tuple[int, Any]:
+        """Send one request; return ``(status, parsed JSON body)``, or with ``raw`` the body's
+        bytes as they came (an answer with a status outside ``ok`` is parsed for the error).
 
         ``body``: bytes (sent as is; NDJSON for ``_bulk``) or a JSON-serializable object. A status
         outside ``ok`` raises :class:`OpenSearchError`; 401/403 name the credentials; no answer
@@ -146,6 +148,8 @@ class OSClient:
                     self._current = (self._current + 1) % len(self.addresses)
                     continue
                 status = resp.status
+                if raw and status in ok:
+                    return status, resp.data
                 data = _parse(resp.data)
                 if status in ok:
                     return status, data

@@ -46,3 +46,65 @@ def test_metadata_keys_with_dots_are_stored_as_stormcrawler_names_them():
     plain = {"depth": ["0"]}
     assert orjson.loads(f._doc("http://b/", "DISCOVERED", plain, None, "b", 0))["metadata"] == plain
     assert plain == {"depth": ["0"]}  # never changed in place
+
+
+class Recorder:
+    """A client that keeps the body of each request and answers with ``answer`` (bytes)."""
+
+    def __init__(self, answer: bytes):
+        self.answer, self.bodies = answer, []
+
+    def request(self, method, path, body=None, params=None, raw=False, **kw):
+        self.bodies.append(body)
+        return 200, (self.answer if raw else orjson.loads(self.answer))
+
+
+def _updates():
+    from owler.constants import Status
+    from owler.frontier import StatusUpdate
+    md = {"depth": ["1"], "url.path": ["http://a/"]}
+    return [StatusUpdate("http://a/1", Status.DISCOVERED, md, 1e9, "a"),
+            StatusUpdate("http://a/2", Status.FETCHED, {"signature": ["x"]}, 2e9 + 0.5, "a"),
+            StatusUpdate("http://b/é", Status.ERROR, {}, None, 'b"q'),
+            StatusUpdate("http://c/", "REDIRECTION", md, 1e9, "c", block_until=None)]
+
+
+def _lines_one_by_one(f, updates, now):
+    out = []
+    for u in updates:
+        status = u.status.value if hasattr(u.status, "value") else str(u.status)
+        op = "create" if status == "DISCOVERED" else "index"
+        out.append(f._action(op, osf._sha256(u.url), u.key))
+        out.append(f._doc(u.url, status, u.metadata, u.next_fetch_date, u.key, now))
+    return b"\n".join(out) + b"\n"
+
+
+def test_apply_updates_sends_the_lines_of_action_and_doc(monkeypatch):
+    monkeypatch.setattr(osf.time, "time", lambda: 1_700_000_000.25)
+    for routing in (False, True):
+        f = Lines(routing)
+        f.client = Recorder(b'{"errors":false}')
+        assert f.apply_updates(_updates()) == []
+        assert f.client.bodies[0] == _lines_one_by_one(Lines(routing), _updates(),
+                                                       1_700_000_000.25)
+
+
+def _answer(statuses):
+    items = [{"create": {"status": s, **({"error": {"type": "x", "reason": 'a "status":200'}}
+                                          if s >= 300 else {})}} for s in statuses]
+    return orjson.dumps({"errors": any(s >= 300 for s in statuses), "items": items})
+
+
+def test_bulk_answer_conflicts_are_success_and_failures_are_positions():
+    f = Lines(False)
+    f.client = Recorder(_answer([201, 409, 200, 409]))
+    assert f.apply_updates(_updates()) == []
+    f.client = Recorder(_answer([201, 400, 409, 503]))
+    assert f.apply_updates(_updates()) == [1, 3]
+    f.client = Recorder(_answer([201, 409]))  # fewer items than actions: a clear error
+    try:
+        f.apply_updates(_updates())
+    except osf.FrontierError as exc:
+        assert "2 items for 4 actions" in str(exc)
+    else:
+        raise AssertionError("a short answer was accepted")

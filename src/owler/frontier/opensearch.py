@@ -60,6 +60,7 @@ import json
 import logging
 import os
 import random
+import re
 import socket
 import time
 from pathlib import Path
@@ -89,6 +90,8 @@ REQUIRED_FIELDS = {"url": ("keyword",), "key": ("keyword",), "status": ("keyword
 BLOCK_OWNER = "_blocked_"
 _MAX_TERMS = 60_000  # keys in one terms query (an index allows 65,536: index.max_terms_count)
 _FILTER_BULK = "errors,items.*.status,items.*.error.type,items.*.error.reason"
+#: an item's status in a ``_bulk`` answer filtered by _FILTER_BULK (the only "status" key there)
+_ITEM_STATUS = re.compile(rb'"status":(\d+)')
 
 
 def _sha256(url: str) -> str:
@@ -286,21 +289,36 @@ class OpenSearchFrontier:
                                          u.key, now)}
         return [orjson.dumps({"update": action}), orjson.dumps(body)]
 
-    def _action(self, op: str, doc_id: str, key: str) -> bytes:
+    def _action_head(self, op: str) -> bytes:
+        """The bytes of an ``op`` action up to its ``_id``'s value."""
         head = self._action_heads.get(op)
         if head is None:
             head = self._action_heads[op] = b'{"%s":{"_index":%s,"_id":"' % (
                 op.encode(), orjson.dumps(self.index))
+        return head
+
+    def _action(self, op: str, doc_id: str, key: str) -> bytes:
+        head = self._action_head(op)
         if self.routing:
             return b'%s%s","routing":%s}}' % (head, doc_id.encode(), orjson.dumps(key))
         return head + doc_id.encode() + b'"}}'
 
     def _bulk(self, lines: list[bytes], n: int) -> list[int]:
-        """Send ``n`` actions; return each action's HTTP status (409 kept as is)."""
-        _, data = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
-                                      params={"filter_path": _FILTER_BULK})
-        if not data or not data.get("errors"):
+        """Send ``n`` actions; return each action's HTTP status (409 kept as is).
+
+        The answer is read without building it: most batches have conflicts (a DISCOVERED
+        already known), so ``errors`` is true and every item is there. Its statuses are found
+        in the bytes (:data:`_ITEM_STATUS`: a JSON key, never inside a string, where quotes are
+        escaped); when they are all successes or conflicts, the JSON is not parsed at all (it
+        cost as much as serializing the batch). Anything else is parsed in full."""
+        _, raw = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
+                                     params={"filter_path": _FILTER_BULK}, raw=True)
+        if not raw or b'"errors":false' in raw[:64]:
             return [200] * n
+        found = _ITEM_STATUS.findall(raw)
+        if len(found) == n and all(s[:1] == b"2" or s == b"409" for s in set(found)):
+            return [int(s) for s in found]
+        data = orjson.loads(raw)
         items = data.get("items") or []
         if len(items) != n:
             raise FrontierError(f"bulk answered {len(items)} items for {n} actions")
@@ -314,23 +332,47 @@ class OpenSearchFrontier:
 
     def apply_updates(self, updates: Iterable[StatusUpdate]) -> list[int]:
         """Write a batch; returns the positions of updates whose write failed (empty: all
-        durable). Raises :class:`FrontierError` when the request as a whole failed."""
+        durable). Raises :class:`FrontierError` when the request as a whole failed.
+
+        The lines are those of :meth:`_action` and :meth:`_doc`, built here in one loop (the
+        client's CPU per update is what the node waits for: BENCHMARKS.md, issue 20)."""
         updates = list(updates)
         if not updates:
             return []
         lines: list[bytes] = []
+        add = lines.append
         now = time.time()
-        for u in updates:
-            status = u.status.value if isinstance(u.status, Status) else str(u.status)
-            md = u.metadata or {}
-            if status == "DISCOVERED" and not REFRESH_KEYS.isdisjoint(md) and is_refresh(status, md):
-                lines += self._refresh_lines(u, now)
-                continue
-            op = "create" if status == "DISCOVERED" else "index"
-            lines.append(self._action(op, _sha256(u.url), u.key))
-            lines.append(self._doc(u.url, status, md, u.next_fetch_date, u.key, now))
+        updated = int(now * 1000) if self.write_updated else None
+        tagging = bool(self.tag_rules)
+        routing = self.routing
+        create, index = self._action_head("create"), self._action_head("index")
+        md_doc, dumps, sha256, iso = self._md_doc, orjson.dumps, hashlib.sha256, _iso
         blocks: dict[str, float] = {}
         for u in updates:
+            st = u.status
+            status = st._value_ if type(st) is Status else str(st)
+            md = u.metadata or {}
+            if status == "DISCOVERED":
+                if not REFRESH_KEYS.isdisjoint(md) and is_refresh(status, md):
+                    lines += self._refresh_lines(u, now)
+                    continue
+                head = create
+            else:
+                head = index
+            doc_id = sha256(u.url.encode("utf-8", "surrogatepass")).hexdigest().encode()
+            if routing:
+                add(b'%s%s","routing":%s}}' % (head, doc_id, dumps(u.key)))
+            else:
+                add(head + doc_id + b'"}}')
+            if tagging:
+                add(dumps(self._doc_dict(u.url, status, md, u.next_fetch_date, u.key, now)))
+            else:  # _doc_dict without tags: the same keys in the same order
+                doc = {"url": u.url, "status": status, "key": u.key, "metadata": md_doc(md)}
+                if updated is not None:
+                    doc["updated"] = updated
+                if u.next_fetch_date is not None:
+                    doc["nextFetchDate"] = iso(u.next_fetch_date)
+                add(dumps(doc))
             if u.block_until is not None:
                 blocks[u.key] = max(u.block_until, blocks.get(u.key, 0.0))
         try:
