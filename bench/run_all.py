@@ -257,9 +257,10 @@ def frontier_lines(sq: dict, os_: dict) -> list[str]:
     if os_:
         lines.append(f"| OpenSearch, one local node ({os_['rows']:,} URLs) | "
                      f"{os_['updates_per_s']:,} | {os_['served_per_s']:,} | bare `_bulk` "
-                     f"{os_['bare_updates_per_s']:,}/s, the faster of a run before ours and one "
-                     f"after ({' and '.join(f'{r:,}' for r in os_['bare_before_after'])}): "
-                     f"{os_['updates_per_s'] / os_['bare_updates_per_s']:.2f}× |")
+                     f"{os_['bare_updates_per_s']:,}/s in the same round; ours ÷ peer "
+                     f"{os_['ratio']:.2f}×, the median of {len(os_['rounds'])} rounds in "
+                     f"alternating order ("
+                     + ", ".join(f"{r['ratio']:.2f}" for r in os_['rounds']) + ") |")
     return lines
 
 
