@@ -11,7 +11,8 @@ import pytest
 
 from owler import wire
 from owler.constants import Status
-from owler.parse.filters import ParsedPage, ParseFilter, ParseFilters, ParseFilterSetupError
+from owler.parse.filters import (ParsedPage, ParseFilter, ParseFilters, ParseFilterSetupError,
+                                 non_space_length)
 from owler.parse.filters.css import CSSFilter
 from owler.parse.filters.pagemeta import PageMetadata
 from owler.parse.filters.xpath import XPathFilter, translate
@@ -143,6 +144,12 @@ def test_text_length_counts_all_but_whitespace(body):
     page = page_of("https://a.example/", f"<html><body>{body}</body></html>".encode())
     raw = page.raw_text
     assert page.text_length == sum(ch not in " \n\t\u00a0" for ch in raw) > 10
+
+
+@pytest.mark.parametrize("text", ["", " \n\t", "plain ascii\ttext\n", "caf\u00e9\u00a0au lait ",
+                                  "\u4e2d\u6587 \u00a0\U0001F600\t\ud800x", "\x0b\x0c\r\u2003 a"])
+def test_non_space_length_is_the_count_of_other_characters(text):
+    assert non_space_length(text) == sum(ch not in " \n\t\u00a0" for ch in text)
 
 
 def test_page_metadata_robots_and_cut():
