@@ -88,6 +88,7 @@ def non_space_length(text: str) -> int:
         spaces = (32, 10, 9, 0xA0)
     return len(units) - sum(int(np.count_nonzero(units == c)) for c in spaces)
 
+
 CHAIN = ChainSpec(ROOT_KEYS, _SC_PREFIXES, SC_CLASSES, "filter", ParseFilterSetupError,
                   "parse filters")
 
