@@ -289,16 +289,11 @@ class OpenSearchFrontier:
                                          u.key, now)}
         return [orjson.dumps({"update": action}), orjson.dumps(body)]
 
-    def _action_head(self, op: str) -> bytes:
-        """The bytes of an ``op`` action up to its ``_id``'s value."""
+    def _action(self, op: str, doc_id: str, key: str) -> bytes:
         head = self._action_heads.get(op)
         if head is None:
             head = self._action_heads[op] = b'{"%s":{"_index":%s,"_id":"' % (
                 op.encode(), orjson.dumps(self.index))
-        return head
-
-    def _action(self, op: str, doc_id: str, key: str) -> bytes:
-        head = self._action_head(op)
         if self.routing:
             return b'%s%s","routing":%s}}' % (head, doc_id.encode(), orjson.dumps(key))
         return head + doc_id.encode() + b'"}}'
@@ -332,49 +327,25 @@ class OpenSearchFrontier:
 
     def apply_updates(self, updates: Iterable[StatusUpdate]) -> list[int]:
         """Write a batch; returns the positions of updates whose write failed (empty: all
-        durable). Raises :class:`FrontierError` when the request as a whole failed.
-
-        The lines are those of :meth:`_action` and :meth:`_doc`, built here in one loop (the
-        client's CPU per update is what the node waits for: BENCHMARKS.md, issue 20)."""
+        durable). Raises :class:`FrontierError` when the request as a whole failed."""
         updates = list(updates)
         if not updates:
             return []
         lines: list[bytes] = []
-        add = lines.append
         now = time.time()
-        updated = int(now * 1000) if self.write_updated else None
-        tagging = bool(self.tag_rules)
-        routing = self.routing
-        create, index = self._action_head("create"), self._action_head("index")
-        md_doc, dumps, sha256, iso = self._md_doc, orjson.dumps, hashlib.sha256, _iso
         blocks: dict[str, float] = {}
         for u in updates:
-            st = u.status
-            status = st._value_ if type(st) is Status else str(st)
-            md = u.metadata or {}
-            if status == "DISCOVERED":
-                if not REFRESH_KEYS.isdisjoint(md) and is_refresh(status, md):
-                    lines += self._refresh_lines(u, now)
-                    continue
-                head = create
-            else:
-                head = index
-            doc_id = sha256(u.url.encode("utf-8", "surrogatepass")).hexdigest().encode()
-            if routing:
-                add(b'%s%s","routing":%s}}' % (head, doc_id, dumps(u.key)))
-            else:
-                add(head + doc_id + b'"}}')
-            if tagging:
-                add(dumps(self._doc_dict(u.url, status, md, u.next_fetch_date, u.key, now)))
-            else:  # _doc_dict without tags: the same keys in the same order
-                doc = {"url": u.url, "status": status, "key": u.key, "metadata": md_doc(md)}
-                if updated is not None:
-                    doc["updated"] = updated
-                if u.next_fetch_date is not None:
-                    doc["nextFetchDate"] = iso(u.next_fetch_date)
-                add(dumps(doc))
             if u.block_until is not None:
                 blocks[u.key] = max(u.block_until, blocks.get(u.key, 0.0))
+            st = u.status
+            status = st._value_ if type(st) is Status else str(st)  # not the enum's property
+            md = u.metadata or {}
+            if status == "DISCOVERED" and not REFRESH_KEYS.isdisjoint(md) and is_refresh(status, md):
+                lines += self._refresh_lines(u, now)
+                continue
+            op = "create" if status == "DISCOVERED" else "index"
+            lines.append(self._action(op, _sha256(u.url), u.key))
+            lines.append(self._doc(u.url, status, md, u.next_fetch_date, u.key, now))
         try:
             statuses = self._bulk(lines, len(updates))
             if blocks:
