@@ -19,15 +19,20 @@ real sites; ``--links unique``: every link new), made once from ``--seed``.
    response and extracts its links with the crawler's own parser (:func:`owler.parse.html.parse_html`,
    which resolves and normalizes them), and appends every record's bytes to one output file, with
    :data:`BARE_PARSE`. It runs in one process (the issue's measure) and with one process per
-   core, each reading its share of the files (the machine's practical limit); both before the
-   pipeline runs and after them, the faster of the two counting (the machine's speed drifts).
+   core, each reading its share of the files (the machine's practical limit).
+
+``--rounds`` rounds (3): the bare loops and every pipeline run once per round, the bare loops
+first in the first round, last in the second, and so on (the machine's speed drifts by up to a
+third within minutes, so a fixed order favours one side). Each ratio is taken within its round;
+the figure is the median of the rounds' ratios, with their range. A run's row is its round of
+median records/s.
 
 With ``--opensearch PORT`` the pipeline runs as on a cluster: a local OpenSearch node started on
 PORT holds the frontier and the progress (``owler.warc.progress_os``), the bench polls the progress
 there; the bare loop is the same.
 
 Usage: .venv/bin/python bench/bench_warc2warc.py [--files 4] [--pages 1500] [--kb 40]
-       [--runs like-bare,shipped] [--opensearch 9291] [-o KEY=VALUE ...]
+       [--runs like-bare,shipped] [--rounds 3] [--opensearch 9291] [-o KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import os
 import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -201,6 +207,11 @@ def pipeline(folder: Path, work: Path, total: int, options: list[str],
             "max_rss_mb": after.ru_maxrss / 1024}
 
 
+def _median_round(rounds: list[dict], key) -> dict:
+    """The round whose ``key`` is the median (the lower middle of an even count)."""
+    return sorted(rounds, key=key)[(len(rounds) - 1) // 2]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=4)
@@ -213,6 +224,8 @@ def main() -> None:
                     help="crawler key for the pipeline run (repeatable)")
     ap.add_argument("--runs", default=",".join(PIPELINE_RUNS),
                     help="pipeline runs, of " + ", ".join(PIPELINE_RUNS))
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds of every run and the bare loops (3; 1 with --opensearch)")
     ap.add_argument("--opensearch", type=int, metavar="PORT",
                     help="frontier and progress in an OpenSearch node started on PORT")
     args = ap.parse_args()
@@ -220,10 +233,15 @@ def main() -> None:
     unknown = set(runs) - set(PIPELINE_RUNS)
     if unknown or not runs:
         ap.error(f"--runs: unknown {', '.join(sorted(unknown)) or '(none given)'}")
-    if args.opensearch and len(runs) > 1:
-        ap.error("--opensearch takes one run (its indices are not reset between runs)")
+    n_rounds = args.rounds if args.rounds is not None else (1 if args.opensearch else 3)
+    if n_rounds < 1:
+        ap.error("--rounds must be at least 1")
+    if args.opensearch and len(runs) * n_rounds > 1:
+        ap.error("--opensearch takes one run and one round (its indices are not reset between "
+                 "runs)")
     work = Path(tempfile.mkdtemp(prefix="bench-w2w-"))
     node = None
+    rounds: list[dict] = []
     try:
         if args.opensearch:
             node = OpenSearchNode(ROOT, work / "opensearch", args.opensearch, "1g")
@@ -231,17 +249,26 @@ def main() -> None:
         total, size = make_inputs(work / "in", args.files, args.pages, args.kb, args.seed,
                                   args.links)
         cores = os.cpu_count() or 1
-
-        def bare_pair() -> tuple[dict, dict]:
-            return (bare_loop(work / "in", work / "bare.warc.gz"),
-                    bare_loop(work / "in", work / "bare-n.warc.gz", cores))
-
-        bare_runs = [bare_pair()]
-        pipes = {}
-        for run in runs:
-            options = [*PIPELINE_RUNS[run], f"parallelism.parser={cores}", *args.options]
-            pipes[run] = pipeline(work / "in", work / run, total, options, args.opensearch)
-        bare_runs.append(bare_pair())
+        # rounds: the bare loops and every pipeline run, the bare loops first in the first
+        # round and last in the next, and so on (the machine's speed drifts by up to a third
+        # within minutes); each ratio is taken within its round
+        for r in range(n_rounds):
+            order = ["bare", *runs] if r % 2 == 0 else [*runs, "bare"]
+            res: dict = {}
+            for who in order:
+                print(f"[bench] warc2warc round {r + 1} of {n_rounds}: {who} ...",
+                      file=sys.stderr, flush=True)
+                if who == "bare":
+                    res["bare_loop"] = bare_loop(work / "in", work / "bare.warc.gz")
+                    res["bare_loop_per_core"] = bare_loop(work / "in", work / "bare-n.warc.gz",
+                                                          cores)
+                    continue
+                options = [*PIPELINE_RUNS[who], f"parallelism.parser={cores}", *args.options]
+                res[who] = pipeline(work / "in", work / f"{who}-{r}", total, options,
+                                    args.opensearch)
+                shutil.rmtree(work / f"{who}-{r}", ignore_errors=True)
+            res["order"] = "bare first" if r % 2 == 0 else "bare last"
+            rounds.append(res)
     finally:
         if node is not None:
             node.down()
@@ -249,41 +276,56 @@ def main() -> None:
     mb = size / 1e6
     per_record_mb = mb / total
 
-    def bare_figures(which: int) -> dict:
-        """The faster of the bare loop's run before the pipelines and its run after them (the
-        machine's speed drifts by up to a third within minutes; the OpenSearch bench does the
-        same with its peer)."""
-        both = [pair[which] for pair in bare_runs]
-        b = min(both, key=lambda r: r["wall"])
-        return {"records_per_s": round(b["records"] / b["wall"]),
-                "mb_per_s": round(mb / b["wall"], 1),
-                "cpu_ms_per_record": round(1000 * b["cpu"] / b["records"], 3),
-                "links": b["links"],
-                "records_per_s_before_after": [round(r["records"] / r["wall"]) for r in both]}
+    def rate(m: dict) -> float:
+        return m["records"] / m["wall"]
 
-    def pipe_figures(pipe: dict) -> dict:
-        return {"records_per_s": round(pipe["records"] / pipe["wall"]),
+    def cpu_ms(m: dict) -> float:
+        return 1000 * m["cpu"] / m["records"]
+
+    def bare_figures(which: str) -> dict:
+        """The bare loop's round of median records/s, and every round's rate."""
+        b = _median_round(rounds, lambda x: rate(x[which]))[which]
+        return {"records_per_s": round(rate(b)),
+                "mb_per_s": round(mb / b["wall"], 1),
+                "cpu_ms_per_record": round(cpu_ms(b), 3),
+                "links": b["links"],
+                "records_per_s_rounds": [round(rate(x[which])) for x in rounds]}
+
+    def pipe_figures(run: str) -> dict:
+        """The run's round of median records/s, and every round's rate."""
+        pipe = _median_round(rounds, lambda x: rate(x[run]))[run]
+        return {"records_per_s": round(rate(pipe)),
                 "mb_per_s": round(pipe["records"] * per_record_mb / pipe["wall"], 1),
-                "cpu_ms_per_record": round(1000 * pipe["cpu"] / pipe["records"], 3),
+                "cpu_ms_per_record": round(cpu_ms(pipe), 3),
                 "measured_records": pipe["records"],
                 "run_wall_s": round(pipe["run_wall"], 1),
                 "run_cpu_s_all_processes": round(pipe["run_cpu"], 1),
                 "max_rss_mb_one_process": round(pipe["max_rss_mb"]),
-                "cpu_ms_per_record_by_process": pipe["cpu_ms_per_record_by_process"]}
+                "cpu_ms_per_record_by_process": pipe["cpu_ms_per_record_by_process"],
+                "records_per_s_rounds": [round(rate(x[run])) for x in rounds]}
+
+    def ratio(run: str, of) -> dict:
+        """The median of the rounds' ratios ``of(round)``, their range and each round's."""
+        each = [of(x) for x in rounds]
+        return {"median": round(statistics.median(each), 2),
+                "range": [round(min(each), 2), round(max(each), 2)],
+                "rounds": [round(v, 2) for v in each]}
 
     res = {"input": {"files": args.files, "records": total, "compressed_mb": round(mb, 1),
                      "page_kb": args.kb, "links": args.links, "options": args.options,
-                     "parser_tasks": cores,
+                     "parser_tasks": cores, "rounds": n_rounds,
+                     "order": [x["order"] for x in rounds],
                      "progress": "opensearch" if args.opensearch else "sqlite"},
-           "bare_loop": bare_figures(0), "bare_loop_per_core": bare_figures(1),
-           "pipelines": {run: pipe_figures(p) for run, p in pipes.items()}}
-    rate = {name: res[name]["records_per_s"] for name in ("bare_loop", "bare_loop_per_core")}
-    res["ratios"] = {run: {"records_per_s_to_bare": round(p["records_per_s"] / rate["bare_loop"], 2),
-                           "records_per_s_to_bare_per_core": round(
-                               p["records_per_s"] / rate["bare_loop_per_core"], 2),
-                           "cpu_per_record_to_bare": round(
-                               p["cpu_ms_per_record"] / res["bare_loop"]["cpu_ms_per_record"], 2)}
-                     for run, p in res["pipelines"].items()}
+           "bare_loop": bare_figures("bare_loop"),
+           "bare_loop_per_core": bare_figures("bare_loop_per_core"),
+           "pipelines": {run: pipe_figures(run) for run in runs}}
+    res["ratios"] = {run: {
+        "records_per_s_to_bare": ratio(run, lambda x, run=run: rate(x[run]) / rate(x["bare_loop"])),
+        "records_per_s_to_bare_per_core": ratio(
+            run, lambda x, run=run: rate(x[run]) / rate(x["bare_loop_per_core"])),
+        "cpu_per_record_to_bare": ratio(
+            run, lambda x, run=run: cpu_ms(x[run]) / cpu_ms(x["bare_loop"]))}
+        for run in runs}
     print(json.dumps(res, indent=1))
 
 
