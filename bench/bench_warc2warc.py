@@ -212,6 +212,62 @@ def _median_round(rounds: list[dict], key) -> dict:
     return sorted(rounds, key=key)[(len(rounds) - 1) // 2]
 
 
+def summarize(rounds: list[dict], runs: list[str], inputs: dict, total: int, size: int) -> dict:
+    """The figures of ``rounds`` (each: the bare loops' and every run's measures, and its order):
+    each run's and each bare loop's round of median records/s, and every ratio as the median of
+    the ratios within a round, with their range and each round's."""
+    mb = size / 1e6
+    per_record_mb = mb / total
+
+    def rate(m: dict) -> float:
+        return m["records"] / m["wall"]
+
+    def cpu_ms(m: dict) -> float:
+        return 1000 * m["cpu"] / m["records"]
+
+    def bare_figures(which: str) -> dict:
+        """The bare loop's round of median records/s, and every round's rate."""
+        b = _median_round(rounds, lambda x: rate(x[which]))[which]
+        return {"records_per_s": round(rate(b)),
+                "mb_per_s": round(mb / b["wall"], 1),
+                "cpu_ms_per_record": round(cpu_ms(b), 3),
+                "links": b["links"],
+                "records_per_s_rounds": [round(rate(x[which])) for x in rounds]}
+
+    def pipe_figures(run: str) -> dict:
+        """The run's round of median records/s, and every round's rate."""
+        pipe = _median_round(rounds, lambda x: rate(x[run]))[run]
+        return {"records_per_s": round(rate(pipe)),
+                "mb_per_s": round(pipe["records"] * per_record_mb / pipe["wall"], 1),
+                "cpu_ms_per_record": round(cpu_ms(pipe), 3),
+                "measured_records": pipe["records"],
+                "run_wall_s": round(pipe["run_wall"], 1),
+                "run_cpu_s_all_processes": round(pipe["run_cpu"], 1),
+                "max_rss_mb_one_process": round(pipe["max_rss_mb"]),
+                "cpu_ms_per_record_by_process": pipe["cpu_ms_per_record_by_process"],
+                "records_per_s_rounds": [round(rate(x[run])) for x in rounds]}
+
+    def ratio(of) -> dict:
+        """The median of the rounds' ratios ``of(round)``, their range and each round's."""
+        each = [of(x) for x in rounds]
+        return {"median": round(statistics.median(each), 2),
+                "range": [round(min(each), 2), round(max(each), 2)],
+                "rounds": [round(v, 2) for v in each]}
+
+    res = {"input": {**inputs, "rounds": len(rounds), "order": [x["order"] for x in rounds]},
+           "bare_loop": bare_figures("bare_loop"),
+           "bare_loop_per_core": bare_figures("bare_loop_per_core"),
+           "pipelines": {run: pipe_figures(run) for run in runs}}
+    res["ratios"] = {run: {
+        "records_per_s_to_bare": ratio(lambda x, run=run: rate(x[run]) / rate(x["bare_loop"])),
+        "records_per_s_to_bare_per_core": ratio(
+            lambda x, run=run: rate(x[run]) / rate(x["bare_loop_per_core"])),
+        "cpu_per_record_to_bare": ratio(
+            lambda x, run=run: cpu_ms(x[run]) / cpu_ms(x["bare_loop"]))}
+        for run in runs}
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=4)
@@ -254,79 +310,29 @@ def main() -> None:
         # within minutes); each ratio is taken within its round
         for r in range(n_rounds):
             order = ["bare", *runs] if r % 2 == 0 else [*runs, "bare"]
-            res: dict = {}
+            measures: dict = {}
             for who in order:
                 print(f"[bench] warc2warc round {r + 1} of {n_rounds}: {who} ...",
                       file=sys.stderr, flush=True)
                 if who == "bare":
-                    res["bare_loop"] = bare_loop(work / "in", work / "bare.warc.gz")
-                    res["bare_loop_per_core"] = bare_loop(work / "in", work / "bare-n.warc.gz",
-                                                          cores)
+                    measures["bare_loop"] = bare_loop(work / "in", work / "bare.warc.gz")
+                    measures["bare_loop_per_core"] = bare_loop(work / "in",
+                                                               work / "bare-n.warc.gz", cores)
                     continue
                 options = [*PIPELINE_RUNS[who], f"parallelism.parser={cores}", *args.options]
-                res[who] = pipeline(work / "in", work / f"{who}-{r}", total, options,
-                                    args.opensearch)
+                measures[who] = pipeline(work / "in", work / f"{who}-{r}", total, options,
+                                         args.opensearch)
                 shutil.rmtree(work / f"{who}-{r}", ignore_errors=True)
-            res["order"] = "bare first" if r % 2 == 0 else "bare last"
-            rounds.append(res)
+            measures["order"] = "bare first" if r % 2 == 0 else "bare last"
+            rounds.append(measures)
     finally:
         if node is not None:
             node.down()
         shutil.rmtree(work, ignore_errors=True)
-    mb = size / 1e6
-    per_record_mb = mb / total
-
-    def rate(m: dict) -> float:
-        return m["records"] / m["wall"]
-
-    def cpu_ms(m: dict) -> float:
-        return 1000 * m["cpu"] / m["records"]
-
-    def bare_figures(which: str) -> dict:
-        """The bare loop's round of median records/s, and every round's rate."""
-        b = _median_round(rounds, lambda x: rate(x[which]))[which]
-        return {"records_per_s": round(rate(b)),
-                "mb_per_s": round(mb / b["wall"], 1),
-                "cpu_ms_per_record": round(cpu_ms(b), 3),
-                "links": b["links"],
-                "records_per_s_rounds": [round(rate(x[which])) for x in rounds]}
-
-    def pipe_figures(run: str) -> dict:
-        """The run's round of median records/s, and every round's rate."""
-        pipe = _median_round(rounds, lambda x: rate(x[run]))[run]
-        return {"records_per_s": round(rate(pipe)),
-                "mb_per_s": round(pipe["records"] * per_record_mb / pipe["wall"], 1),
-                "cpu_ms_per_record": round(cpu_ms(pipe), 3),
-                "measured_records": pipe["records"],
-                "run_wall_s": round(pipe["run_wall"], 1),
-                "run_cpu_s_all_processes": round(pipe["run_cpu"], 1),
-                "max_rss_mb_one_process": round(pipe["max_rss_mb"]),
-                "cpu_ms_per_record_by_process": pipe["cpu_ms_per_record_by_process"],
-                "records_per_s_rounds": [round(rate(x[run])) for x in rounds]}
-
-    def ratio(run: str, of) -> dict:
-        """The median of the rounds' ratios ``of(round)``, their range and each round's."""
-        each = [of(x) for x in rounds]
-        return {"median": round(statistics.median(each), 2),
-                "range": [round(min(each), 2), round(max(each), 2)],
-                "rounds": [round(v, 2) for v in each]}
-
-    res = {"input": {"files": args.files, "records": total, "compressed_mb": round(mb, 1),
-                     "page_kb": args.kb, "links": args.links, "options": args.options,
-                     "parser_tasks": cores, "rounds": n_rounds,
-                     "order": [x["order"] for x in rounds],
-                     "progress": "opensearch" if args.opensearch else "sqlite"},
-           "bare_loop": bare_figures("bare_loop"),
-           "bare_loop_per_core": bare_figures("bare_loop_per_core"),
-           "pipelines": {run: pipe_figures(run) for run in runs}}
-    res["ratios"] = {run: {
-        "records_per_s_to_bare": ratio(run, lambda x, run=run: rate(x[run]) / rate(x["bare_loop"])),
-        "records_per_s_to_bare_per_core": ratio(
-            run, lambda x, run=run: rate(x[run]) / rate(x["bare_loop_per_core"])),
-        "cpu_per_record_to_bare": ratio(
-            run, lambda x, run=run: cpu_ms(x[run]) / cpu_ms(x["bare_loop"]))}
-        for run in runs}
-    print(json.dumps(res, indent=1))
+    inputs = {"files": args.files, "records": total, "compressed_mb": round(size / 1e6, 1),
+              "page_kb": args.kb, "links": args.links, "options": args.options,
+              "parser_tasks": cores, "progress": "opensearch" if args.opensearch else "sqlite"}
+    print(json.dumps(summarize(rounds, runs, inputs, total, size), indent=1))
 
 
 if __name__ == "__main__":

@@ -277,6 +277,43 @@ def write_benchmarks(section: str) -> None:
     path.write_text(text)
 
 
+def warc2warc_lines(w: dict) -> list[str]:
+    """The warc2warc section of the table from ``bench/bench_warc2warc.py``'s JSON."""
+    inp = w["input"]
+    out = ["#### warc2warc against its bare loop", "",
+           f"{inp['records']:,} records in {inp['files']} files ({inp['compressed_mb']} MB "
+           f"gzip); the topology with {inp['parser_tasks']} parser tasks. `like-bare` parses "
+           "as the bare loop does (no parse filters, no SimHash, no anchor texts, no text); "
+           "`shipped` with the shipped configuration. "
+           f"{inp['rounds']} rounds, the bare loops first in one round and last in the next; "
+           "a row is the run's round of median records/s, each ratio the median of the "
+           "rounds' ratios (their range in brackets).", "",
+           "| run | records/s | records/s, each round | MB/s | CPU ms/record | "
+           "records/s ÷ bare loop | ÷ bare, a process per core | CPU ÷ bare |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def ratio(r: dict) -> str:
+        lo, hi = r["range"]
+        return f"{r['median']:.2f}× ({lo:.2f}–{hi:.2f})"
+
+    for run, p in w["pipelines"].items():
+        r = w["ratios"][run]
+        out.append(f"| warc2warc topology, {run} | {p['records_per_s']:,} | "
+                   f"{' · '.join(f'{x:,}' for x in p['records_per_s_rounds'])} | "
+                   f"{p['mb_per_s']} | {p['cpu_ms_per_record']} | "
+                   f"{ratio(r['records_per_s_to_bare'])} | "
+                   f"{ratio(r['records_per_s_to_bare_per_core'])} | "
+                   f"{ratio(r['cpu_per_record_to_bare'])} |")
+    for key, label in (("bare_loop", "bare loop, one process"),
+                       ("bare_loop_per_core", "bare loop, a process per core")):
+        b = w[key]
+        out.append(f"| {label} | {b['records_per_s']:,} | "
+                   f"{' · '.join(f'{x:,}' for x in b['records_per_s_rounds'])} | "
+                   f"{b['mb_per_s']} | {b['cpu_ms_per_record']} | | | |")
+    out.append("")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default=",".join(RUNS) + ",warc2warc,frontier,urlfrontier")
@@ -325,38 +362,7 @@ def main() -> None:
         print("[bench] warc2warc ...", file=sys.stderr, flush=True)
         w = run_json(["bench/bench_warc2warc.py"])
         results["warc2warc"] = w
-        inp = w["input"]
-        out += ["#### warc2warc against its bare loop", "",
-                f"{inp['records']:,} records in {inp['files']} files ({inp['compressed_mb']} MB "
-                f"gzip); the topology with {inp['parser_tasks']} parser tasks. `like-bare` parses "
-                "as the bare loop does (no parse filters, no SimHash, no anchor texts, no text); "
-                "`shipped` with the shipped configuration. "
-                f"{inp['rounds']} rounds, the bare loops first in one round and last in the next; "
-                "a row is the run's round of median records/s, each ratio the median of the "
-                "rounds' ratios (their range in brackets).", "",
-                "| run | records/s | records/s, each round | MB/s | CPU ms/record | "
-                "records/s ÷ bare loop | ÷ bare, a process per core | CPU ÷ bare |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|"]
-
-        def w2w_ratio(r: dict) -> str:
-            lo, hi = r["range"]
-            return f"{r['median']:.2f}× ({lo:.2f}–{hi:.2f})"
-
-        for run, p in w["pipelines"].items():
-            r = w["ratios"][run]
-            out.append(f"| warc2warc topology, {run} | {p['records_per_s']:,} | "
-                       f"{' · '.join(f'{x:,}' for x in p['records_per_s_rounds'])} | "
-                       f"{p['mb_per_s']} | {p['cpu_ms_per_record']} | "
-                       f"{w2w_ratio(r['records_per_s_to_bare'])} | "
-                       f"{w2w_ratio(r['records_per_s_to_bare_per_core'])} | "
-                       f"{w2w_ratio(r['cpu_per_record_to_bare'])} |")
-        for key, label in (("bare_loop", "bare loop, one process"),
-                           ("bare_loop_per_core", "bare loop, a process per core")):
-            b = w[key]
-            out.append(f"| {label} | {b['records_per_s']:,} | "
-                       f"{' · '.join(f'{x:,}' for x in b['records_per_s_rounds'])} | "
-                       f"{b['mb_per_s']} | {b['cpu_ms_per_record']} | | | |")
-        out.append("")
+        out += warc2warc_lines(w)
     if "frontier" in only:
         print("[bench] frontier backends ...", file=sys.stderr, flush=True)
         sq = run_json(["bench/bench_frontier.py", "--json"])

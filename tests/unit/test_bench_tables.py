@@ -45,3 +45,36 @@ def test_table_of_rounds_and_of_one_run():
     one = "\n".join(run_all.crawl_table(ROUNDS[:1], (3000, 6), ARGS))
     assert "each round" not in one
     assert "pages/s 0.42×, CPU per page (crawl) 2.85×" in one
+
+
+def _measure(records: int, wall: float, cpu: float) -> dict:
+    return {"records": records, "wall": wall, "cpu": cpu, "links": 1000, "run_wall": wall + 20,
+            "run_cpu": cpu + 5, "max_rss_mb": 300, "cpu_ms_per_record_by_process": {}}
+
+
+def test_warc2warc_ratios_pair_the_runs_of_a_round():
+    from bench.bench_warc2warc import summarize
+
+    # records/s: like-bare 800, 700, 900; bare 1000, 700, 1200 → ratios 0.8, 1.0, 0.75
+    per_core = _measure(1000, 0.5, 1.0)
+    rounds = [{"bare_loop": _measure(1000, 1.0, 1.0), "bare_loop_per_core": per_core,
+               "like-bare": _measure(1000, 1.25, 2.0), "order": "bare first"},
+              {"bare_loop": _measure(1000, 1 / 0.7, 1.0), "bare_loop_per_core": per_core,
+               "like-bare": _measure(1000, 1 / 0.7, 2.5), "order": "bare last"},
+              {"bare_loop": _measure(1000, 1 / 1.2, 1.0), "bare_loop_per_core": per_core,
+               "like-bare": _measure(1000, 1 / 0.9, 2.2), "order": "bare first"}]
+    res = summarize(rounds, ["like-bare"], {"files": 1, "records": 1000, "compressed_mb": 4.0,
+                                             "parser_tasks": 2}, 1000, 4_000_000)
+    r = res["ratios"]["like-bare"]["records_per_s_to_bare"]
+    # the median of the paired ratios (0.8), not 800 / 1000 of the runs' own medians
+    assert r == {"median": 0.8, "range": [0.75, 1.0], "rounds": [0.8, 1.0, 0.75]}
+    assert res["pipelines"]["like-bare"]["records_per_s"] == 800
+    assert res["pipelines"]["like-bare"]["records_per_s_rounds"] == [800, 700, 900]
+    assert res["bare_loop"]["records_per_s"] == 1000
+    assert res["ratios"]["like-bare"]["cpu_per_record_to_bare"]["rounds"] == [2.0, 2.5, 2.2]
+    assert res["input"]["rounds"] == 3 and res["input"]["order"][1] == "bare last"
+    text = "\n".join(run_all.warc2warc_lines(res))
+    assert ("| warc2warc topology, like-bare | 800 | 800 · 700 · 900 | 3.2 | 2.0 | "
+            "0.80× (0.75–1.00) |") in text
+    assert "| bare loop, one process | 1,000 | 1,000 · 700 · 1,200 |" in text
+    assert "3 rounds, the bare loops first in one round and last in the next" in text
