@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench.measure import TreeSampler  # noqa: E402
+from bench.measure import TreeSampler, machine_cpu, steal_between  # noqa: E402
 from owler.parse.html import parse_html  # noqa: E402
 from owler.conf import load_conf  # noqa: E402
 from owler.run.services import OpenSearchNode  # noqa: E402
@@ -127,14 +127,19 @@ def bare_loop(folder: Path, out: Path, workers: int = 1) -> dict:
     """The bare loop over the files of ``folder``, in ``workers`` processes (file i to worker
     i mod workers); CPU is the sum of the workers'."""
     files = sorted(folder.glob("*.warc.gz"))
+    before = machine_cpu()
     if workers <= 1:
-        return bare_files(files, out)
-    t0 = time.perf_counter()
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        parts = pool.starmap(bare_files, [(files[i::workers], out.with_suffix(f".{i}.gz"))
-                                          for i in range(workers)])
-    return {"records": sum(p["records"] for p in parts), "links": sum(p["links"] for p in parts),
-            "wall": time.perf_counter() - t0, "cpu": sum(p["cpu"] for p in parts)}
+        res = bare_files(files, out)
+    else:
+        t0 = time.perf_counter()
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            parts = pool.starmap(bare_files, [(files[i::workers], out.with_suffix(f".{i}.gz"))
+                                              for i in range(workers)])
+        res = {"records": sum(p["records"] for p in parts),
+               "links": sum(p["links"] for p in parts),
+               "wall": time.perf_counter() - t0, "cpu": sum(p["cpu"] for p in parts)}
+    res["steal"] = steal_between(before, machine_cpu())
+    return res
 
 
 def bare_files(files: list[Path], out: Path) -> dict:
@@ -200,6 +205,7 @@ def pipeline(folder: Path, work: Path, total: int, options: list[str],
     by_process = sampler.cpu_by_label(t_first, t_last)
     return {"records": records, "wall": t_last - t_first,
             "cpu": sampler.cpu_at(t_last) - sampler.cpu_at(t_first),
+            "steal": sampler.steal_share(t_first, t_last),
             "cpu_ms_per_record_by_process": {k: round(1000 * v / records, 3)
                                              for k, v in by_process.items()},
             "run_wall": time.time() - t_start,
@@ -232,7 +238,8 @@ def summarize(rounds: list[dict], runs: list[str], inputs: dict, total: int, siz
                 "mb_per_s": round(mb / b["wall"], 1),
                 "cpu_ms_per_record": round(cpu_ms(b), 3),
                 "links": b["links"],
-                "records_per_s_rounds": [round(rate(x[which])) for x in rounds]}
+                "records_per_s_rounds": [round(rate(x[which])) for x in rounds],
+                "steal_pct_rounds": [round(100 * x[which]["steal"], 1) for x in rounds]}
 
     def pipe_figures(run: str) -> dict:
         """The run's round of median records/s, and every round's rate."""
@@ -245,7 +252,8 @@ def summarize(rounds: list[dict], runs: list[str], inputs: dict, total: int, siz
                 "run_cpu_s_all_processes": round(pipe["run_cpu"], 1),
                 "max_rss_mb_one_process": round(pipe["max_rss_mb"]),
                 "cpu_ms_per_record_by_process": pipe["cpu_ms_per_record_by_process"],
-                "records_per_s_rounds": [round(rate(x[run])) for x in rounds]}
+                "records_per_s_rounds": [round(rate(x[run])) for x in rounds],
+                "steal_pct_rounds": [round(100 * x[run]["steal"], 1) for x in rounds]}
 
     def ratio(of) -> dict:
         """The median of the rounds' ratios ``of(round)``, their range and each round's."""

@@ -7,6 +7,11 @@ the live processes, plus what their reaped children used: cutime/cstime) and its
 `cpu_at(t)` interpolates the CPU at a moment, so the CPU of a window (first page to last page)
 can be told apart from start-up and the idle tail. The exact whole-run CPU comes from
 RUSAGE_CHILDREN, which the caller reads before and after waiting for the root.
+
+The machine is a virtual one shared with other guests: `TreeSampler` also samples the time the
+hypervisor gave to others while this machine's vCPUs had work (`/proc/stat`'s steal), and
+`steal_share(start, end)` says what share of the machine's CPU time in a window was stolen. A run
+that lost a third of its CPU that way is slower for a reason outside the crawler.
 """
 
 from __future__ import annotations
@@ -39,6 +44,21 @@ def _snapshot() -> dict[int, tuple[int, float, int, float]]:
         cpu = own + (int(fields[13]) + int(fields[14])) / TICK
         out[int(entry)] = (int(fields[1]), cpu, int(fields[21]) * PAGE, own)
     return out
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(stolen, total) CPU seconds of all the machine's vCPUs since boot, from ``/proc/stat``'s
+    first line (user, nice, system, idle, iowait, irq, softirq, steal; guest time is already in
+    user)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    ticks = [int(x) for x in fields]
+    return ticks[7] / TICK, sum(ticks) / TICK
+
+
+def steal_between(before: tuple[float, float], after: tuple[float, float]) -> float:
+    """The share of the machine's CPU time stolen between two :func:`machine_cpu` readings."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
 
 
 def tree(root: int) -> dict[int, tuple[int, float, int, float]]:
@@ -80,6 +100,8 @@ class TreeSampler(threading.Thread):
         self.peak_procs = 0
         self.labels: dict[int, str] = {}
         self.history: dict[int, list[tuple[float, float]]] = {}  # pid -> [(time, own CPU)]
+        self.stolen: list[tuple[float, float]] = []  # (time, the machine's stolen CPU seconds)
+        self.total: list[tuple[float, float]] = []  # (time, the machine's CPU seconds)
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -89,6 +111,9 @@ class TreeSampler(threading.Thread):
             rss = sum(p[2] for p in procs.values())
             n = len(procs)
             now = time.time()
+            stolen, total = machine_cpu()
+            self.stolen.append((now, stolen))
+            self.total.append((now, total))
             for pid, (_, _, _, pcpu) in procs.items():
                 name = label(pid)  # every time: a launcher may exec java
                 if name not in ("?", "") or pid not in self.labels:
@@ -113,6 +138,12 @@ class TreeSampler(threading.Thread):
             cpu = _interpolate(series, end) - _interpolate(series, start)
             out[self.labels[pid]] = out.get(self.labels[pid], 0.0) + cpu
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def steal_share(self, start: float, end: float) -> float:
+        """The share of the machine's CPU time stolen by the hypervisor between two moments."""
+        total = _interpolate(self.total, end) - _interpolate(self.total, start)
+        stolen = _interpolate(self.stolen, end) - _interpolate(self.stolen, start)
+        return stolen / total if total > 0 else 0.0
 
     def cpu_at(self, t: float) -> float:
         """The tree's CPU seconds at moment t (interpolated between samples)."""

@@ -159,6 +159,8 @@ def run_crawl(name: str, farm_size: tuple[int, int], args) -> dict:
             "warc_mb": round(warc / 1e6, 1), "robots_requests": stats["robots"],
             "robots_violations": stats["private"], "duplicates": stats["duplicates"],
             "farm_cpu_ms_per_page": round(1000 * farm_cpu / max(pages, 1), 2),
+            "steal_pct": round(100 * sampler.steal_share(stats["first_page"], stats["last_page"]),
+                               1),
             "cpu_ms_per_page_by_process_crawl": {
                 k: round(1000 * v / max(pages, 1), 2)
                 for k, v in sampler.cpu_by_label(stats["first_page"], stats["last_page"]).items()},
@@ -211,20 +213,23 @@ def crawl_table(rounds: list[list[dict]], farm_size: tuple[int, int], args) -> l
                   "round); a row is the run's median round by pages/s, and each ratio below is "
                   "the median of the rounds' ratios (their range in brackets).", ""]
     lines += ["| run | pages | pages/s | " + ("pages/s, each round | " if repeated else "")
-              + "CPU ms/page, crawl | CPU ms/page, whole run | peak memory "
+              + "CPU ms/page, crawl | CPU ms/page, whole run | CPU stolen"
+              + (", each round" if repeated else "") + " | peak memory "
               "(all processes) | WARC MB | duplicates | robots violations |",
-              "|---|---:|---:|" + ("---:|" if repeated else "") + "---:|---:|---:|---:|---:|---:|"]
+              "|---|---:|---:|" + ("---:|" if repeated else "")
+              + "---:|---:|---:|---:|---:|---:|---:|"]
     names = [r["run"] for r in rounds[0]]
     for name in names:
         runs = [r for rows in rounds for r in rows if r["run"] == name]
         r = median_run(runs)
         each = (" · ".join(f"{x['pages_per_s']:,}" for x in runs) + " | ") if repeated else ""
+        stolen = " · ".join(_percent(x.get("steal_pct")) for x in (runs if repeated else [r]))
         lines.append(f"| {r['run']} | {r['pages']:,} of {r['expected_pages']:,} | "
                      f"{r['pages_per_s']:,} | {each}{r['cpu_ms_per_page_window']} | "
-                     f"{r['cpu_ms_per_page_run']} | {r['peak_rss_mb']:,} MB "
+                     f"{r['cpu_ms_per_page_run']} | {stolen} | {r['peak_rss_mb']:,} MB "
                      f"({r['processes']} proc.) | {r['warc_mb'] or 'none'} | {r['duplicates']} | "
                      f"{r['robots_violations']} |")
-    lines.append("")
+    lines += ["", STEAL_NOTE, ""]
 
     def shown(ratio: tuple[float, float, float]) -> str:
         mid, lo, hi = ratio
@@ -237,6 +242,17 @@ def crawl_table(rounds: list[list[dict]], farm_size: tuple[int, int], args) -> l
                          f"page (crawl) {shown(ratios['cpu'])}, peak memory "
                          f"{shown(ratios['memory'])}.")
     return lines
+
+
+STEAL_NOTE = (
+    "CPU stolen: the share of the machine's CPU time over the crawl window that the hypervisor "
+    "gave to other guests while this machine had work (`/proc/stat`, steal). It takes pages/s "
+    "away from whichever run it falls on, and not the CPU per page; a round where the two runs "
+    "of a ratio lost very different shares is not a fair pair.")
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f} %"
 
 
 STORMCRAWLER_NOTE = (
@@ -288,9 +304,12 @@ def warc2warc_lines(w: dict) -> list[str]:
            f"{inp['rounds']} rounds, the bare loops first in one round and last in the next; "
            "a row is the run's round of median records/s, each ratio the median of the "
            "rounds' ratios (their range in brackets).", "",
-           "| run | records/s | records/s, each round | MB/s | CPU ms/record | "
-           "records/s ÷ bare loop | ÷ bare, a process per core | CPU ÷ bare |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "| run | records/s | records/s, each round | MB/s | CPU ms/record | CPU stolen, "
+           "each round | records/s ÷ bare loop | ÷ bare, a process per core | CPU ÷ bare |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def stolen(figures: dict) -> str:
+        return " · ".join(_percent(x) for x in figures.get("steal_pct_rounds", [None]))
 
     def ratio(r: dict) -> str:
         lo, hi = r["range"]
@@ -300,7 +319,7 @@ def warc2warc_lines(w: dict) -> list[str]:
         r = w["ratios"][run]
         out.append(f"| warc2warc topology, {run} | {p['records_per_s']:,} | "
                    f"{' · '.join(f'{x:,}' for x in p['records_per_s_rounds'])} | "
-                   f"{p['mb_per_s']} | {p['cpu_ms_per_record']} | "
+                   f"{p['mb_per_s']} | {p['cpu_ms_per_record']} | {stolen(p)} | "
                    f"{ratio(r['records_per_s_to_bare'])} | "
                    f"{ratio(r['records_per_s_to_bare_per_core'])} | "
                    f"{ratio(r['cpu_per_record_to_bare'])} |")
@@ -309,7 +328,7 @@ def warc2warc_lines(w: dict) -> list[str]:
         b = w[key]
         out.append(f"| {label} | {b['records_per_s']:,} | "
                    f"{' · '.join(f'{x:,}' for x in b['records_per_s_rounds'])} | "
-                   f"{b['mb_per_s']} | {b['cpu_ms_per_record']} | | | |")
+                   f"{b['mb_per_s']} | {b['cpu_ms_per_record']} | {stolen(b)} | | | |")
     out.append("")
     return out
 

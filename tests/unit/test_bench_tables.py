@@ -42,13 +42,16 @@ def test_table_of_rounds_and_of_one_run():
     assert "| explorative | 21,000 of 21,000 | 250.0 | 250.0 · 240.0 · 260.0 | 7.4 |" in text
     assert "| bare | 21,000 of 21,000 | 560.0 | 600.0 · 400.0 · 560.0 | 2.8 |" in text
     assert "pages/s 0.46× (0.42–0.60)" in text
+    # the CPU the hypervisor took, each round's (none recorded in these rows)
+    assert "| 7.4 | 8.4 | — · — · — | 900 MB" in text
     one = "\n".join(run_all.crawl_table(ROUNDS[:1], (3000, 6), ARGS))
     assert "each round" not in one
     assert "pages/s 0.42×, CPU per page (crawl) 2.85×" in one
 
 
 def _measure(records: int, wall: float, cpu: float) -> dict:
-    return {"records": records, "wall": wall, "cpu": cpu, "links": 1000, "run_wall": wall + 20,
+    return {"records": records, "wall": wall, "cpu": cpu, "steal": 0.05, "links": 1000,
+            "run_wall": wall + 20,
             "run_cpu": cpu + 5, "max_rss_mb": 300, "cpu_ms_per_record_by_process": {}}
 
 
@@ -75,6 +78,28 @@ def test_warc2warc_ratios_pair_the_runs_of_a_round():
     assert res["input"]["rounds"] == 3 and res["input"]["order"][1] == "bare last"
     text = "\n".join(run_all.warc2warc_lines(res))
     assert ("| warc2warc topology, like-bare | 800 | 800 · 700 · 900 | 3.2 | 2.0 | "
-            "0.80× (0.75–1.00) |") in text
+            "5 % · 5 % · 5 % | 0.80× (0.75–1.00) |") in text
     assert "| bare loop, one process | 1,000 | 1,000 · 700 · 1,200 |" in text
     assert "3 rounds, the bare loops first in one round and last in the next" in text
+
+
+def test_stolen_cpu_is_shown_for_each_round():
+    rounds = [[{**r, "steal_pct": 10.0 * k + 3} for r in rows] for k, rows in enumerate(ROUNDS)]
+    text = "\n".join(run_all.crawl_table(rounds, (3000, 6), ARGS))
+    assert "| 7.4 | 8.4 | 3 % · 13 % · 23 % | 900 MB" in text
+    one = "\n".join(run_all.crawl_table(rounds[1:2], (3000, 6), ARGS))
+    assert "| 7.6 | 8.6 | 13 % | 910 MB" in one
+    assert "CPU stolen" in one
+
+
+def test_steal_share_of_a_window():
+    from bench.measure import TreeSampler, steal_between
+
+    sampler = TreeSampler(1)  # not started: its series set by hand
+    sampler.total = [(0.0, 100.0), (10.0, 120.0), (20.0, 140.0)]
+    sampler.stolen = [(0.0, 5.0), (10.0, 5.0), (20.0, 15.0)]
+    assert sampler.steal_share(0.0, 10.0) == 0.0
+    assert sampler.steal_share(10.0, 20.0) == 0.5
+    assert sampler.steal_share(5.0, 15.0) == 5.0 / 20.0  # interpolated within the samples
+    assert steal_between((1.0, 10.0), (4.0, 22.0)) == 0.25
+    assert steal_between((1.0, 10.0), (1.0, 10.0)) == 0.0
