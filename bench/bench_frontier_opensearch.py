@@ -44,10 +44,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 import urllib3  # noqa: E402
 
+from bench.measure import machine_cpu, steal_between  # noqa: E402
 from owler.constants import Status  # noqa: E402
 from owler.frontier import StatusUpdate  # noqa: E402
 from owler.frontier.opensearch import OpenSearchFrontier, _sha256  # noqa: E402
@@ -212,14 +214,18 @@ def main() -> None:
             for who in (("bare", "ours") if r % 2 == 0 else ("ours", "bare")):
                 waits.append(settle(node_pid))
                 if who == "bare":
+                    before = machine_cpu()
                     res["bare"] = bare_pass(f"bare{r}")
+                    res["steal_bare"] = steal_between(before, machine_cpu())
                     drop(f"bare{r}")
                 else:
                     for f in fronts:  # the last round's index stays for the reads
                         f.close()
                     if r:
                         drop(f"bench{r - 1}")
+                    before = machine_cpu()
                     res["ours"], res["cpu"], fronts = our_pass(f"bench{r}")
+                    res["steal_ours"] = steal_between(before, machine_cpu())
             res["ratio"] = res["ours"] / res["bare"]
             res["order"] = "peer first" if r % 2 == 0 else "ours first"
             rounds_.append(res)
@@ -266,7 +272,9 @@ def main() -> None:
         print(json.dumps({"rows": rows, "updates_per_s": round(mid["ours"]),
                           "bare_updates_per_s": round(mid["bare"]), "ratio": round(ratio, 3),
                           "rounds": [{"ours": round(x["ours"]), "bare": round(x["bare"]),
-                                      "ratio": round(x["ratio"], 3), "order": x["order"]}
+                                      "ratio": round(x["ratio"], 3), "order": x["order"],
+                                      "steal_pct_ours": round(100 * x["steal_ours"], 1),
+                                      "steal_pct_bare": round(100 * x["steal_bare"], 1)}
                                      for x in rounds_],
                           "client_cpu_us_per_update": round(mid["cpu"] * 1e6, 1),
                           "settle_s": [round(w, 1) for w in waits],

@@ -276,7 +276,11 @@ def frontier_lines(sq: dict, os_: dict) -> list[str]:
                      f"{os_['bare_updates_per_s']:,}/s in the same round; ours ÷ peer "
                      f"{os_['ratio']:.2f}×, the median of {len(os_['rounds'])} rounds in "
                      f"alternating order ("
-                     + ", ".join(f"{r['ratio']:.2f}" for r in os_['rounds']) + ") |")
+                     + ", ".join(f"{r['ratio']:.2f}" for r in os_['rounds']) + ")"
+                     + (("; CPU stolen, ours / peer: " + ", ".join(
+                         f"{_percent(r['steal_pct_ours'])} / {_percent(r['steal_pct_bare'])}"
+                         for r in os_['rounds'])) if "steal_pct_ours" in os_['rounds'][0] else "")
+                     + " |")
     return lines
 
 

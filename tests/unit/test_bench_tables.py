@@ -103,3 +103,15 @@ def test_steal_share_of_a_window():
     assert sampler.steal_share(5.0, 15.0) == 5.0 / 20.0  # interpolated within the samples
     assert steal_between((1.0, 10.0), (4.0, 22.0)) == 0.25
     assert steal_between((1.0, 10.0), (1.0, 10.0)) == 0.0
+
+
+def test_frontier_line_shows_the_rounds_and_their_stolen_cpu():
+    os_ = {"rows": 300110, "updates_per_s": 19219, "bare_updates_per_s": 22716, "ratio": 0.846,
+           "served_per_s": 1875,
+           "rounds": [{"ratio": 0.883, "steal_pct_ours": 0.4, "steal_pct_bare": 12.6},
+                      {"ratio": 0.798, "steal_pct_ours": 0.0, "steal_pct_bare": 0.0}]}
+    line = run_all.frontier_lines({}, os_)[-1]
+    assert "ours ÷ peer 0.85×, the median of 2 rounds in alternating order (0.88, 0.80)" in line
+    assert "CPU stolen, ours / peer: 0 % / 13 %, 0 % / 0 %" in line
+    old = {**os_, "rounds": [{"ratio": 0.883}]}  # a bench from before the steal was recorded
+    assert "stolen" not in run_all.frontier_lines({}, old)[-1]
