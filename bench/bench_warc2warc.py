@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench.measure import TreeSampler, machine_cpu, steal_between  # noqa: E402
+from bench.measure import TreeSampler, lower_median, machine_cpu, steal_between  # noqa: E402
 from owler.parse.html import parse_html  # noqa: E402
 from owler.conf import load_conf  # noqa: E402
 from owler.run.services import OpenSearchNode  # noqa: E402
@@ -213,17 +213,11 @@ def pipeline(folder: Path, work: Path, total: int, options: list[str],
             "max_rss_mb": after.ru_maxrss / 1024}
 
 
-def _median_round(rounds: list[dict], key) -> dict:
-    """The round whose ``key`` is the median (the lower middle of an even count)."""
-    return sorted(rounds, key=key)[(len(rounds) - 1) // 2]
-
-
 def summarize(rounds: list[dict], runs: list[str], inputs: dict, total: int, size: int) -> dict:
     """The figures of ``rounds`` (each: the bare loops' and every run's measures, and its order):
     each run's and each bare loop's round of median records/s, and every ratio as the median of
     the ratios within a round, with their range and each round's."""
-    mb = size / 1e6
-    per_record_mb = mb / total
+    per_record_mb = size / 1e6 / total
 
     def rate(m: dict) -> float:
         return m["records"] / m["wall"]
@@ -231,29 +225,27 @@ def summarize(rounds: list[dict], runs: list[str], inputs: dict, total: int, siz
     def cpu_ms(m: dict) -> float:
         return 1000 * m["cpu"] / m["records"]
 
+    def figures(name: str) -> tuple[dict, dict]:
+        """``name``'s figures: those of its round of median records/s and every round's rate
+        and stolen CPU; and that round's measures."""
+        m = lower_median(rounds, lambda x: rate(x[name]))[name]
+        return {"records_per_s": round(rate(m)),
+                "mb_per_s": round(m["records"] * per_record_mb / m["wall"], 1),
+                "cpu_ms_per_record": round(cpu_ms(m), 3),
+                "records_per_s_rounds": [round(rate(x[name])) for x in rounds],
+                "steal_pct_rounds": [round(100 * x[name]["steal"], 1) for x in rounds]}, m
+
     def bare_figures(which: str) -> dict:
-        """The bare loop's round of median records/s, and every round's rate."""
-        b = _median_round(rounds, lambda x: rate(x[which]))[which]
-        return {"records_per_s": round(rate(b)),
-                "mb_per_s": round(mb / b["wall"], 1),
-                "cpu_ms_per_record": round(cpu_ms(b), 3),
-                "links": b["links"],
-                "records_per_s_rounds": [round(rate(x[which])) for x in rounds],
-                "steal_pct_rounds": [round(100 * x[which]["steal"], 1) for x in rounds]}
+        f, bare = figures(which)
+        return {**f, "links": bare["links"]}
 
     def pipe_figures(run: str) -> dict:
-        """The run's round of median records/s, and every round's rate."""
-        pipe = _median_round(rounds, lambda x: rate(x[run]))[run]
-        return {"records_per_s": round(rate(pipe)),
-                "mb_per_s": round(pipe["records"] * per_record_mb / pipe["wall"], 1),
-                "cpu_ms_per_record": round(cpu_ms(pipe), 3),
-                "measured_records": pipe["records"],
+        f, pipe = figures(run)
+        return {**f, "measured_records": pipe["records"],
                 "run_wall_s": round(pipe["run_wall"], 1),
                 "run_cpu_s_all_processes": round(pipe["run_cpu"], 1),
                 "max_rss_mb_one_process": round(pipe["max_rss_mb"]),
-                "cpu_ms_per_record_by_process": pipe["cpu_ms_per_record_by_process"],
-                "records_per_s_rounds": [round(rate(x[run])) for x in rounds],
-                "steal_pct_rounds": [round(100 * x[run]["steal"], 1) for x in rounds]}
+                "cpu_ms_per_record_by_process": pipe["cpu_ms_per_record_by_process"]}
 
     def ratio(of) -> dict:
         """The median of the rounds' ratios ``of(round)``, their range and each round's."""

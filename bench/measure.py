@@ -61,6 +61,12 @@ def steal_between(before: tuple[float, float], after: tuple[float, float]) -> fl
     return (after[0] - before[0]) / total if total > 0 else 0.0
 
 
+def lower_median(items: list, key):
+    """The item whose ``key`` is the median of ``items`` (the lower middle one of an even count):
+    a real run or round, so its figures belong together."""
+    return sorted(items, key=key)[(len(items) - 1) // 2]
+
+
 def tree(root: int) -> dict[int, tuple[int, float, int, float]]:
     """The snapshot entries of `root` and all its descendants."""
     snap = _snapshot()
@@ -141,9 +147,8 @@ class TreeSampler(threading.Thread):
 
     def steal_share(self, start: float, end: float) -> float:
         """The share of the machine's CPU time stolen by the hypervisor between two moments."""
-        total = _interpolate(self.total, end) - _interpolate(self.total, start)
-        stolen = _interpolate(self.stolen, end) - _interpolate(self.stolen, start)
-        return stolen / total if total > 0 else 0.0
+        return steal_between(*((_interpolate(self.stolen, t), _interpolate(self.total, t))
+                               for t in (start, end)))
 
     def cpu_at(self, t: float) -> float:
         """The tree's CPU seconds at moment t (interpolated between samples)."""

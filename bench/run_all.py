@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.farm import BenchFarm  # noqa: E402
-from bench.measure import TreeSampler, machine  # noqa: E402
+from bench.measure import TreeSampler, lower_median, machine  # noqa: E402
 
 AGENT = "owler-bench"
 BEGIN, END = "<!-- make bench: begin -->", "<!-- make bench: end -->"
@@ -175,9 +175,8 @@ def run_json(cmd: list[str]) -> dict:
 
 
 def median_run(runs: list[dict]) -> dict:
-    """The run whose pages/s is the median of ``runs`` (the lower middle one of an even count):
-    a real run, so its figures belong together."""
-    return sorted(runs, key=lambda r: r["pages_per_s"])[(len(runs) - 1) // 2]
+    """The run whose pages/s is the median of ``runs`` (:func:`bench.measure.lower_median`)."""
+    return lower_median(runs, lambda r: r["pages_per_s"])
 
 
 def paired_ratios(rounds: list[list[dict]], ours: str, peer: str) -> dict | None:
@@ -229,7 +228,7 @@ def crawl_table(rounds: list[list[dict]], farm_size: tuple[int, int], args) -> l
                      f"{r['cpu_ms_per_page_run']} | {stolen} | {r['peak_rss_mb']:,} MB "
                      f"({r['processes']} proc.) | {r['warc_mb'] or 'none'} | {r['duplicates']} | "
                      f"{r['robots_violations']} |")
-    lines += ["", STEAL_NOTE, ""]
+    lines.append("")
 
     def shown(ratio: tuple[float, float, float]) -> str:
         mid, lo, hi = ratio
@@ -379,6 +378,7 @@ def main() -> None:
                 + crawl_table(rounds, farm_size, args) + [""])
     if crawls:
         results["crawls"] = crawls
+        out += [STEAL_NOTE, ""]
         if "stormcrawler" in runs:
             out += [STORMCRAWLER_NOTE, ""]
     if "warc2warc" in only:
