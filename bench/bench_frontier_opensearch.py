@@ -10,7 +10,9 @@ Starts its own node (`owler services up` machinery) in a temp folder on ``--port
 1. Writes: ``--writers`` threads, each with its own frontier (as status updater tasks), send
    batches of ``--batch`` updates (``opensearch.status.bulkActions``) until the index holds
    ``--rows`` URLs: 80 % DISCOVERED (70 % new URLs, 10 % known: create conflicts) and 20 % FETCHED
-   overwrites, the mix of the SQLite benchmark.
+   overwrites, the mix of the SQLite benchmark. They write as the status updater does
+   (``opensearch.status.concurrentRequests`` 1): one batch on its way while the next is built
+   (``owler.frontier.pipeline.OneInFlight``).
    The bare peer: the first writer's batches, serialized beforehand, posted as plain ``_bulk``
    requests with urllib3 into a fresh index of the same mapping (no per-item results read): the
    node's own limit for this load, in the same run. Before anything is timed, the node is warmed
@@ -53,6 +55,7 @@ from bench.measure import machine_cpu, steal_between  # noqa: E402
 from owler.constants import Status  # noqa: E402
 from owler.frontier import StatusUpdate  # noqa: E402
 from owler.frontier.opensearch import OpenSearchFrontier, _sha256  # noqa: E402
+from owler.frontier.pipeline import OneInFlight  # noqa: E402
 from owler.run.procs import read_pid_file  # noqa: E402
 from owler.run.services import OpenSearchNode  # noqa: E402
 
@@ -183,9 +186,14 @@ def main() -> None:
             written = [0] * args.writers
 
             def writer(i: int) -> None:
-                for b in work[i]:
-                    failed[0] += len(fronts[i].apply_updates(b))
-                    written[i] += len(b)
+                # as the status updater writes: one batch on its way while the next is built
+                pipe = OneInFlight(fronts[i])
+                outcomes = [pipe.send(b) for b in work[i]] + [pipe.close()]
+                for out in outcomes:
+                    if out is not None:
+                        assert out.ok, out.error
+                        failed[0] += len(out.failed)
+                        written[i] += len(out.updates)
 
             threads = [threading.Thread(target=writer, args=(i,)) for i in range(args.writers)]
             cpu0 = time.process_time()

@@ -4,6 +4,9 @@ Tuple → frontier writes: :meth:`owler.status.StatusUpdater.for_tuple`; the wri
 are committed in one batch (:class:`owler.task.batch.CommitBatch` over
 :class:`owler.status.FrontierWriter`). A tuple is acked only after the commit, and failed (Storm
 replays it) when the commit failed or, with the OpenSearch frontier, one of its own items did.
+With OpenSearch one batch is on its way while the bolt reads the next batch's tuples
+(``opensearch.status.concurrentRequests``, :class:`owler.frontier.pipeline.OneInFlight`); its
+tuples are acked or failed when its answer has come, seen at the next tuple, tick or commit.
 """
 
 from __future__ import annotations
@@ -45,18 +48,38 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
             return
         self.count_all(counts)
         self.batch.add(tup, updates, now)
+        self._landed(self.writer.poll())
         if self.batch.due(now):
             self.commit()
 
     def process_tick(self, tup):
+        self._landed(self.writer.poll())
         if self.batch.due(time.time()):
             self.commit()
         self.gauges["pending"] = self.batch.pending
         self.write_stats()
 
     def commit(self):
-        started = time.time()
-        done = self.batch.commit(self.writer.write)
+        if not self.writer.pipelined:
+            started = time.time()
+            done = self.batch.commit(self.writer.write)
+            self._report(done, time.time() - started)
+            return
+        taken = self.batch.take()
+        try:
+            before = self.writer.send(taken.items, taken)
+        except Exception as exc:  # noqa: BLE001 - this batch was not sent: its tuples fail
+            self._report(self.batch.settle(taken, error=exc), 0.0)
+            return
+        self._landed(before)
+
+    def _landed(self, outcome):
+        """Ack or fail the tuples of a batch whose write ended (pipelined commits)."""
+        if outcome is not None:
+            done = self.batch.settle(outcome.tag, outcome.failed, outcome.error)
+            self._report(done, outcome.seconds)
+
+    def _report(self, done, seconds):
         if not done.ok:
             self.count("commit_failed")
             if not isinstance(done.error, FrontierUnavailable):  # that one was reported already
@@ -69,7 +92,7 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
             self.count("update_failed", len(done.failed))
         self.count("committed", len(done.items) - len(done.failed))
         self.count("commits")
-        self.gauges["commit_ms"] = round((time.time() - started) * 1000.0, 1)
+        self.gauges["commit_ms"] = round(seconds * 1000.0, 1)
         self.write_stats()
 
     def _unavailable(self, exc):

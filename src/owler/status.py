@@ -55,9 +55,11 @@ from owler.constants import (ANCHORS, DEPTH, ERROR_CAUSE, ERROR_MESSAGE, ERROR_S
                              REDIRECT_TO, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_STREAM,
                              URL_PATH, Status)
 from owler.frontier import DEFAULT_KEY, RETRY_SECS, FrontierError, StatusUpdate, open_frontier
+from owler.frontier.pipeline import OneInFlight, Outcome
 from owler.frontier.refresh import listed
 from owler.metadata import Metadata, first
 from owler.metadata import normalize as normalize_md
+from owler.osclient import conn_key
 
 DISCOVERY_DATE = "discoveryDate"
 LAST_PROCESSED_DATE = "lastProcessedDate"
@@ -371,8 +373,16 @@ class FrontierUnavailable(FrontierError):
 
 
 class FrontierWriter:
-    """The status updater's side of the frontier: :meth:`write` a batch, then remember its URLs in
-    the updater's cache (only what was written).
+    """The status updater's side of the frontier: write a batch, then remember its URLs in the
+    updater's cache (only what was written).
+
+    :meth:`write` writes a batch and waits for it. With a frontier that builds a request apart
+    from sending it (OpenSearch) and ``opensearch.status.concurrentRequests`` at 1 or more
+    (StormCrawler's key and default: 1), :attr:`pipelined` is true and the caller may use
+    :meth:`send` instead: one batch is on its way while the next is built
+    (:class:`owler.frontier.pipeline.OneInFlight`; more than one request in flight is not done, so
+    that two writes of a URL stay in order), and a batch's :class:`~owler.frontier.pipeline.Outcome`
+    comes back from a later :meth:`send`, :meth:`poll` or :meth:`drain`. 0 writes and waits.
 
     The frontier is opened at once; when it cannot be (a database locked, OpenSearch away), it is
     opened again at the next write at most every ``RETRY_SECS`` seconds, and a write meanwhile
@@ -389,30 +399,76 @@ class FrontierWriter:
         self.opener = opener
         self.frontier = None
         self.retry_at = 0.0
+        requests = conn_key(conf, "status", "concurrentRequests", 1)
+        try:
+            self.concurrent = int(requests)
+        except (TypeError, ValueError):
+            raise ConfError(f"opensearch.status.concurrentRequests: expected a number of "
+                            f"requests, got {requests!r}") from None
+        if self.concurrent < 0:
+            raise ConfError(f"opensearch.status.concurrentRequests: expected 0 or more, got "
+                            f"{requests!r}")
+        self._pipe: OneInFlight | None = None
         self._open()
+
+    @property
+    def pipelined(self) -> bool:
+        """Batches go through :meth:`send` (one in flight), not :meth:`write`."""
+        return self.concurrent > 0 and hasattr(self.frontier, "prepare_updates")
 
     def _open(self) -> bool:
         try:
             self.frontier = self.opener(self.conf)
-            return True
         except FrontierError as exc:
             self.retry_at = time.time() + RETRY_SECS
             self.on_unavailable(exc)
             return False
+        self._pipe = OneInFlight(self.frontier) if self.pipelined else None
+        return True
+
+    def _available(self) -> None:
+        if self.frontier is None and (time.time() < self.retry_at or not self._open()):
+            raise FrontierUnavailable("the frontier is unavailable")
 
     def write(self, updates: list[StatusUpdate]) -> list[int]:
         """Write ``updates``, durably; the positions of those that failed (the others are
         remembered as committed). Raises :class:`FrontierUnavailable` or the frontier's error
         when nothing may be assumed written."""
-        if self.frontier is None and (time.time() < self.retry_at or not self._open()):
-            raise FrontierUnavailable("the frontier is unavailable")
-        failed = set(self.frontier.apply_updates(updates))
+        self._available()
+        failed = self.frontier.apply_updates(updates)
+        self._committed(updates, failed)
+        return sorted(set(failed))
+
+    def send(self, updates: list[StatusUpdate], tag: Any = None) -> Outcome | None:
+        """Build ``updates``' request, wait for the batch on its way, send this one (only when
+        :attr:`pipelined`). Returns the outcome of the batch before, if any; an error building the
+        request, or :class:`FrontierUnavailable`, is raised (this batch was not sent)."""
+        self._available()
+        return self._settled(self._pipe.send(updates, tag))
+
+    def poll(self) -> Outcome | None:
+        """The outcome of the batch on its way if its answer came (no wait)."""
+        return self._settled(self._pipe.poll()) if self._pipe is not None else None
+
+    def drain(self) -> Outcome | None:
+        """Wait for the batch on its way; its outcome, if there was one."""
+        return self._settled(self._pipe.wait()) if self._pipe is not None else None
+
+    def _settled(self, outcome: Outcome | None) -> Outcome | None:
+        if outcome is not None and outcome.ok:
+            self._committed(outcome.updates, outcome.failed)
+        return outcome
+
+    def _committed(self, updates: list[StatusUpdate], failed: list[int]) -> None:
         if failed:
-            self.updater.committed(u for i, u in enumerate(updates) if i not in failed)
+            failed_at = set(failed)
+            self.updater.committed(u for i, u in enumerate(updates) if i not in failed_at)
         else:
             self.updater.committed(updates)
-        return sorted(failed)
 
     def close(self) -> None:
+        """Stop; a batch still on its way is waited for (its tuples, not acked, are replayed)."""
+        if self._pipe is not None:
+            self._pipe.close()
         if self.frontier is not None:
             self.frontier.close()

@@ -3,6 +3,8 @@ query, queue leases between tasks, statistics and bad input."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 import uuid
 
@@ -350,3 +352,48 @@ def test_wildcard_tags_priorities_and_the_parse_filters_mapping(conf, opensearch
               "frontier.interest.exclude.tags": ["risk:adult"]}
     with open_frontier(german, owner="g") as g:
         assert [u for u, _, _ in g.due(now, 10, 10)] == ["http://a.example/de"]
+
+
+def test_status_updater_acks_a_batch_once_it_is_in_the_index_with_the_next_on_its_way(
+        conf, opensearch, tmp_path):
+    """The bolt with one bulk in flight (opensearch.status.concurrentRequests, default 1): every
+    tuple acked is in the index at that moment; a batch the node refuses fails its tuples, and
+    the batches after it go through."""
+    from owler.conf import load_conf
+    from tests.component.multilang import ShellComponent
+
+    full = load_conf()
+    full.update(conf)
+    full.update({"owler.run.dir": str(tmp_path / "run"), "opensearch.status.bulkActions": 3,
+                 "opensearch.status.flushInterval": "0.2s"})
+    index = conf["opensearch.status.index.name"]
+    bolt = ShellComponent("bolts.status_updater.StatusUpdaterBolt", full, tmp_path, "status")
+
+    def crawl(tids):
+        for tid in tids:
+            bolt.process([f"http://p.example/{tid}", {}, "FETCHED"], tid=tid, stream="status")
+        done: dict[str, str] = {}
+
+        def seen(m):
+            if m.get("command") in ("ack", "fail") and m.get("id") in tids:
+                done[m["id"]] = m["command"]
+                if m["command"] == "ack":  # durable when acked: a GET by id reads it at once
+                    doc_id = hashlib.sha256(f"http://p.example/{m['id']}".encode()).hexdigest()
+                    status, _ = opensearch.request("GET", f"/{index}/_doc/{doc_id}")
+                    assert status == 200, m["id"]
+            return len(done) == len(tids)
+
+        bolt.read_until(seen, timeout=30, tick_every=0.3)
+        return done
+
+    try:
+        assert crawl([f"s{i}" for i in range(10)]) == {f"s{i}": "ack" for i in range(10)}
+        opensearch.request("POST", f"/{index}/_close")
+        assert crawl(["c0", "c1", "c2"]) == {"c0": "fail", "c1": "fail", "c2": "fail"}
+        opensearch.request("POST", f"/{index}/_open")
+        opensearch.request("GET", f"/_cluster/health/{index}?wait_for_status=yellow&timeout=30s")
+        assert crawl([f"t{i}" for i in range(4)]) == {f"t{i}": "ack" for i in range(4)}
+    finally:
+        assert bolt.close() == 0
+    counters = json.loads((tmp_path / "run" / "status-1.json").read_text())["counters"]
+    assert counters["committed"] == 14 and counters["update_failed"] == 3

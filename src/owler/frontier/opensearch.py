@@ -63,6 +63,8 @@ import random
 import re
 import socket
 import time
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Container, Iterable, Mapping
 from urllib.parse import quote
@@ -111,6 +113,23 @@ def _iso(ts: float) -> str:
             _ISO_OF_SECOND.clear()
         text = _ISO_OF_SECOND[sec] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(sec))
     return text
+
+
+@dataclass(slots=True)
+class BulkRequest:
+    """A batch of status updates as ``_bulk`` lines (:meth:`OpenSearchFrontier.prepare_updates`):
+    ``count`` updates, and the queues to block until a time once they are written."""
+
+    lines: list[bytes] = dataclasses.field(default_factory=list)
+    count: int = 0
+    blocks: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def extend(self, other: "BulkRequest") -> None:
+        """Append ``other``'s updates (positions after this one's)."""
+        self.lines += other.lines
+        self.count += other.count
+        for key, until in other.blocks.items():
+            self.blocks[key] = max(until, self.blocks.get(key, 0.0))
 
 
 class OpenSearchFrontier:
@@ -328,13 +347,19 @@ class OpenSearchFrontier:
     def apply_updates(self, updates: Iterable[StatusUpdate]) -> list[int]:
         """Write a batch; returns the positions of updates whose write failed (empty: all
         durable). Raises :class:`FrontierError` when the request as a whole failed."""
-        updates = list(updates)
-        if not updates:
-            return []
-        lines: list[bytes] = []
+        return self.send_updates(self.prepare_updates(updates))
+
+    def prepare_updates(self, updates: Iterable[StatusUpdate]) -> BulkRequest:
+        """The request that writes ``updates``, built but not sent (:meth:`send_updates` sends
+        it): a caller may build the next batch's while the node indexes the one before
+        (:class:`owler.frontier.pipeline.OneInFlight`)."""
+        req = BulkRequest()
+        lines = req.lines
         now = time.time()
-        blocks: dict[str, float] = {}
+        blocks = req.blocks
+        n = 0
         for u in updates:
+            n += 1
             if u.block_until is not None:
                 blocks[u.key] = max(u.block_until, blocks.get(u.key, 0.0))
             st = u.status
@@ -346,10 +371,18 @@ class OpenSearchFrontier:
             op = "create" if status == "DISCOVERED" else "index"
             lines.append(self._action(op, _sha256(u.url), u.key))
             lines.append(self._doc(u.url, status, md, u.next_fetch_date, u.key, now))
+        req.count = n
+        return req
+
+    def send_updates(self, req: BulkRequest) -> list[int]:
+        """Send a request of :meth:`prepare_updates` and wait for the node: the positions of the
+        updates whose write failed, as :meth:`apply_updates`."""
+        if not req.count:
+            return []
         try:
-            statuses = self._bulk(lines, len(updates))
-            if blocks:
-                self._block(blocks)
+            statuses = self._bulk(req.lines, req.count)
+            if req.blocks:
+                self._block(req.blocks)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
         return [i for i, s in enumerate(statuses) if s >= 300 and s != 409]

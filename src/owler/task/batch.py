@@ -27,6 +27,14 @@ class Committed:
         return self.error is None
 
 
+@dataclass(slots=True)
+class Taken:
+    """Tuples and items of a batch whose write has begun (:meth:`CommitBatch.take`)."""
+
+    tokens: list[tuple[Any, int, int]]
+    items: list
+
+
 class CommitBatch:
     """Tuples waiting for their batch's write. ``ack(token)`` and ``fail(token)`` are the caller's
     (the bolt's ``ack``/``fail``); not thread-safe."""
@@ -67,20 +75,35 @@ class CommitBatch:
         """Write the pending items with ``write(items)`` (returning the positions that failed, or
         nothing) and ack or fail every waiting tuple. An exception from ``write`` fails them all
         and is returned in :attr:`Committed.error`, not raised."""
-        tokens, items = self._tokens, self._items
-        self._tokens, self._items = [], []
+        taken = self.take()
         try:
-            failed = frozenset(write(items) or ())
+            failed = write(taken.items)
         except Exception as exc:  # noqa: BLE001 - the caller reports it; Storm replays the tuples
-            for token, _, _ in tokens:
+            return self.settle(taken, error=exc)
+        return self.settle(taken, failed)
+
+    def take(self) -> Taken:
+        """Hand the waiting tuples and their items over to a write that ends later
+        (:meth:`settle` acks or fails them then); the batch starts empty."""
+        taken = Taken(self._tokens, self._items)
+        self._tokens, self._items = [], []
+        return taken
+
+    def settle(self, taken: Taken, failed: Iterable[int] | None = None,
+               error: BaseException | None = None) -> Committed:
+        """The write of ``taken`` ended: with ``error`` every tuple is failed, else each tuple
+        with an item among the ``failed`` positions is failed and the others are acked."""
+        if error is not None:
+            for token, _, _ in taken.tokens:
                 self._fail(token)
-            return Committed(items, None, exc)
-        for token, start, end in tokens:
+            return Committed(taken.items, None, error)
+        failed = frozenset(failed or ())
+        for token, start, end in taken.tokens:
             if failed and any(i in failed for i in range(start, end)):
                 self._fail(token)
             else:
                 self._ack(token)
-        return Committed(items, failed)
+        return Committed(taken.items, failed)
 
     def fail_all(self) -> int:
         """Fail every waiting tuple (their effects are undone or never happened); how many."""
