@@ -196,7 +196,7 @@ def _response(status: int, ctype: str, body: bytes) -> bytes:
 class Stats:
     def __init__(self) -> None:
         self.pages = self.robots = self.private = self.not_found = self.requests = 0
-        self.duplicates = 0
+        self.duplicates = self.connections = 0
         self.bytes = 0
         self.first = self.last = 0.0
         self.per_second: dict[int, int] = {}
@@ -205,7 +205,8 @@ class Stats:
     def as_dict(self) -> dict:
         return {"requests": self.requests, "pages": self.pages, "robots": self.robots,
                 "private": self.private, "not_found": self.not_found,
-                "duplicates": self.duplicates, "bytes": self.bytes,
+                "duplicates": self.duplicates, "connections": self.connections,
+                "bytes": self.bytes,
                 "first_page": self.first, "last_page": self.last,
                 "per_second": sorted(self.per_second.items())}
 
@@ -217,6 +218,7 @@ class Server(asyncio.Protocol):
         self.host = 0
 
     def connection_made(self, transport) -> None:
+        self.stats.connections += 1
         self.transport = transport
         self.host = self.addr_index.get(transport.get_extra_info("sockname")[0], 0)
 

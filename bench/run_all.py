@@ -158,6 +158,7 @@ def run_crawl(name: str, farm_size: tuple[int, int], args) -> dict:
             "peak_rss_mb": round(sampler.peak_rss / 2**20), "processes": sampler.peak_procs,
             "warc_mb": round(warc / 1e6, 1), "robots_requests": stats["robots"],
             "robots_violations": stats["private"], "duplicates": stats["duplicates"],
+            "connections": stats.get("connections"), "requests": stats["requests"],
             "farm_cpu_ms_per_page": round(1000 * farm_cpu / max(pages, 1), 2),
             "steal_pct": round(100 * sampler.steal_share(stats["first_page"], stats["last_page"]),
                                1),

@@ -194,14 +194,18 @@ def test_component_writes_its_counters_and_owler_status_shows_them(opensearch, t
         time.sleep(0.3)
         bolt.tick()
         bolt.until_acked("s2")
+        # the gauges come with the snapshots after the commit (the tick sets "pending"): wait
+        # for them too, not only for the first snapshot that counted the commit
+        names = {"FETCHED", "commits", "commit_ms", "pending", "metrics/sent"}
         docs = _wait_docs(opensearch, index, lambda ds: any(
-            d["name"] == "committed" and d["value"] == 3.0 for d in ds))
+            d["name"] == "committed" and d["value"] == 3.0 for d in ds)
+            and names <= {x["name"] for x in ds})
     finally:
         assert bolt.close() == 0
     d = next(d for d in docs if d["name"] == "committed")
     assert (d["srcComponent"], d["srcTaskId"], d["srcStormId"]) == ("status", 1, "itest-2-1700000000")
     assert d["srcWorkerPort"] == -1  # no Storm worker JVM above the test's subprocess
-    assert {"FETCHED", "commits", "commit_ms", "pending", "metrics/sent"} <= {x["name"] for x in docs}
+    assert names <= {x["name"] for x in docs}
     # the stats file of `owler run` is written as before
     stats = json.loads((tmp_path / "run" / "status-1.json").read_text())
     assert stats["counters"]["committed"] == 3 and stats["counters"]["FETCHED"] == 3

@@ -55,6 +55,7 @@ true the partition key is the routing value), ``opensearch.status.shards`` / ``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -63,7 +64,6 @@ import random
 import re
 import socket
 import time
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Container, Iterable, Mapping
