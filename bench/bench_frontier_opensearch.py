@@ -220,6 +220,11 @@ def main() -> None:
         for r in range(args.rounds):
             res: dict = {}
             for who in (("bare", "ours") if r % 2 == 0 else ("ours", "bare")):
+                if who == "ours":
+                    for f in fronts:  # the last round's index stays for the reads
+                        f.close()
+                    if r:  # dropped before the node is let settle, as the peer's index is
+                        drop(f"bench{r - 1}")
                 waits.append(settle(node_pid))
                 if who == "bare":
                     before = machine_cpu()
@@ -227,10 +232,6 @@ def main() -> None:
                     res["steal_bare"] = steal_between(before, machine_cpu())
                     drop(f"bare{r}")
                 else:
-                    for f in fronts:  # the last round's index stays for the reads
-                        f.close()
-                    if r:
-                        drop(f"bench{r - 1}")
                     before = machine_cpu()
                     res["ours"], res["cpu"], fronts = our_pass(f"bench{r}")
                     res["steal_ours"] = steal_between(before, machine_cpu())

@@ -66,6 +66,9 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
             self._report(done, time.time() - started)
             return
         taken = self.batch.take()
+        if not taken.items:  # tuples with nothing to write (URLs known): nothing to wait for
+            self._report(self.batch.settle(taken), 0.0)
+            return
         try:
             before = self.writer.send(taken.items, taken)
         except Exception as exc:  # noqa: BLE001 - this batch was not sent: its tuples fail

@@ -369,16 +369,17 @@ def test_status_updater_acks_a_batch_once_it_is_in_the_index_with_the_next_on_it
     index = conf["opensearch.status.index.name"]
     bolt = ShellComponent("bolts.status_updater.StatusUpdaterBolt", full, tmp_path, "status")
 
-    def crawl(tids):
-        for tid in tids:
-            bolt.process([f"http://p.example/{tid}", {}, "FETCHED"], tid=tid, stream="status")
+    def crawl(tids, status="FETCHED", urls=None):
+        for tid, url in zip(tids, urls or tids):
+            bolt.process([f"http://p.example/{url}", {}, status], tid=tid, stream="status")
         done: dict[str, str] = {}
 
         def seen(m):
             if m.get("command") in ("ack", "fail") and m.get("id") in tids:
                 done[m["id"]] = m["command"]
                 if m["command"] == "ack":  # durable when acked: a GET by id reads it at once
-                    doc_id = hashlib.sha256(f"http://p.example/{m['id']}".encode()).hexdigest()
+                    url = dict(zip(tids, urls or tids))[m["id"]]
+                    doc_id = hashlib.sha256(f"http://p.example/{url}".encode()).hexdigest()
                     status, _ = opensearch.request("GET", f"/{index}/_doc/{doc_id}")
                     assert status == 200, m["id"]
             return len(done) == len(tids)
@@ -388,6 +389,9 @@ def test_status_updater_acks_a_batch_once_it_is_in_the_index_with_the_next_on_it
 
     try:
         assert crawl([f"s{i}" for i in range(10)]) == {f"s{i}": "ack" for i in range(10)}
+        # DISCOVERED of URLs just written: nothing to write (the cache), acked all the same
+        assert crawl(["d0", "d1", "d2"], "DISCOVERED", ["s0", "s1", "s2"]) == {
+            "d0": "ack", "d1": "ack", "d2": "ack"}
         opensearch.request("POST", f"/{index}/_close")
         assert crawl(["c0", "c1", "c2"]) == {"c0": "fail", "c1": "fail", "c2": "fail"}
         opensearch.request("POST", f"/{index}/_open")
