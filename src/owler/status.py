@@ -399,15 +399,10 @@ class FrontierWriter:
         self.opener = opener
         self.frontier = None
         self.retry_at = 0.0
-        requests = conn_key(conf, "status", "concurrentRequests", 1)
-        try:
-            self.concurrent = int(requests)
-        except (TypeError, ValueError):
-            raise ConfError(f"opensearch.status.concurrentRequests: expected a number of "
-                            f"requests, got {requests!r}") from None
+        key = "opensearch.status.concurrentRequests"  # or opensearch.concurrentRequests
+        self.concurrent = C.get_int({key: conn_key(conf, "status", "concurrentRequests")}, key, 1)
         if self.concurrent < 0:
-            raise ConfError(f"opensearch.status.concurrentRequests: expected 0 or more, got "
-                            f"{requests!r}")
+            raise ConfError(f"{key}: expected 0 or more, got {self.concurrent}")
         self._pipe: OneInFlight | None = None
         self._open()
 

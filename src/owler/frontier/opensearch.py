@@ -124,12 +124,16 @@ class BulkRequest:
     count: int = 0
     blocks: dict[str, float] = dataclasses.field(default_factory=dict)
 
+    def block(self, key: str, until: float) -> None:
+        """Block queue ``key`` until ``until`` once written (the latest time asked wins)."""
+        self.blocks[key] = max(until, self.blocks.get(key, 0.0))
+
     def extend(self, other: "BulkRequest") -> None:
         """Append ``other``'s updates (positions after this one's)."""
         self.lines += other.lines
         self.count += other.count
         for key, until in other.blocks.items():
-            self.blocks[key] = max(until, self.blocks.get(key, 0.0))
+            self.block(key, until)
 
 
 class OpenSearchFrontier:
@@ -356,12 +360,11 @@ class OpenSearchFrontier:
         req = BulkRequest()
         lines = req.lines
         now = time.time()
-        blocks = req.blocks
         n = 0
         for u in updates:
             n += 1
             if u.block_until is not None:
-                blocks[u.key] = max(u.block_until, blocks.get(u.key, 0.0))
+                req.block(u.key, u.block_until)
             st = u.status
             status = st._value_ if type(st) is Status else str(st)  # not the enum's property
             md = u.metadata or {}

@@ -99,7 +99,7 @@ class OneInFlight:
 
     def _prepare(self, updates: list) -> Any:
         prepare = self.frontier.prepare_updates
-        if self._flight is None or len(updates) <= PART:
+        if not self.busy or len(updates) <= PART:
             return prepare(updates)
         req = prepare(updates[:PART])
         for start in range(PART, len(updates), PART):
