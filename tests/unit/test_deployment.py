@@ -19,7 +19,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:TripleDES has been moved")
 DOC = (ROOT / "docs" / "DEPLOYMENT.md").read_text()
 #: keys of Storm itself (storm.yaml or the topology conf), and StormCrawler's that are named only
 #: to say which of ours stands for them
-NOT_OURS = ("topology.", "storm.", "nimbus.", "supervisor.", "worker.", "blacklist.scheduler.", "es.")
+NOT_OURS = ("topology.", "storm.", "nimbus.", "supervisor.", "worker.", "blacklist.scheduler.", "es.",
+            "okhttp.")  # okhttp.*: StormCrawler's names, read only when ours are absent
 
 
 def pins(path: Path) -> dict[str, str]:

@@ -353,6 +353,103 @@ def test_content_limit_truncates_and_drops_connection():
     assert ports[3] != ports[2]
 
 
+# ---- the connection pool: keep-alive and the bound on idle connections ----------------------
+
+def fetch_hosts(order, conf, n_hosts):
+    """Start ``n_hosts`` web servers (each a pool key of its own) and fetch ``/page`` from them in
+    ``order`` (server indices). Returns the (server, client port) of each request as the servers
+    saw it, and the connector's idle count after each fetch."""
+    async def main():
+        seen: list[list] = [[] for _ in range(n_hosts)]
+        async with contextlib.AsyncExitStack() as stack:
+            bases = [await stack.enter_async_context(web_server(seen[i])) for i in range(n_hosts)]
+            calls, idle = [], []
+            async with HttpFetcher(conf) as f:
+                for i in order:
+                    res = await f.fetch(bases[i] + "/page")
+                    assert res.ok, res.error_message
+                    calls.append((i, seen[i][-1]["port"]))
+                    idle.append(f._session.connector.idle_count)
+            return calls, idle
+    return asyncio.run(main())
+
+
+def test_idle_connections_to_many_hosts_are_kept_up_to_the_bound():
+    # five hosts, then each again: with room for all, every host keeps its connection
+    calls, idle = fetch_hosts([0, 1, 2, 3, 4, 0, 1, 2, 3, 4], make_conf(), 5)
+    assert [p for _, p in calls[:5]] == [p for _, p in calls[5:]]
+    assert idle == [1, 2, 3, 4, 5, 5, 5, 5, 5, 5]
+    # room for two: the longest idle are closed first, the two most recent are reused
+    conf = make_conf(**{"http.keepalive.max.idle": 2})
+    calls, idle = fetch_hosts([0, 1, 2, 3, 2, 3, 0], conf, 4)
+    port = dict(calls[:4])
+    assert idle == [1, 2, 2, 2, 2, 2, 2]
+    assert calls[4] == (2, port[2]) and calls[5] == (3, port[3])  # reused
+    assert calls[6][0] == 0 and calls[6][1] != port[0]  # host 0 was closed when host 2 went idle
+    # none kept: every request opens a connection
+    calls, idle = fetch_hosts([0, 0, 0], make_conf(**{"http.keepalive.max.idle": 0}), 1)
+    assert len({p for _, p in calls}) == 3 and idle == [0, 0, 0]
+
+
+def test_a_connection_the_server_closed_is_not_counted_idle_and_the_next_fetch_works():
+    async def main():
+        ports: list[int] = []
+        conns: list[asyncio.StreamWriter] = []
+
+        async def on_connect(reader, writer):
+            ports.append(writer.get_extra_info("peername")[1])
+            conns.append(writer)
+            with contextlib.suppress(Exception):
+                while True:
+                    await reader.readuntil(b"\r\n\r\n")
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    await writer.drain()
+
+        async with raw_server(on_connect) as port:
+            async with HttpFetcher(make_conf()) as f:
+                pool = f._session.connector
+                first = await f.fetch(f"http://127.0.0.1:{port}/a")
+                assert first.ok and pool.idle_count == 1
+                conns[0].close()  # the server ends its idle connection
+                await asyncio.sleep(0.1)
+                again = await f.fetch(f"http://127.0.0.1:{port}/b")
+                assert again.ok and again.content == b"ok"
+                assert len(ports) == 2 and pool.idle_count == 1
+    asyncio.run(main())
+
+
+def test_keepalive_settings_ours_then_stormcrawlers_then_defaults():
+    from owler.fetch.http import DEFAULT_KEEPALIVE, default_max_idle, keepalive_settings
+
+    assert keepalive_settings({}) == (DEFAULT_KEEPALIVE, default_max_idle())
+    sc = {"okhttp.protocol.connection.pool.connection.keep.alive": 300,
+          "okhttp.protocol.connection.pool.max.idle.connections": 5}
+    assert keepalive_settings(sc) == (300.0, 5)
+    assert keepalive_settings({**sc, "http.keepalive.timeout": 20,
+                               "http.keepalive.max.idle": 100}) == (20.0, 100)
+    for bad in ({"http.keepalive.timeout": 0}, {"http.keepalive.timeout": "soon"},
+                {"http.keepalive.max.idle": -1},
+                {"okhttp.protocol.connection.pool.max.idle.connections": "many"}):
+        with pytest.raises(ConfError):
+            keepalive_settings(bad)
+
+
+def test_default_idle_bound_follows_the_open_file_limit():
+    import resource
+
+    from owler.fetch.http import DEFAULT_MAX_IDLE, default_max_idle
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+        assert default_max_idle() == 256
+        if hard == resource.RLIM_INFINITY or hard >= 65536:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (65536, hard))
+            assert default_max_idle() == DEFAULT_MAX_IDLE
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_per_request_content_limit_and_decoded_limit():
     conf = make_conf(**{"http.content.limit": 100})
     (gz,), _ = fetch_all(["/gzip"], conf)  # ~60 B on the wire, 1300 B decoded

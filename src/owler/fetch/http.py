@@ -44,7 +44,13 @@ http.max.decompressed.size      33554432     decoded bytes beyond which the fetc
 http.allow.private.addresses    false        turn the private-address guard off
 http.allowed.networks           []           CIDRs allowed although not public
 http.trust.everything           false        do not verify TLS certificates
-http.keepalive.timeout          15.0         s an idle pooled connection is kept (owler key)
+http.keepalive.timeout          60.0         s an idle pooled connection is kept (owler key;
+                                             StormCrawler's okhttp.protocol.connection.pool.
+                                             connection.keep.alive is read when it is absent)
+http.keepalive.max.idle         4096         most idle connections kept, the longest idle
+                                             closed first; at most a quarter of the open-file
+                                             limit by default (okhttp.protocol.connection.
+                                             pool.max.idle.connections is read when absent)
 fetcher.threads.number          10           pool limit = 2 x this
 fetcher.threads.per.queue       1            per-host pool limit = max(2, 2 x this)
 =============================== ============ ====================================================
@@ -425,9 +431,31 @@ def decode_body(data: bytes, encoding: str | None, max_out: int) -> tuple[bytes,
 _PEER: contextvars.ContextVar[list] = contextvars.ContextVar("owler_http_peer")
 
 
-class _PeerRecordingConnector(aiohttp.TCPConnector):
-    """TCPConnector that notes the peer address of the connection handed to each request (the
-    response may release it before the caller looks)."""
+class _PooledConnector(aiohttp.TCPConnector):
+    """The fetcher's connection pool: aiohttp's, with two additions.
+
+    - It notes the peer address of the connection handed to each request (the response may
+      release it before the caller looks).
+    - It keeps at most ``max_idle`` idle connections, closing the longest idle first. aiohttp
+      bounds the connections in use (``limit``) and how long an idle one is kept
+      (``keepalive_timeout``), but not how many stay idle: a fetcher that visits thousands of
+      hosts within the keep-alive would hold a socket (a file descriptor) for each.
+
+    The bound follows aiohttp's pool through three of its methods: ``_release`` (a connection
+    goes idle), ``_get`` (an idle one is reused, or found dead and closed) and ``_cleanup``
+    (those idle past the keep-alive are closed). ``tests/unit/test_http.py`` checks it against
+    real sockets, so a change in those methods fails there.
+    """
+
+    def __init__(self, *args: Any, max_idle: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_idle = max_idle
+        # idle connection -> its pool key, the longest idle first
+        self._idle: OrderedDict[Any, Any] = OrderedDict()
+
+    @property
+    def idle_count(self) -> int:
+        return len(self._idle)
 
     async def connect(self, req, traces, timeout):  # type: ignore[override]
         conn = await super().connect(req, traces, timeout)
@@ -437,6 +465,42 @@ class _PeerRecordingConnector(aiohttp.TCPConnector):
             if peer:
                 holder[0] = peer[0]
         return conn
+
+    def _release(self, key, protocol, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        super()._release(key, protocol, *args, **kwargs)
+        pooled = self._conns.get(key)
+        if not pooled or pooled[-1][0] is not protocol:
+            return  # closed, not pooled
+        self._idle.pop(protocol, None)
+        self._idle[protocol] = key  # the most recently idle last
+        while len(self._idle) > self.max_idle:
+            oldest, oldest_key = self._idle.popitem(last=False)
+            conns = self._conns.get(oldest_key)
+            if conns:
+                kept = [(p, t) for p, t in conns if p is not oldest]
+                conns.clear()
+                conns.extend(kept)
+                if not conns:
+                    del self._conns[oldest_key]
+            oldest.close()
+
+    async def _get(self, key, *args: Any, **kwargs: Any):  # type: ignore[override]
+        conns = self._conns.get(key)
+        before = [p for p, _ in conns] if conns else ()
+        conn = await super()._get(key, *args, **kwargs)
+        if before:  # reused, or found dead and closed: no longer idle
+            left = self._conns.get(key)
+            still = {id(p) for p, _ in left} if left else set()
+            for p in before:
+                if id(p) not in still:
+                    self._idle.pop(p, None)
+        return conn
+
+    def _cleanup(self) -> None:
+        super()._cleanup()
+        pooled = {id(p) for conns in self._conns.values() for p, _ in conns}
+        for p in [p for p in self._idle if id(p) not in pooled]:
+            del self._idle[p]
 
 
 @functools.lru_cache(maxsize=2)
@@ -484,6 +548,48 @@ def _error_message(exc: BaseException) -> str:
     return msg
 
 
+KEEPALIVE_KEY = "http.keepalive.timeout"
+MAX_IDLE_KEY = "http.keepalive.max.idle"
+#: StormCrawler's names for the same two settings (its okhttp protocol), read when ours are absent
+SC_KEEPALIVE_KEY = "okhttp.protocol.connection.pool.connection.keep.alive"
+SC_MAX_IDLE_KEY = "okhttp.protocol.connection.pool.max.idle.connections"
+DEFAULT_KEEPALIVE = 60.0
+#: the most idle connections kept by default; fewer when the open-file limit is low
+DEFAULT_MAX_IDLE = 4096
+
+
+def default_max_idle() -> int:
+    """4096, or a quarter of this process's open-file limit if that is lower (sockets in use,
+    WARC files and the multilang pipes need descriptors too)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 256
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return DEFAULT_MAX_IDLE
+    return max(16, min(DEFAULT_MAX_IDLE, soft // 4))
+
+
+def keepalive_settings(conf: Mapping[str, Any]) -> tuple[float, int]:
+    """(seconds an idle connection is kept, most idle connections kept) from ``conf``: our keys,
+    else StormCrawler's okhttp ones."""
+    def first_set(*keys: str) -> str:
+        return next((k for k in keys if conf.get(k) is not None), keys[0])
+
+    key = first_set(KEEPALIVE_KEY, SC_KEEPALIVE_KEY)
+    keepalive = C.get_float(conf, key, DEFAULT_KEEPALIVE)
+    if keepalive <= 0:
+        raise ConfError(f"{key} must be > 0 seconds (to keep no connection idle, set "
+                        f"{MAX_IDLE_KEY}: 0), got {conf.get(key)!r}")
+    key = first_set(MAX_IDLE_KEY, SC_MAX_IDLE_KEY)
+    max_idle = C.get_int(conf, key, default_max_idle())
+    if max_idle < 0:
+        raise ConfError(f"{key} must be >= 0, got {conf.get(key)!r}")
+    return keepalive, max_idle
+
+
 class HttpFetcher:
     """Async HTTP client for the fetcher: ``await start()``, many ``await fetch(url)``, then
     ``await close()``. Must be used from one event loop."""
@@ -506,7 +612,7 @@ class HttpFetcher:
         # owler/outlinks.py, RecentlySent)
         self._refused_names: OrderedDict[str, str] = OrderedDict()
         self.trust_everything = C.get_bool(conf, "http.trust.everything", False)
-        self.keepalive = C.get_float(conf, "http.keepalive.timeout", 15.0)
+        self.keepalive, self.max_idle = keepalive_settings(conf)
         threads = max(1, C.get_int(conf, FETCHER_THREADS_KEY, 10))
         per_queue = max(1, C.get_int(conf, THREADS_PER_QUEUE_KEY, 1))
         self.pool_limit = threads * 2
@@ -524,10 +630,10 @@ class HttpFetcher:
             return
         resolver = (self._inner_resolver if self.allow_private
                     else GuardedResolver(self._inner_resolver, self.guard, self._note_refused))
-        connector = _PeerRecordingConnector(
+        connector = _PooledConnector(
             limit=self.pool_limit, limit_per_host=self.pool_limit_per_host,
             ssl=shared_ssl_context(self.trust_everything), resolver=resolver,
-            keepalive_timeout=self.keepalive, ttl_dns_cache=60)
+            keepalive_timeout=self.keepalive, ttl_dns_cache=60, max_idle=self.max_idle)
         t = self.timeout
         self._session = aiohttp.ClientSession(
             connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
