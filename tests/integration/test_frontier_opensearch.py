@@ -7,6 +7,7 @@ import hashlib
 import json
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ from owler.constants import Status
 from owler.frontier import FrontierError, StatusUpdate, open_frontier
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -81,6 +84,32 @@ def test_a_failing_bulk_item_is_reported_alone(conf):
         assert failed == [1]
         assert f.get("http://a.example/3") and f.get("http://a.example/4")
         assert f.get("http://a.example/2") is None
+
+
+def test_a_date_like_metadata_value_does_not_make_its_field_a_date(conf, opensearch):
+    """Real archives carry WARC-Dates no date parser takes (one of warcio's test files has year
+    5088968). With OpenSearch's date detection on, the first date-like value made the field a date
+    and every later status with such a value was refused, and replayed by Storm without end."""
+    now = time.time()
+    odd = [upd("http://a.example/2", "FETCHED", now, "a.example",
+               {"warc.record.date": ["5088968-11-06T12:31:23Z"], "last-modified": ["yesterday"]})]
+    with open_frontier(conf) as f:  # a new index
+        assert f.apply_updates([upd("http://a.example/1", "FETCHED", now, "a.example",
+                                    {"warc.record.date": ["2014-08-02T09:52:13Z"],
+                                     "last-modified": ["2014-08-01"]})]) == []
+        assert f.apply_updates(odd) == []
+        assert f.get("http://a.example/2").metadata["warc.record.date"] == ["5088968-11-06T12:31:23Z"]
+    # an index made before, without the setting: opening it turns date detection off
+    old = conf["opensearch.status.index.name"] + "-old"
+    body = json.loads((ROOT / "resources" / "opensearch" / "status.json").read_text())
+    del body["mappings"]["date_detection"], body["_comment"]
+    opensearch.request("PUT", f"/{old}", body)
+    with open_frontier({**conf, "opensearch.status.index.name": old}) as f:
+        _, mapping = opensearch.request("GET", f"/{old}/_mapping")
+        assert mapping[old]["mappings"]["date_detection"] is False
+        assert f.apply_updates([upd("http://a.example/1", "FETCHED", now, "a.example",
+                                    {"warc.record.date": ["2014-08-02T09:52:13Z"]})]) == []
+        assert f.apply_updates(odd) == []
 
 
 def test_due_round_robin_by_queue_with_interest_tags(conf):

@@ -232,6 +232,14 @@ class OpenSearchFrontier:
             raise FrontierError(f"status index {self.index!r}: no mapping returned")
         mappings = next(iter(data.values())).get("mappings", {})
         props = mappings.get("properties", {})
+        if mappings.get("date_detection", True) not in (False, "false"):
+            # an index of an older version or of another crawler: a metadata value that looked
+            # like a date made its field a date, and the next value that is not one refused the
+            # whole status (Storm then replays it, again and again). Fields mapped so far keep
+            # their type.
+            log.info("status index %s: turning off date detection for new metadata fields",
+                     self.index)
+            self.client.request("PUT", f"/{self.index}/_mapping", {"date_detection": False})
         # our own "updated" (last write, for the sitemap refresh): not into a strict foreign index
         self.write_updated = "updated" in props or str(mappings.get("dynamic", "true")) != "strict"
         wrong = []
