@@ -73,17 +73,34 @@ def test_discovered_is_create_only_and_other_statuses_overwrite(conf):
         assert dict(f.top_hosts(10)) == {"a.example": 1, "b.example": 1, "c.example": 1}
 
 
-def test_a_failing_bulk_item_is_reported_alone(conf):
+def test_a_status_the_index_refuses_is_written_as_an_error_and_alone(conf, opensearch):
     now = time.time()
     with open_frontier(conf) as f:
         f.apply_updates([upd("http://a.example/1", "FETCHED", now, "a.example", {"x": ["1"]})])
-        # metadata.x is a keyword now: an object there is rejected for this item only
+        # metadata.x is a keyword now: an object there is refused, for this item only; written
+        # again as ERROR it is durable, so its tuple is acked rather than replayed without end
         bad = StatusUpdate("http://a.example/2", Status.FETCHED, {"x": [{"y": "z"}]}, now, "a.example")
         failed = f.apply_updates([upd("http://a.example/3", "FETCHED", now, "a.example"), bad,
                                   upd("http://a.example/4", "DISCOVERED", now, "a.example")])
-        assert failed == [1]
-        assert f.get("http://a.example/3") and f.get("http://a.example/4")
-        assert f.get("http://a.example/2") is None
+        assert failed == []
+        assert f.get("http://a.example/3").status == Status.FETCHED
+        assert f.get("http://a.example/4").status == Status.DISCOVERED
+        rec = f.get("http://a.example/2")
+        assert rec.status == Status.ERROR and rec.metadata["error.cause"] == ["status.refused"]
+        assert "status FETCHED" in rec.metadata["error.message"][0]
+        assert "mapper_parsing_exception" in rec.metadata["error.message"][0]
+        # a DISCOVERED refused for a URL already known leaves the URL as it was
+        known = StatusUpdate("http://a.example/3", Status.DISCOVERED, {"x": [{"y": "z"}]}, now,
+                             "a.example")
+        assert f.apply_updates([known]) == []
+        assert f.get("http://a.example/3").status == Status.FETCHED
+        # a closed index answers 400 too: that status is failed (Storm replays it), not an error
+        index = conf["opensearch.status.index.name"]
+        opensearch.request("POST", f"/{index}/_close")
+        try:
+            assert f.apply_updates([upd("http://a.example/5", "FETCHED", now, "a.example")]) == [0]
+        finally:
+            opensearch.request("POST", f"/{index}/_open")
 
 
 def test_a_date_like_metadata_value_does_not_make_its_field_a_date(conf, opensearch):

@@ -49,14 +49,17 @@ def test_metadata_keys_with_dots_are_stored_as_stormcrawler_names_them():
 
 
 class Recorder:
-    """A client that keeps the body of each request and answers with ``answer`` (bytes)."""
+    """A client that keeps the body of each request and answers with ``answer`` (bytes), or
+    with the next of ``answer`` when it is a list."""
 
-    def __init__(self, answer: bytes):
+    def __init__(self, answer):
+        self.answers = list(answer) if isinstance(answer, list) else None
         self.answer, self.bodies = answer, []
 
     def request(self, method, path, body=None, params=None, raw=False, **kw):
         self.bodies.append(body)
-        return 200, (self.answer if raw else orjson.loads(self.answer))
+        answer = self.answers.pop(0) if self.answers is not None else self.answer
+        return 200, (answer if raw else orjson.loads(answer))
 
 
 def _updates():
@@ -89,8 +92,8 @@ def test_apply_updates_sends_the_lines_of_action_and_doc(monkeypatch):
                                                        1_700_000_000.25)
 
 
-def _answer(statuses):
-    items = [{"create": {"status": s, **({"error": {"type": "x", "reason": 'a "status":200'}}
+def _answer(statuses, error="x"):
+    items = [{"create": {"status": s, **({"error": {"type": error, "reason": 'a "status":200'}}
                                           if s >= 300 else {})}} for s in statuses]
     return orjson.dumps({"errors": any(s >= 300 for s in statuses), "items": items})
 
@@ -99,7 +102,7 @@ def test_bulk_answer_conflicts_are_success_and_failures_are_positions():
     f = Lines(False)
     f.client = Recorder(_answer([201, 409, 200, 409]))
     assert f.apply_updates(_updates()) == []
-    f.client = Recorder(_answer([201, 400, 409, 503]))
+    f.client = Recorder([_answer([201, 404, 409, 503])])
     assert f.apply_updates(_updates()) == [1, 3]
     f.client = Recorder(_answer([201, 409]))  # fewer items than actions: a clear error
     try:
@@ -108,3 +111,28 @@ def test_bulk_answer_conflicts_are_success_and_failures_are_positions():
         assert "2 items for 4 actions" in str(exc)
     else:
         raise AssertionError("a short answer was accepted")
+
+
+def test_a_refused_status_is_written_again_as_an_error_with_the_reason(monkeypatch):
+    """A 400 is a document the index cannot take: sent again as it was it would be refused
+    again (Storm replays it without end), so it is rewritten as ERROR, status.refused."""
+    monkeypatch.setattr(osf.time, "time", lambda: 1_700_000_000.0)
+    f = Lines(False)
+    bad = "mapper_parsing_exception"
+    f.client = Recorder([_answer([400, 400, 409, 503], bad), _answer([201, 400], bad)])
+    assert f.apply_updates(_updates()) == [1, 3]  # the second is refused even as ERROR
+    again = [orjson.loads(line) for line in f.client.bodies[1].splitlines()]
+    # the DISCOVERED stays create-only (a known URL is never overwritten); the FETCHED overwrites
+    assert [list(a) for a in again[0::2]] == [["create"], ["index"]]
+    assert again[0]["create"]["_id"] == osf._sha256("http://a/1")
+    first = again[1]
+    assert first["status"] == "ERROR" and first["url"] == "http://a/1" and first["key"] == "a"
+    assert first["nextFetchDate"] == "2001-09-09T01:46:40Z"  # as the update had it
+    assert first["metadata"]["error%2Ecause"] == ["status.refused"]
+    assert first["metadata"]["error%2Emessage"] == [
+        'the status index refused the status DISCOVERED: mapper_parsing_exception: a "status":200']
+    assert set(first["metadata"]) == {"error%2Ecause", "error%2Emessage"}
+    assert again[3]["status"] == "ERROR" and again[3]["url"] == "http://a/2"
+    # a 400 that is not about the document (a closed index) is failed, not rewritten
+    f.client = Recorder([_answer([400, 201, 201, 201], "index_closed_exception")])
+    assert f.apply_updates(_updates()) == [0] and len(f.client.bodies) == 1

@@ -14,6 +14,9 @@ counts as success), every other status is ``index`` (overwrite). A DISCOVERED fr
 :mod:`owler.frontier.refresh` (status kept, sitemap facts merged, due again on a later lastmod…),
 the same rules as the SQLite frontier's. :meth:`apply_updates` returns the
 positions of the updates whose bulk item failed, so the status updater fails only their tuples.
+A status the index refuses as a document (a 400 such as ``mapper_parsing_exception``) would be
+refused again on every replay: it is written once more as ERROR with ``error.cause``
+``status.refused`` and the index's reason (:meth:`_write_refused`), and fails only if that fails.
 The index uses ``translog.durability: request``: a bulk response means the writes are on disk.
 
 The spout's query (:meth:`due`): due documents (``nextFetchDate <= now``, matching the interest
@@ -72,8 +75,8 @@ from urllib.parse import quote
 import orjson
 
 from owler import conf as C
-from owler.constants import (EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY, IS_SITEMAP,
-                             MESSAGE_TIMEOUT_KEY, MIN_DELAY_QUERIES_KEY, ON_SITEMAP,
+from owler.constants import (ERROR_CAUSE, ERROR_MESSAGE, EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY,
+                             IS_SITEMAP, MESSAGE_TIMEOUT_KEY, MIN_DELAY_QUERIES_KEY, ON_SITEMAP,
                              SERVER_DELAY_KEY, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES,
                              Status)
 from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate, round_robin,
@@ -94,6 +97,17 @@ _MAX_TERMS = 60_000  # keys in one terms query (an index allows 65,536: index.ma
 _FILTER_BULK = "errors,items.*.status,items.*.error.type,items.*.error.reason"
 #: an item's status in a ``_bulk`` answer filtered by _FILTER_BULK (the only "status" key there)
 _ITEM_STATUS = re.compile(rb'"status":(\d+)')
+#: error.cause of a status the index refused, written again as ERROR (send_updates)
+REFUSED_CAUSE = "status.refused"
+#: the errors of a _bulk item that say the document itself cannot be indexed (not the index:
+#: a closed index answers 400 too, with index_closed_exception)
+_DOCUMENT_ERRORS = frozenset({"mapper_parsing_exception", "document_parsing_exception",
+                              "strict_dynamic_mapping_exception", "illegal_argument_exception",
+                              "mapper_exception"})
+
+
+def _status_name(u: StatusUpdate) -> str:
+    return u.status.value if isinstance(u.status, Status) else str(u.status)
 
 
 def _sha256(url: str) -> str:
@@ -123,6 +137,8 @@ class BulkRequest:
     lines: list[bytes] = dataclasses.field(default_factory=list)
     count: int = 0
     blocks: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: the updates, by position (what a refused document is rewritten from)
+    updates: list = dataclasses.field(default_factory=list)
 
     def block(self, key: str, until: float) -> None:
         """Block queue ``key`` until ``until`` once written (the latest time asked wins)."""
@@ -132,6 +148,7 @@ class BulkRequest:
         """Append ``other``'s updates (positions after this one's)."""
         self.lines += other.lines
         self.count += other.count
+        self.updates += other.updates
         for key, until in other.blocks.items():
             self.block(key, until)
 
@@ -329,8 +346,10 @@ class OpenSearchFrontier:
             return b'%s%s","routing":%s}}' % (head, doc_id.encode(), orjson.dumps(key))
         return head + doc_id.encode() + b'"}}'
 
-    def _bulk(self, lines: list[bytes], n: int) -> list[int]:
-        """Send ``n`` actions; return each action's HTTP status (409 kept as is).
+    def _bulk(self, lines: list[bytes], n: int,
+              errors: dict[int, Any] | None = None) -> list[int]:
+        """Send ``n`` actions; return each action's HTTP status (409 kept as is). The error of
+        each failed action goes into ``errors`` by position, when given.
 
         The answer is read without building it: most batches have conflicts (a DISCOVERED
         already known), so ``errors`` is true and every item is there. Its statuses are found
@@ -349,11 +368,13 @@ class OpenSearchFrontier:
         if len(items) != n:
             raise FrontierError(f"bulk answered {len(items)} items for {n} actions")
         out = []
-        for item in items:
+        for pos, item in enumerate(items):
             res = next(iter(item.values()))
             out.append(int(res.get("status", 500)))
             if res.get("status", 500) >= 300 and res.get("status") != 409:
                 log.warning("bulk item failed: %s", res.get("error"))
+                if errors is not None:
+                    errors[pos] = res.get("error")
         return out
 
     def apply_updates(self, updates: Iterable[StatusUpdate]) -> list[int]:
@@ -365,11 +386,11 @@ class OpenSearchFrontier:
         """The request that writes ``updates``, built but not sent (:meth:`send_updates` sends
         it): a caller may build the next batch's while the node indexes the one before
         (:class:`owler.frontier.pipeline.OneInFlight`)."""
-        req = BulkRequest()
+        req = BulkRequest(updates=list(updates))
         lines = req.lines
         now = time.time()
         n = 0
-        for u in updates:
+        for u in req.updates:
             n += 1
             if u.block_until is not None:
                 req.block(u.key, u.block_until)
@@ -390,13 +411,43 @@ class OpenSearchFrontier:
         updates whose write failed, as :meth:`apply_updates`."""
         if not req.count:
             return []
+        errors: dict[int, Any] = {}
         try:
-            statuses = self._bulk(req.lines, req.count)
+            statuses = self._bulk(req.lines, req.count, errors)
+            refused = [i for i in errors if statuses[i] == 400 and i < len(req.updates)
+                       and (errors[i] or {}).get("type") in _DOCUMENT_ERRORS]
+            if refused:
+                self._write_refused(req, refused, errors, statuses)
             if req.blocks:
                 self._block(req.blocks)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
         return [i for i, s in enumerate(statuses) if s >= 300 and s != 409]
+
+    def _write_refused(self, req: BulkRequest, refused: list[int], errors: dict[int, Any],
+                       statuses: list[int]) -> None:
+        """Statuses the index refused (400 with a :data:`_DOCUMENT_ERRORS` type: a document it
+        cannot take, e.g. a metadata value of a type its field does not have) are written again
+        as ERROR with ``error.cause`` ``status.refused`` and the index's reason, the rest of
+        their metadata left out. Sent as they were, Storm would replay them, to be refused again,
+        without end. A DISCOVERED stays create-only, so a known URL is never overwritten.
+        ``statuses`` is updated in place."""
+        now = time.time()
+        lines: list[bytes] = []
+        for i in refused:
+            u = req.updates[i]
+            error = errors.get(i)
+            reason = (f"{error.get('type')}: {error.get('reason')}" if isinstance(error, dict)
+                      else str(error))
+            md = {ERROR_CAUSE: [REFUSED_CAUSE],
+                  ERROR_MESSAGE: [f"the status index refused the status {_status_name(u)}: "
+                                  f"{reason}"[:2000]]}
+            op = "create" if _status_name(u) == "DISCOVERED" else "index"
+            lines.append(self._action(op, _sha256(u.url), u.key))
+            lines.append(self._doc(u.url, Status.ERROR.value, md, u.next_fetch_date, u.key, now))
+        again = self._bulk(lines, len(refused))
+        for i, s in zip(refused, again):
+            statuses[i] = s
 
     def _block(self, blocks: dict[str, float]) -> None:
         """Hold queues until a time (a throttling server): the queue's lease document says
