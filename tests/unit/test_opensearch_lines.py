@@ -131,7 +131,9 @@ def test_a_refused_status_is_written_again_as_an_error_with_the_reason(monkeypat
     assert first["metadata"]["error%2Ecause"] == ["status.refused"]
     assert first["metadata"]["error%2Emessage"] == [
         'the status index refused the status DISCOVERED: mapper_parsing_exception: a "status":200']
-    assert set(first["metadata"]) == {"error%2Ecause", "error%2Emessage"}
+    assert set(first["metadata"]) == {"error%2Ecause", "error%2Emessage", "depth"}
+    assert first["metadata"]["depth"] == ["1"]
+    assert set(again[3]["metadata"]) == {"error%2Ecause", "error%2Emessage"}
     assert again[3]["status"] == "ERROR" and again[3]["url"] == "http://a/2"
     # a 400 that is not about the document (a closed index) is failed, not rewritten
     f.client = Recorder([_answer([400, 201, 201, 201], "index_closed_exception")])

@@ -428,8 +428,8 @@ class OpenSearchFrontier:
                        statuses: list[int]) -> None:
         """Statuses the index refused (400 with a :data:`_DOCUMENT_ERRORS` type: a document it
         cannot take, e.g. a metadata value of a type its field does not have) are written again
-        as ERROR with ``error.cause`` ``status.refused`` and the index's reason, the rest of
-        their metadata left out. Sent as they were, Storm would replay them, to be refused again,
+        as ERROR with ``error.cause`` ``status.refused`` and the index's reason, their metadata
+        left out but for ``depth``. Sent as they were, Storm would replay them, to be refused again,
         without end. A DISCOVERED stays create-only, so a known URL is never overwritten.
         ``statuses`` is updated in place."""
         now = time.time()
@@ -442,6 +442,10 @@ class OpenSearchFrontier:
             md = {ERROR_CAUSE: [REFUSED_CAUSE],
                   ERROR_MESSAGE: [f"the status index refused the status {_status_name(u)}: "
                                   f"{reason}"[:2000]]}
+            depth = (u.metadata or {}).get("depth")  # the max-depth filter reads it on re-fetch
+            if isinstance(depth, list) and depth and all(isinstance(d, str) and d.isdigit()
+                                                         for d in depth):
+                md["depth"] = depth
             op = "create" if _status_name(u) == "DISCOVERED" else "index"
             lines.append(self._action(op, _sha256(u.url), u.key))
             lines.append(self._doc(u.url, Status.ERROR.value, md, u.next_fetch_date, u.key, now))
