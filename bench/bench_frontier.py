@@ -70,7 +70,6 @@ def main() -> None:
     last_rate = 0.0
     while n_new < args.rows:
         batch = []
-        t_batch_start = time.perf_counter()
         for _ in range(args.batch):
             r = rnd.random()
             if r < 0.7 or len(known) < 1000:
@@ -96,7 +95,6 @@ def main() -> None:
         written += len(batch)
         if n_new >= args.rows - args.batch:
             last_rate = len(batch) / dt
-        del t_batch_start
     rows = sum(fr.counts().values())
     size_mb = path.stat().st_size / 1e6
     wal = path.with_name(path.name + "-wal")

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from warcio.archiveiterator import ArchiveIterator  # noqa: E402
 from warcio.statusandheaders import StatusAndHeaders  # noqa: E402
-from warcio.warcwriter import WARCWriter  # noqa: E402
+from warcio.warcwriter import WARCWriter as WarcioWriter  # noqa: E402
 
 from owler.warc import WARCWriter  # noqa: E402
 
@@ -92,7 +92,7 @@ def bench_owler(records, directory: Path, level: int, with_request: bool) -> tup
 def bench_warcio(records, path: Path) -> tuple[float, int]:
     t = time.perf_counter()
     with open(path, "wb") as f:
-        writer = WARCWriter(f, gzip=True)
+        writer = WarcioWriter(f, gzip=True)
         for url, payload in records:
             http = StatusAndHeaders("200 OK", HEADERS + [("Content-Length", str(len(payload)))],
                                     protocol="HTTP/1.1")
