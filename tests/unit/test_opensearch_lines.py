@@ -138,3 +138,38 @@ def test_a_refused_status_is_written_again_as_an_error_with_the_reason(monkeypat
     # a 400 that is not about the document (a closed index) is failed, not rewritten
     f.client = Recorder([_answer([400, 201, 201, 201], "index_closed_exception")])
     assert f.apply_updates(_updates()) == [0] and len(f.client.bodies) == 1
+
+
+class MappingClient:
+    """GET _mapping answers ``mappings``; a PUT is recorded, or refused when ``refuse``."""
+
+    address = "http://127.0.0.1:1"
+
+    def __init__(self, mappings, refuse=False):
+        self.mappings, self.refuse, self.puts = mappings, refuse, []
+
+    def request(self, method, path, body=None, **kw):
+        if method == "PUT":
+            if self.refuse:
+                raise osf.OpenSearchError("403 security_exception: no mapping rights")
+            self.puts.append((path, body))
+            return 200, {"acknowledged": True}
+        return 200, {"st": {"mappings": self.mappings}}
+
+
+def test_opening_an_index_turns_date_detection_off_where_it_can(caplog):
+    props = {"url": {"type": "keyword"}, "key": {"type": "keyword"},
+             "status": {"type": "keyword"}, "nextFetchDate": {"type": "date"}}
+    f = Lines(False)
+    f.client = MappingClient({"properties": props})  # an index of an older version
+    f._check_mapping()
+    assert f.client.puts == [("/st/_mapping", {"date_detection": False})]
+    for mappings in ({"properties": props, "date_detection": False},  # ours
+                     {"properties": props, "dynamic": "strict"}):  # no new fields at all
+        f.client = MappingClient(mappings)
+        f._check_mapping()
+        assert f.client.puts == []
+    # a user that may not change mappings still opens the index, with a warning
+    f.client = MappingClient({"properties": props}, refuse=True)
+    f._check_mapping()
+    assert "could not turn off date detection" in caplog.text

@@ -249,14 +249,19 @@ class OpenSearchFrontier:
             raise FrontierError(f"status index {self.index!r}: no mapping returned")
         mappings = next(iter(data.values())).get("mappings", {})
         props = mappings.get("properties", {})
-        if mappings.get("date_detection", True) not in (False, "false"):
+        if (mappings.get("date_detection", True) not in (False, "false")
+                and str(mappings.get("dynamic", "true")) != "strict"):
             # an index of an older version or of another crawler: a metadata value that looked
-            # like a date made its field a date, and the next value that is not one refused the
-            # whole status (Storm then replays it, again and again). Fields mapped so far keep
-            # their type.
-            log.info("status index %s: turning off date detection for new metadata fields",
-                     self.index)
-            self.client.request("PUT", f"/{self.index}/_mapping", {"date_detection": False})
+            # like a date made its field a date, and the next value that is not one was refused
+            # (see _write_refused). Fields mapped so far keep their type.
+            try:
+                self.client.request("PUT", f"/{self.index}/_mapping", {"date_detection": False})
+                log.info("status index %s: date detection turned off for new metadata fields",
+                         self.index)
+            except OpenSearchError as exc:  # e.g. a user that may write documents, not mappings
+                log.warning("status index %s: could not turn off date detection (%s); a "
+                            "metadata value that is not a date, in a field mapped as one, will "
+                            "be stored as an ERROR status", self.index, exc)
         # our own "updated" (last write, for the sitemap refresh): not into a strict foreign index
         self.write_updated = "updated" in props or str(mappings.get("dynamic", "true")) != "strict"
         wrong = []
@@ -414,8 +419,8 @@ class OpenSearchFrontier:
         errors: dict[int, Any] = {}
         try:
             statuses = self._bulk(req.lines, req.count, errors)
-            refused = [i for i in errors if statuses[i] == 400 and i < len(req.updates)
-                       and (errors[i] or {}).get("type") in _DOCUMENT_ERRORS]
+            refused = [i for i, e in errors.items() if statuses[i] == 400 and i < len(req.updates)
+                       and isinstance(e, dict) and e.get("type") in _DOCUMENT_ERRORS]
             if refused:
                 self._write_refused(req, refused, errors, statuses)
             if req.blocks:
