@@ -169,6 +169,15 @@ def test_opening_an_index_turns_date_detection_off_where_it_can(caplog):
         f.client = MappingClient(mappings)
         f._check_mapping()
         assert f.client.puts == []
+    # an index that is not a status index is refused, its mapping left as it was
+    f.client = MappingClient({"properties": {"title": {"type": "text"}}})
+    try:
+        f._check_mapping()
+    except osf.FrontierError as exc:
+        assert "is not a status index" in str(exc)
+    else:
+        raise AssertionError("a foreign index was taken")
+    assert f.client.puts == []
     # a user that may not change mappings still opens the index, with a warning
     f.client = MappingClient({"properties": props}, refuse=True)
     f._check_mapping()

@@ -249,19 +249,6 @@ class OpenSearchFrontier:
             raise FrontierError(f"status index {self.index!r}: no mapping returned")
         mappings = next(iter(data.values())).get("mappings", {})
         props = mappings.get("properties", {})
-        if (mappings.get("date_detection", True) not in (False, "false")
-                and str(mappings.get("dynamic", "true")) != "strict"):
-            # an index of an older version or of another crawler: a metadata value that looked
-            # like a date made its field a date, and the next value that is not one was refused
-            # (see _write_refused). Fields mapped so far keep their type.
-            try:
-                self.client.request("PUT", f"/{self.index}/_mapping", {"date_detection": False})
-                log.info("status index %s: date detection turned off for new metadata fields",
-                         self.index)
-            except OpenSearchError as exc:  # e.g. a user that may write documents, not mappings
-                log.warning("status index %s: could not turn off date detection (%s); a "
-                            "metadata value that is not a date, in a field mapped as one, will "
-                            "be stored as an ERROR status", self.index, exc)
         # our own "updated" (last write, for the sitemap refresh): not into a strict foreign index
         self.write_updated = "updated" in props or str(mappings.get("dynamic", "true")) != "strict"
         wrong = []
@@ -275,6 +262,20 @@ class OpenSearchFrontier:
             raise FrontierError(
                 f"index {self.index!r} at {self.client.address} is not a status index: "
                 + "; ".join(wrong) + " — choose another opensearch.status.index.name")
+        # only once it is known to be a status index: never change another index's mapping
+        if (mappings.get("date_detection", True) not in (False, "false")
+                and str(mappings.get("dynamic", "true")) != "strict"):
+            # an index of an older version or of another crawler: a metadata value that looked
+            # like a date made its field a date, and the next value that is not one was refused
+            # (see _write_refused). Fields mapped so far keep their type.
+            try:
+                self.client.request("PUT", f"/{self.index}/_mapping", {"date_detection": False})
+                log.info("status index %s: date detection turned off for new metadata fields",
+                         self.index)
+            except OpenSearchError as exc:  # e.g. a user that may write documents, not mappings
+                log.warning("status index %s: could not turn off date detection (%s); a "
+                            "metadata value that is not a date, in a field mapped as one, will "
+                            "be stored as an ERROR status", self.index, exc)
 
     # -- writes ------------------------------------------------------------------------------------
     def _md_name(self, key: str) -> str:
