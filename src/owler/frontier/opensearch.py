@@ -75,7 +75,7 @@ from urllib.parse import quote
 import orjson
 
 from owler import conf as C
-from owler.constants import (ERROR_CAUSE, ERROR_MESSAGE, EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY,
+from owler.constants import (DEPTH, ERROR_CAUSE, ERROR_MESSAGE, EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY,
                              IS_SITEMAP, MESSAGE_TIMEOUT_KEY, MIN_DELAY_QUERIES_KEY, ON_SITEMAP,
                              SERVER_DELAY_KEY, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES,
                              Status)
@@ -448,10 +448,10 @@ class OpenSearchFrontier:
             md = {ERROR_CAUSE: [REFUSED_CAUSE],
                   ERROR_MESSAGE: [f"the status index refused the status {_status_name(u)}: "
                                   f"{reason}"[:2000]]}
-            depth = (u.metadata or {}).get("depth")  # the max-depth filter reads it on re-fetch
+            depth = (u.metadata or {}).get(DEPTH)  # the max-depth filter reads it on re-fetch
             if isinstance(depth, list) and depth and all(isinstance(d, str) and d.isdigit()
                                                          for d in depth):
-                md["depth"] = depth
+                md[DEPTH] = depth
             op = "create" if _status_name(u) == "DISCOVERED" else "index"
             lines.append(self._action(op, _sha256(u.url), u.key))
             lines.append(self._doc(u.url, Status.ERROR.value, md, u.next_fetch_date, u.key, now))
