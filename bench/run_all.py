@@ -27,8 +27,8 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
    tree of the run (JVM and every Python component for Storm), over the crawl window (first to
    last page) and over the whole run (start-up and idle tail included); memory is the peak of
    the tree's summed resident sets. `--repeat N` crawls each farm N times in rounds, every run
-   once per round, so that the machine's drift (±30 % within an hour here) falls on all runs
-   alike: a row is then a run's median round, and a ratio the median of the ratios of the rounds.
+   once per round (the order reversed in even rounds), so that the machine's drift (±30 %
+   within an hour here) and the place in a round fall on all runs alike: a row is then a run's median round, and a ratio the median of the ratios of the rounds.
 2. warc2warc against its bare loop (`bench/bench_warc2warc.py`).
 3. The frontier backends (`bench/bench_frontier.py`, `bench/bench_frontier_opensearch.py`).
 4. The URLFrontier service against the frontier used directly (`bench/bench_urlfrontier.py`).
@@ -175,6 +175,13 @@ def run_json(cmd: list[str]) -> dict:
     return json.loads(out.stdout[out.stdout.index("{"):])
 
 
+def round_order(runs: list[str], k: int) -> list[str]:
+    """The runs of round ``k`` (from 0): as given in even rounds, reversed in odd ones, so that
+    the run that goes second of a pair is not always the same one (issue 20's eleventh session
+    found the second of two back-to-back crawls the faster in every round)."""
+    return list(runs) if k % 2 == 0 else list(reversed(runs))
+
+
 def median_run(runs: list[dict]) -> dict:
     """The run whose pages/s is the median of ``runs`` (:func:`bench.measure.lower_median`)."""
     return lower_median(runs, lambda r: r["pages_per_s"])
@@ -210,8 +217,9 @@ def crawl_table(rounds: list[list[dict]], farm_size: tuple[int, int], args) -> l
              f"{hosts / args.delay:,.0f} pages/s ({bound}).", ""]
     if repeated:
         lines += [f"Each run crawled the farm {len(rounds)} times, in rounds (every run once per "
-                  "round); a row is the run's median round by pages/s, and each ratio below is "
-                  "the median of the rounds' ratios (their range in brackets).", ""]
+                  "round, in the table's order in odd rounds and the reverse in even ones); a "
+                  "row is the run's median round by pages/s, and each ratio below is the median"
+                  " of the rounds' ratios (their range in brackets).", ""]
     lines += ["| run | pages | pages/s | " + ("pages/s, each round | " if repeated else "")
               + "CPU ms/page, crawl | CPU ms/page, whole run | CPU stolen"
               + (", each round" if repeated else "") + " | peak memory "
@@ -369,7 +377,7 @@ def main() -> None:
         rounds: list[list[dict]] = []
         for k in range(args.repeat):  # every run once per round: the machine's drift hits all
             rounds.append([])
-            for name in runs:
+            for name in round_order(runs, k):
                 print(f"[bench] crawl: {name}, farm {farm_size[0]}x{farm_size[1]}, round "
                       f"{k + 1} of {args.repeat} ...", file=sys.stderr, flush=True)
                 rounds[-1].append(run_crawl(name, farm_size, args) | {"round": k + 1})

@@ -49,6 +49,17 @@ def test_table_of_rounds_and_of_one_run():
     assert "pages/s 0.42×, CPU per page (crawl) 2.85×" in one
 
 
+def test_rounds_alternate_their_order_and_the_table_keeps_its_own():
+    runs = ["explorative", "stormcrawler", "bare"]
+    assert run_all.round_order(runs, 0) == runs
+    assert run_all.round_order(runs, 1) == ["bare", "stormcrawler", "explorative"]
+    assert run_all.round_order(runs, 2) == runs
+    # a round run in reverse still gives the rows in the first round's order and pairs by name
+    flipped = [ROUNDS[0], ROUNDS[1][::-1], ROUNDS[2]]
+    assert run_all.crawl_table(flipped, (3000, 6), ARGS) == run_all.crawl_table(
+        ROUNDS, (3000, 6), ARGS)
+
+
 def _measure(records: int, wall: float, cpu: float) -> dict:
     return {"records": records, "wall": wall, "cpu": cpu, "steal": 0.05, "links": 1000,
             "run_wall": wall + 20,
