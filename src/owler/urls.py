@@ -1,8 +1,11 @@
 """URLs: normalisation, resolution of links, URL ids, pay-level domains and partition keys.
 
 Hot path: a page has ~200 outlinks, each resolved and normalised here, so the
-parsing is done by ``ada_url`` (a WHATWG URL parser in C++, ~3 µs per URL) and the rest is a few
-string operations on its serialisation; no per-call heavy objects.
+parsing is done by ada (a WHATWG URL parser in C++) and the rest is a few string operations on its
+serialisation; no per-call heavy objects. ada is called through ``ada_url``'s own cffi binding
+(:func:`_ada_href`), without the wrapper around it: ``ada_url.join_url`` gives every result a
+cffi finaliser and copies its text twice, a third of its ~3 µs per link (BENCHMARKS.md, issue 20,
+twelfth session; ``tests/unit/test_urls.py`` checks that both give the same on real links).
 
 Normalisation (:func:`normalize`) = the WHATWG URL standard's parse + serialise, which already
 lower-cases scheme and host, converts IDN hosts to punycode, decodes ``%XX`` in hosts, drops the
@@ -39,6 +42,7 @@ import socket
 import threading
 
 import ada_url
+from ada_url._ada_wrapper import ffi as _ffi, lib as _ada
 
 from owler import conf as C
 from owler.constants import (PARTITION_MODE_DOMAIN, PARTITION_MODE_HOST, PARTITION_MODE_IP,
@@ -57,8 +61,36 @@ __all__ = [
 
 PARTITION_MODES = (PARTITION_MODE_HOST, PARTITION_MODE_DOMAIN, PARTITION_MODE_IP)
 
-_normalize_url = ada_url.normalize_url
-_join_url = ada_url.join_url
+_ada_parse, _ada_parse_with_base = _ada.ada_parse, _ada.ada_parse_with_base
+_ada_is_valid, _ada_get_href, _ada_free, _unpack = (_ada.ada_is_valid, _ada.ada_get_href,
+                                                    _ada.ada_free, _ffi.unpack)
+
+
+def _ada_href(result) -> str:
+    """The serialisation of an ada parse result, which is freed; ValueError when it failed."""
+    try:
+        if not _ada_is_valid(result):
+            raise ValueError("Invalid URL")
+        href = _ada_get_href(result)
+        return _unpack(href.data, href.length).decode()
+    finally:
+        _ada_free(result)
+
+
+def _normalize_url(url: str) -> str:
+    """ada's serialisation of ``url`` (``ada_url.normalize_url``); ValueError when it is not a
+    URL, UnicodeError when it cannot be UTF-8 (a lone surrogate)."""
+    data = url.encode()
+    return _ada_href(_ada_parse(data, len(data)))
+
+
+def _join_url(base: str, href: str) -> str:
+    """ada's serialisation of ``href`` joined to ``base`` (``ada_url.join_url``); ValueError
+    when either is not a URL (even for an absolute ``href``: :func:`resolve` then normalises
+    ``href`` alone), UnicodeError for a lone surrogate."""
+    data, base_data = href.encode(), base.encode()
+    return _ada_href(_ada_parse_with_base(data, len(data), base_data, len(base_data)))
+
 
 _PCT = re.compile(r"%([0-9A-Fa-f]{2})")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")

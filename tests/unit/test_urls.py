@@ -349,3 +349,55 @@ def test_normalize_returns_what_resolve_gave_as_it_is(monkeypatch):
     assert 0 < len(urls._RESOLVED) <= 100
     assert normalize(["not", "a", "url"]) is None and normalize(None) is None
     assert normalize(b"https://example.com/") is None
+
+
+def _raw_links() -> list[tuple[str, str]]:
+    """``(base, href)`` as they come to the parser: every ``href`` of the real pages of the Common
+    Crawl and dolma samples with its page's URL, and the recorded cases' inputs and outputs
+    against bases of several kinds (a path, a port, a query, IPv6, a bad base)."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    from tests.realpages import CRAWL_WARCS, warc_html
+
+    out = []
+    for name in CRAWL_WARCS:
+        for url, _, body in warc_html(name):
+            for node in LexborHTMLParser(body).css("a[href], area[href], link[href]"):
+                out.append((url, node.attributes.get("href") or ""))
+    bases = ("https://example.com/a/b.html", "http://Ex.org:80/x/?q=1#f", "http://[::1]:8080/",
+             "https://bücher.example/ä/ö", "not a url", "")
+    for name in ("w3lib_2.5.0_url_cases.jsonl", "url_normalize_3.1.0_cases.jsonl"):
+        for line in (DATA / name).read_text(encoding="utf-8").splitlines():
+            case = json.loads(line)
+            for value in [*case.get("args", []), case.get("expected")]:
+                if isinstance(value, str):
+                    out += [(base, value) for base in bases]
+    return out
+
+
+def _ada_url_answer(call, *args) -> str:
+    try:
+        return call(*args)
+    except ValueError:
+        return "ValueError"
+
+
+def test_ada_called_directly_answers_as_ada_url():
+    # urls calls ada through ada_url's cffi binding without its wrapper; the wrapper is the
+    # reference: the same URL or the same error for every link of the real pages and cases
+    import ada_url
+
+    links = _raw_links()
+    assert len(links) > 19_000
+    joined = [(b, h) for b, h in links
+              if _ada_url_answer(urls._join_url, b, h) != _ada_url_answer(ada_url.join_url, b, h)]
+    assert joined == []
+    singles = {h for _, h in links} | {b for b, _ in links}
+    normalised = [u for u in singles if _ada_url_answer(urls._normalize_url, u)
+                  != _ada_url_answer(ada_url.normalize_url, u)]
+    assert normalised == []
+    with pytest.raises(ValueError):
+        urls._join_url("not a url", "https://c.example/")
+    with pytest.raises(UnicodeError):
+        urls._normalize_url("https://d.example/\ud800")
+    assert resolve("not a url", "https://C.example/") == "https://c.example/"
