@@ -32,17 +32,28 @@ class FrontierSpout(OwlerComponent, Spout):
         """The configuration of the feed (a subclass may serve other tags)."""
         return storm_conf
 
+    #: URLs emitted per call at most. Each call is a round trip through the worker's pipe (next,
+    #: the emits, sync) that one URL per call paid for every URL. Storm checks
+    #: topology.max.spout.pending before a call, so a task may have up to batch - 1 URLs more in
+    #: flight than that.
+    batch = 16
+
     def next_tuple(self):
         now = time.time()
-        nxt = self.feed.next(now)
+        feed, mark = self.feed, self.mark
+        emitted = 0
+        while emitted < self.batch:
+            nxt = feed.next(now)
+            if nxt is None:
+                break
+            url, md = nxt
+            if mark:
+                md.update(mark)
+            self.emit([url, md], tup_id=url)
+            emitted += 1
         self.write_stats()
-        if nxt is None:
+        if not emitted:
             time.sleep(0.05)  # nothing due: do not spin the multilang loop
-            return
-        url, md = nxt
-        if self.mark:
-            md.update(self.mark)
-        self.emit([url, md], tup_id=url)
 
     def ack(self, tup_id):
         self.feed.ack(tup_id)

@@ -177,6 +177,27 @@ def test_spout_emits_due_urls_once_until_acked_or_failed(conf, tmp_path):
         spout.close()
 
 
+def test_spout_emits_a_batch_per_next(conf, tmp_path):
+    # every next is a round trip through the worker's pipe: the spout answers one with several
+    # due URLs (FrontierSpout.batch), never more, each once
+    f = open_frontier(conf)
+    f.inject([(f"http://h{i}.example/", {}) for i in range(40)], time.time())
+    f.close()
+    spout = ShellComponent("spouts.frontier.FrontierSpout", conf, tmp_path, "spout")
+    try:
+        sizes, got = [], []
+        while len(got) < 40:
+            batch = [m["tuple"][0] for m in emits(spout.next())]
+            assert batch or sizes, "the first next found nothing due"
+            sizes.append(len(batch))
+            got += batch
+        assert max(sizes) == 16 and sizes[0] == 16
+        assert sorted(got) == sorted(f"http://h{i}.example/" for i in range(40))
+        assert emits(spout.next()) == []  # all in flight: nothing more
+    finally:
+        spout.close()
+
+
 def test_fetcher_fetches_politely_and_reports_statuses(conf, tmp_path):
     with FarmProcess(6, tmp_path / "access.log") as farm:
         bolt = ShellComponent("bolts.fetcher.FetcherBolt", conf, tmp_path, "fetcher")
