@@ -58,6 +58,8 @@ def crawl(work: Path, farm, conf_text: str, seeds: str) -> tuple[dict, float]:
     assert inject.returncode == 0, inject.stderr
     run = owler("run", "explorative", "--conf", str(conf), "--idle-exit", "6", "--time", "300")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    # ended because nothing was left, not at its time limit (a tuple replayed without end)
+    assert "stopped (idle for 6 s)" in run.stdout, run.stdout[-3000:]
     return load_conf(conf), since
 
 

@@ -164,6 +164,7 @@ def test_the_crawl_on_the_json_serializer_and_without_warc(tmp_path, variant):
         status = json.loads(owler("status", "--conf", str(conf), "--json").stdout)
         log = farm.access_log()
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "stopped (idle for 5 s)" in run.stdout, run.stdout[-3000:]  # not at its time limit
     pages_200 = {f"http://{e['host']}:{farm.port}{e['path']}" for e in served_pages(log)}
     assert len(pages_200) >= 10  # outlinks parsed and followed
     assert status["FETCHED"] == len(pages_200) and status["DISCOVERED"] == 0

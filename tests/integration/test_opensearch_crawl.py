@@ -107,6 +107,8 @@ def test_crawl_survives_an_opensearch_restart_and_counts_agree(opensearch, tmp_p
         t.join(600)
         run = result["run"]
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        # ended because nothing was left, not at its time limit (a tuple replayed without end)
+        assert "stopped (idle for 8 s)" in run.stdout, run.stdout[-3000:]
         log = farm.access_log()
         assert len(log) > during + 5, "nothing was fetched after the restart"
         status = orjson.loads(owler("status", "--conf", str(conf),
@@ -147,6 +149,7 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
         assert owler("inject", str(later), "--conf", str(confs[0])).returncode == 0
         outs = [r.communicate(timeout=600)[0] for r in runs]
         assert [r.returncode for r in runs] == [0, 0], outs
+        assert all("stopped (idle for 10 s)" in o for o in outs), [o[-3000:] for o in outs]
         log = farm.access_log()
     pages = [(e["host"], e["path"]) for e in log
              if e["path"] not in ("/robots.txt", "/slow")]

@@ -150,6 +150,8 @@ def warc_records(work: Path) -> list[tuple[str, dict, bytes]]:
 def judge_two_passes(crawl, farm) -> None:
     for run in ("run1", "run2"):
         assert crawl[run].returncode == 0, crawl[run].stdout[-3000:] + crawl[run].stderr[-3000:]
+        # ended because nothing was left, not at its time limit (a tuple replayed without end)
+        assert "stopped (idle for 6 s)" in crawl[run].stdout, crawl[run].stdout[-3000:]
     port = crawl["port"]
     site = f"http://{R.SITE}:{port}"
     first = {e["path"]: e for e in log_entries(farm, crawl["pass1"][0])

@@ -99,6 +99,8 @@ def test_two_crawlers_share_one_service_over_opensearch(opensearch, tmp_path):
             runs = [run_crawl(c) for c in confs]  # together: Storm takes a while to start
             outs = [r.communicate(timeout=600)[0] for r in runs]
             assert [r.returncode for r in runs] == [0, 0], outs
+            # both ended because nothing was left, not at their time limit
+            assert all("stopped (idle for 10 s)" in o for o in outs), [o[-3000:] for o in outs]
             log = farm.access_log()
             status = owler("status", "--json", "--conf", str(confs[1]))
     finally:
@@ -144,6 +146,7 @@ def test_crawl_through_the_service_over_sqlite(tmp_path):
             run = run_crawl(conf)
             out = run.communicate(timeout=600)[0]
             assert run.returncode == 0, out
+            assert "stopped (idle for 10 s)" in out, out[-3000:]
             log = farm.access_log()
         status = owler("status", "--json", "--conf", str(conf))
     finally:

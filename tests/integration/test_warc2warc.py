@@ -219,6 +219,7 @@ def test_a_crash_mid_file_and_a_restart_lose_nothing_and_copy_nothing_twice(s3_s
     again = owler(s3, "run", "warc2warc", "--conf", str(conf), "--idle-exit", "5",
                   "--time", "400")
     assert again.returncode == 0, again.stdout + again.stderr
+    assert "stopped (idle for 5 s)" in again.stdout, again.stdout[-3000:]  # not at its time limit
     _, got = archived(s3, dst)
     expected = plain_records(inputs["crawl/big.warc.gz"]) + plain_records(inputs["crawl/small.warc"])
     counts = Counter(got)
@@ -249,6 +250,7 @@ def test_the_pipeline_runs_on_the_opensearch_frontier(s3_server, opensearch, tmp
     conf = write_conf(tmp_path, s3, src, dst, opensearch.conf_lines("w2w_status"))
     run = owler(s3, "run", "warc2warc", "--conf", str(conf), "--idle-exit", "5", "--time", "300")
     assert run.returncode == 0, run.stdout + run.stderr
+    assert "stopped (idle for 5 s)" in run.stdout, run.stdout[-3000:]  # not at its time limit
     from owler.conf import load_conf
     from owler.frontier import open_frontier
 
