@@ -11,6 +11,11 @@ and of each of its filters alone, best of ``--rounds``; and RegexURLFilter with 
 searched in the lower-cased URL (the shipped way, ``owler.filters.regex.lowercase_form``) against
 the same rules searched ignoring case, alternated in the same process.
 
+A last table times the WHATWG parse under the parser's ``resolve`` and the normaliser: ada called
+through ``ada_url``'s cffi binding as ``owler.urls`` does (``_join_url``, ``_normalize_url``)
+against ``ada_url``'s own functions, on every ``href`` of the same real pages with its page's
+URL, alternated, best of ``--rounds``.
+
 Usage: .venv/bin/python bench/bench_urlfilters.py [--rounds 7]
 """
 
@@ -25,7 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+import ada_url  # noqa: E402
+from selectolax.lexbor import LexborHTMLParser  # noqa: E402
+
 from owler import conf as C  # noqa: E402
+from owler import urls  # noqa: E402
 from owler.filters import URLFilters  # noqa: E402
 from owler.filters.regex import RegexURLFilter  # noqa: E402
 from owler.parse.html import parse_html  # noqa: E402
@@ -44,6 +53,29 @@ def real_links() -> list[str]:
         page = parse_html("https://www.example.org/page.html", trafilatura(path.name), {})
         out += [link.url for link in page.outlinks]
     return out
+
+
+def real_hrefs() -> list[tuple[str, str]]:
+    """``(page URL, href)`` of every link of the real pages, as the parser reads them."""
+    out = []
+    for name in CRAWL_WARCS:
+        for url, _, body in warc_html(name):
+            out += [(url, n.attributes.get("href") or "")
+                    for n in LexborHTMLParser(body).css("a[href], area[href]")]
+    for path in sorted(TRAF.iterdir()):
+        out += [("https://www.example.org/page.html", n.attributes.get("href") or "")
+                for n in LexborHTMLParser(trafilatura(path.name)).css("a[href], area[href]")]
+    return out
+
+
+def ns_per_call(fn, args: list[tuple]) -> float:
+    t0 = time.perf_counter()
+    for a in args:
+        try:
+            fn(*a)
+        except ValueError:
+            pass
+    return (time.perf_counter() - t0) / len(args) * 1e9
 
 
 def ns_per_url(fn, links: list[str]) -> float:
@@ -77,6 +109,23 @@ def main() -> None:
     print(f"\nRegexURLFilter, default rules: (?i) rules searched ignoring case {best['ignoring']:,.0f} "
           f"ns per URL, in the lower-cased URL {best['lowered']:,.0f} "
           f"({best['lowered'] / best['ignoring']:.2f}×)")
+
+    pairs = real_hrefs()
+    singles = [(u,) for u in links]
+    runs = {"join, ada_url.join_url": (ada_url.join_url, pairs),
+            "join, owler.urls._join_url": (urls._join_url, pairs),
+            "parse, ada_url.normalize_url": (ada_url.normalize_url, singles),
+            "parse, owler.urls._normalize_url": (urls._normalize_url, singles)}
+    best = {name: float("inf") for name in runs}
+    for k in range(args.rounds):
+        for name in (list(runs) if k % 2 == 0 else list(runs)[::-1]):
+            fn, inputs = runs[name]
+            best[name] = min(best[name], ns_per_call(fn, inputs))
+    print(f"\n{len(pairs):,} hrefs of the same pages with their page's URL; ada's parse:\n")
+    print("| call | ns per URL |")
+    print("|---|---:|")
+    for name, ns in best.items():
+        print(f"| {name} | {ns:,.0f} |")
 
 
 if __name__ == "__main__":
