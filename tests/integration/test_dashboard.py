@@ -87,6 +87,12 @@ def test_the_dashboard_during_and_after_a_crawl(tmp_path):
             if run.poll() is None and "during" not in locals():
                 run.kill()
         assert run.wait(400) == 0, "".join(out.lines)[-3000:]
+        deadline = time.time() + 10  # the reader thread takes the last lines after the exit
+        while not any("owler: stopped (" in line for line in out.lines) and time.time() < deadline:
+            time.sleep(0.1)
+        # ended because nothing was left, not at its time limit (a tuple replayed without end)
+        assert any("owler: stopped (idle for 8 s)" in line for line in out.lines), \
+            "".join(out.lines)[-3000:]
     assert during.body.get("data-ready") == "1" and during.body.get("data-live") == "1"
     assert problems(during) == []
     now = figures(during)
