@@ -28,7 +28,8 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
    last page) and over the whole run (start-up and idle tail included); memory is the peak of
    the tree's summed resident sets. `--repeat N` crawls each farm N times in rounds, every run
    once per round (the order reversed in even rounds), so that the machine's drift (±30 %
-   within an hour here) and the place in a round fall on all runs alike: a row is then a run's median round, and a ratio the median of the ratios of the rounds.
+   within an hour here) and the place in a round fall on all runs alike: a row is then a run's
+   median round, and a ratio the median of the ratios of the rounds.
 2. warc2warc against its bare loop (`bench/bench_warc2warc.py`).
 3. The frontier backends (`bench/bench_frontier.py`, `bench/bench_frontier_opensearch.py`).
 4. The URLFrontier service against the frontier used directly (`bench/bench_urlfrontier.py`).

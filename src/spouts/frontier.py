@@ -33,7 +33,7 @@ class FrontierSpout(OwlerComponent, Spout):
         return storm_conf
 
     #: URLs emitted per call at most. Each call is a round trip through the worker's pipe (next,
-    #: the emits, sync) that one URL per call paid for every URL. Storm checks
+    #: the emits, sync): with one URL per call, every URL paid for one. Storm checks
     #: topology.max.spout.pending before a call, so a task may have up to batch - 1 URLs more in
     #: flight than that.
     batch = 16
