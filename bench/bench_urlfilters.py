@@ -31,14 +31,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 import ada_url  # noqa: E402
-from selectolax.lexbor import LexborHTMLParser  # noqa: E402
-
 from owler import conf as C  # noqa: E402
 from owler import urls  # noqa: E402
 from owler.filters import URLFilters  # noqa: E402
 from owler.filters.regex import RegexURLFilter  # noqa: E402
 from owler.parse.html import parse_html  # noqa: E402
-from tests.realpages import CRAWL_WARCS, TRAF, trafilatura, warc_html  # noqa: E402
+from tests.realpages import CRAWL_WARCS, TRAF, real_hrefs, trafilatura, warc_html  # noqa: E402
 
 SOURCE = "https://www.example.org/index.html"
 
@@ -52,19 +50,6 @@ def real_links() -> list[str]:
     for path in sorted(TRAF.iterdir()):
         page = parse_html("https://www.example.org/page.html", trafilatura(path.name), {})
         out += [link.url for link in page.outlinks]
-    return out
-
-
-def real_hrefs() -> list[tuple[str, str]]:
-    """``(page URL, href)`` of every link of the real pages, as the parser reads them."""
-    out = []
-    for name in CRAWL_WARCS:
-        for url, _, body in warc_html(name):
-            out += [(url, n.attributes.get("href") or "")
-                    for n in LexborHTMLParser(body).css("a[href], area[href]")]
-    for path in sorted(TRAF.iterdir()):
-        out += [("https://www.example.org/page.html", n.attributes.get("href") or "")
-                for n in LexborHTMLParser(trafilatura(path.name)).css("a[href], area[href]")]
     return out
 
 

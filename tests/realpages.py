@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+from selectolax.lexbor import LexborHTMLParser
 from warcio.archiveiterator import ArchiveIterator
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -34,3 +35,17 @@ def trafilatura(name: str) -> bytes:
     """A trafilatura test page's bytes (``.gz`` files decompressed)."""
     body = (TRAF / name).read_bytes()
     return gzip.decompress(body) if name.endswith(".gz") else body
+
+
+def real_hrefs(selector: str = "a[href], area[href]") -> list[tuple[str, str]]:
+    """``(page URL, href)`` of every element ``selector`` finds in the real pages, the href as
+    written (not resolved): the Common Crawl and dolma pages with their own URL, trafilatura's
+    under a stand-in one."""
+    out = []
+    pages = [(url, body) for name in CRAWL_WARCS for url, _, body in warc_html(name)]
+    pages += [("https://www.example.org/page.html", trafilatura(p.name))
+              for p in sorted(TRAF.iterdir())]
+    for url, body in pages:
+        out += [(url, n.attributes.get("href") or "")
+                for n in LexborHTMLParser(body).css(selector)]
+    return out

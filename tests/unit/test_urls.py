@@ -352,18 +352,12 @@ def test_normalize_returns_what_resolve_gave_as_it_is(monkeypatch):
 
 
 def _raw_links() -> list[tuple[str, str]]:
-    """``(base, href)`` as they come to the parser: every ``href`` of the real pages of the Common
-    Crawl and dolma samples with its page's URL, and the recorded cases' inputs and outputs
-    against bases of several kinds (a path, a port, a query, IPv6, a bad base)."""
-    from selectolax.lexbor import LexborHTMLParser
+    """``(base, href)`` as they come to the parser: every ``href`` of the real pages with its
+    page's URL, and the recorded cases' inputs and outputs against bases of several kinds (a path,
+    a port, a query, IPv6, a bad base)."""
+    from tests.realpages import real_hrefs
 
-    from tests.realpages import CRAWL_WARCS, warc_html
-
-    out = []
-    for name in CRAWL_WARCS:
-        for url, _, body in warc_html(name):
-            for node in LexborHTMLParser(body).css("a[href], area[href], link[href]"):
-                out.append((url, node.attributes.get("href") or ""))
+    out = real_hrefs("a[href], area[href], link[href]")
     bases = ("https://example.com/a/b.html", "http://Ex.org:80/x/?q=1#f", "http://[::1]:8080/",
              "https://bücher.example/ä/ö", "not a url", "")
     for name in ("w3lib_2.5.0_url_cases.jsonl", "url_normalize_3.1.0_cases.jsonl"):

@@ -249,8 +249,9 @@ class OpenSearchFrontier:
             raise FrontierError(f"status index {self.index!r}: no mapping returned")
         mappings = next(iter(data.values())).get("mappings", {})
         props = mappings.get("properties", {})
+        strict = str(mappings.get("dynamic", "true")) == "strict"  # no new fields at all
         # our own "updated" (last write, for the sitemap refresh): not into a strict foreign index
-        self.write_updated = "updated" in props or str(mappings.get("dynamic", "true")) != "strict"
+        self.write_updated = "updated" in props or not strict
         wrong = []
         for field, types in REQUIRED_FIELDS.items():
             got = (props.get(field) or {}).get("type")
@@ -263,8 +264,7 @@ class OpenSearchFrontier:
                 f"index {self.index!r} at {self.client.address} is not a status index: "
                 + "; ".join(wrong) + " — choose another opensearch.status.index.name")
         # only once it is known to be a status index: never change another index's mapping
-        if (mappings.get("date_detection", True) not in (False, "false")
-                and str(mappings.get("dynamic", "true")) != "strict"):
+        if not strict and mappings.get("date_detection", True) not in (False, "false"):
             # an index of an older version or of another crawler: a metadata value that looked
             # like a date made its field a date, and the next value that is not one was refused
             # (see _write_refused). Fields mapped so far keep their type.
@@ -445,14 +445,15 @@ class OpenSearchFrontier:
             error = errors.get(i)
             reason = (f"{error.get('type')}: {error.get('reason')}" if isinstance(error, dict)
                       else str(error))
+            name = _status_name(u)
             md = {ERROR_CAUSE: [REFUSED_CAUSE],
-                  ERROR_MESSAGE: [f"the status index refused the status {_status_name(u)}: "
+                  ERROR_MESSAGE: [f"the status index refused the status {name}: "
                                   f"{reason}"[:2000]]}
             depth = (u.metadata or {}).get(DEPTH)  # the max-depth filter reads it on re-fetch
             if isinstance(depth, list) and depth and all(isinstance(d, str) and d.isdigit()
                                                          for d in depth):
                 md[DEPTH] = depth
-            op = "create" if _status_name(u) == "DISCOVERED" else "index"
+            op = "create" if name == "DISCOVERED" else "index"
             lines.append(self._action(op, _sha256(u.url), u.key))
             lines.append(self._doc(u.url, Status.ERROR.value, md, u.next_fetch_date, u.key, now))
         again = self._bulk(lines, len(refused))
