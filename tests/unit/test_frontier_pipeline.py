@@ -100,6 +100,45 @@ def test_the_next_request_is_not_sent_before_the_answer_to_the_one_before():
     assert p.close().tag == "B"
 
 
+def test_the_next_request_starts_at_the_answer_before_the_caller_takes_that_answer():
+    """The sending thread does not wait for the caller between two requests: the answer to A
+    starts B even while the caller has not yet taken A's outcome."""
+    fr = Gated()
+    p = OneInFlight(fr)
+    p.send(ups(1), "A")
+    let_caller = threading.Event()
+    wait = p.wait
+    p.wait = lambda: (let_caller.wait(10), wait())[1]  # a caller slow to take the answer
+    outcome = []
+    t = threading.Thread(target=lambda: outcome.append(p.send(ups(2, 3), "B")))
+    t.start()
+    deadline = time.monotonic() + 5
+    while "prepare 2" not in fr.events:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    time.sleep(0.05)
+    assert "send 1 start" not in fr.events  # B waits for A's answer
+    fr.answer(0)
+    while "send 1 start" not in fr.events:
+        assert time.monotonic() < deadline, fr.events
+        time.sleep(0.001)
+    assert not let_caller.is_set() and t.is_alive()
+    assert fr.events == ["prepare 1", "send 0 start", "prepare 2", "send 0 end", "send 1 start"]
+    let_caller.set()
+    t.join(5)
+    assert outcome[0].tag == "A" and outcome[0].ok
+    fr.answer(1)
+    assert p.close().tag == "B"
+
+
+def test_a_request_is_sealed_by_the_thread_that_built_it():
+    fr = Gated()
+    p = OneInFlight(fr)
+    req = p._prepare(ups(1, 2))
+    assert req.body == b"http://a.org/1\nhttp://a.org/2\n"
+    p.close()
+
+
 def test_failed_positions_and_failed_requests_come_back_in_the_outcome():
     fr = Gated()
     fr.fail_with = {0: [1], 1: FrontierError("node gone")}

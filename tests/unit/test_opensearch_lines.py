@@ -7,6 +7,7 @@ import random
 import time
 
 import orjson
+import pytest
 
 from owler.frontier import opensearch as osf
 
@@ -111,6 +112,42 @@ def test_bulk_answer_conflicts_are_success_and_failures_are_positions():
         assert "2 items for 4 actions" in str(exc)
     else:
         raise AssertionError("a short answer was accepted")
+
+
+def test_a_request_is_sent_as_its_sealed_body():
+    f = Lines(False)
+    req = f.prepare_updates(_updates()[:2])
+    assert req.body is None
+    body = req.seal()
+    assert body == b"\n".join(req.lines) + b"\n" and req.seal() is body
+    req.extend(f.prepare_updates(_updates()[2:]))  # more lines: joined again
+    assert req.body is None and req.seal() == b"\n".join(req.lines) + b"\n"
+    assert len(req.lines) == 8
+    f.client = Recorder(b'{"errors":false}')
+    assert f.send_updates(req) == [] and f.client.bodies == [req.body]
+
+
+def test_statuses_are_counted_only_when_every_item_succeeded_or_conflicted():
+    """The status updater only needs the failures (a conflict is a success): when every item is
+    a 2xx or a 409 the answer's statuses are counted, not listed; a seed's count still tells new
+    from known."""
+    f = Lines(False)
+    n = 4
+    body = b"x\n"
+    for statuses, exact, expected in [
+            ([201, 409, 200, 409], False, None),
+            ([201, 409, 200, 409], True, [201, 409, 200, 409]),
+            ([201, 404, 409, 201], False, [201, 404, 409, 201]),
+            ([201, 201, 201, 201], False, None)]:
+        f.client = Recorder(_answer(statuses))
+        assert f._bulk(body, n, exact=exact) == expected
+    f.client = Recorder(b'{"errors":false}')
+    assert f._bulk(body, n) == [200] * 4 and f._bulk(body, n, exact=False) is None
+    # three items in the answer (one item's status counted twice would be four): not counted
+    f.client = Recorder(orjson.dumps({"errors": True, "items": [
+        {"create": {"status": 201}}, {"create": {"status": 409}}, {"create": {"status": 201}}]}))
+    with pytest.raises(osf.FrontierError, match="3 items for 4 actions"):
+        f._bulk(body, n, exact=False)
 
 
 def test_a_refused_status_is_written_again_as_an_error_with_the_reason(monkeypatch):

@@ -139,6 +139,8 @@ class BulkRequest:
     blocks: dict[str, float] = dataclasses.field(default_factory=dict)
     #: the updates, by position (what a refused document is rewritten from)
     updates: list = dataclasses.field(default_factory=list)
+    #: the lines joined, once the request is complete (:meth:`seal`)
+    body: bytes | None = None
 
     def block(self, key: str, until: float) -> None:
         """Block queue ``key`` until ``until`` once written (the latest time asked wins)."""
@@ -146,11 +148,24 @@ class BulkRequest:
 
     def extend(self, other: "BulkRequest") -> None:
         """Append ``other``'s updates (positions after this one's)."""
+        self.body = None
         self.lines += other.lines
         self.count += other.count
         self.updates += other.updates
         for key, until in other.blocks.items():
             self.block(key, until)
+
+    def seal(self) -> bytes:
+        """The request's body, joined once. :class:`owler.frontier.pipeline.OneInFlight` seals a
+        request in the thread that built it, so that the sending thread has nothing to do between
+        the answer to one request and the start of the next."""
+        if self.body is None:
+            self.body = _ndjson(self.lines)
+        return self.body
+
+
+def _ndjson(lines: list[bytes]) -> bytes:
+    return b"\n".join([*lines, b""])
 
 
 class OpenSearchFrontier:
@@ -352,20 +367,25 @@ class OpenSearchFrontier:
             return b'%s%s","routing":%s}}' % (head, doc_id.encode(), orjson.dumps(key))
         return head + doc_id.encode() + b'"}}'
 
-    def _bulk(self, lines: list[bytes], n: int,
-              errors: dict[int, Any] | None = None) -> list[int]:
-        """Send ``n`` actions; return each action's HTTP status (409 kept as is). The error of
-        each failed action goes into ``errors`` by position, when given.
+    def _bulk(self, body: bytes, n: int, errors: dict[int, Any] | None = None,
+              exact: bool = True) -> list[int] | None:
+        """Send ``n`` actions (``body``: their NDJSON lines); return each action's HTTP status (409
+        kept as is). The error of each failed action goes into ``errors`` by position, when given.
+        With ``exact`` false, ``None`` when every item succeeded or was a conflict.
 
         The answer is read without building it: most batches have conflicts (a DISCOVERED
         already known), so ``errors`` is true and every item is there. Its statuses are found
         in the bytes (:data:`_ITEM_STATUS`: a JSON key, never inside a string, where quotes are
         escaped); when they are all successes or conflicts, the JSON is not parsed at all (it
-        cost as much as serializing the batch). Anything else is parsed in full."""
-        _, raw = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
+        cost as much as serializing the batch), and without ``exact`` the statuses are only
+        counted. Anything else is parsed in full."""
+        _, raw = self.client.request("POST", "/_bulk", body,
                                      params={"filter_path": _FILTER_BULK}, raw=True)
         if not raw or b'"errors":false' in raw[:64]:
-            return [200] * n
+            return [200] * n if exact else None
+        if not exact and raw.count(b'"status":') == n and (
+                raw.count(b'"status":2') + raw.count(b'"status":409') == n):
+            return None
         found = _ITEM_STATUS.findall(raw)
         if len(found) == n and all(s[:1] == b"2" or s == b"409" for s in set(found)):
             return [int(s) for s in found]
@@ -418,17 +438,21 @@ class OpenSearchFrontier:
         if not req.count:
             return []
         errors: dict[int, Any] = {}
+        failed: list[int] = []
         try:
-            statuses = self._bulk(req.lines, req.count, errors)
-            refused = [i for i, e in errors.items() if statuses[i] == 400 and i < len(req.updates)
-                       and isinstance(e, dict) and e.get("type") in _DOCUMENT_ERRORS]
-            if refused:
-                self._write_refused(req, refused, errors, statuses)
+            statuses = self._bulk(req.seal(), req.count, errors, exact=False)
+            if statuses is not None:
+                refused = [i for i, e in errors.items() if statuses[i] == 400
+                           and i < len(req.updates) and isinstance(e, dict)
+                           and e.get("type") in _DOCUMENT_ERRORS]
+                if refused:
+                    self._write_refused(req, refused, errors, statuses)
+                failed = [i for i, s in enumerate(statuses) if s >= 300 and s != 409]
             if req.blocks:
                 self._block(req.blocks)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
-        return [i for i, s in enumerate(statuses) if s >= 300 and s != 409]
+        return failed
 
     def _write_refused(self, req: BulkRequest, refused: list[int], errors: dict[int, Any],
                        statuses: list[int]) -> None:
@@ -456,7 +480,7 @@ class OpenSearchFrontier:
             op = "create" if name == "DISCOVERED" else "index"
             lines.append(self._action(op, _sha256(u.url), u.key))
             lines.append(self._doc(u.url, Status.ERROR.value, md, u.next_fetch_date, u.key, now))
-        again = self._bulk(lines, len(refused))
+        again = self._bulk(_ndjson(lines), len(refused))
         for i, s in zip(refused, again):
             statuses[i] = s
 
@@ -479,7 +503,7 @@ class OpenSearchFrontier:
                     " else { ctx._source.until = params.u; ctx._source.owner = params.o;"
                     " ctx._source.active = false }")},
                 "upsert": {"owner": BLOCK_OWNER, "until": ms, "active": False}}))
-        _, res = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
+        _, res = self.client.request("POST", "/_bulk", _ndjson(lines),
                                      params={"filter_path": "errors,items.*.status"})
         bad = [next(iter(i.values())).get("status") for i in (res or {}).get("items", [])
                if next(iter(i.values())).get("status", 500) >= 300]
@@ -535,7 +559,7 @@ class OpenSearchFrontier:
         if not n:
             return 0
         try:
-            statuses = self._bulk(lines, n)
+            statuses = self._bulk(_ndjson(lines), n)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
         failed = [s for s in statuses if s >= 300 and s != 409]
@@ -684,7 +708,7 @@ class OpenSearchFrontier:
             tried.append(key)
         if not tried:
             return set(), set()
-        _, res = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
+        _, res = self.client.request("POST", "/_bulk", _ndjson(lines),
                                      params={"filter_path": "items.*.status,items.*._seq_no,"
                                                             "items.*._primary_term"})
         got = set()
@@ -732,7 +756,7 @@ class OpenSearchFrontier:
             lines.append(b'{"index":{"_index":%s,"_id":%s,"if_seq_no":%d,"if_primary_term":%d}}' % (
                 orjson.dumps(self.leases_index), orjson.dumps(key), lease["seq"], lease["term"]))
             lines.append(self._lease_doc(until, active))
-        _, res = self.client.request("POST", "/_bulk", b"\n".join(lines) + b"\n",
+        _, res = self.client.request("POST", "/_bulk", _ndjson(lines),
                                      params={"filter_path": "items.*.status,items.*._seq_no,"
                                                             "items.*._primary_term"})
         out: list[tuple[int, int] | None] = []

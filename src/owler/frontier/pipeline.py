@@ -8,16 +8,21 @@ StormCrawler's status updater hands its batches to a bulk processor with
 tuples when its answer comes. :class:`OneInFlight` does the same for a frontier that can build a
 request apart from sending it (``prepare_updates`` / ``send_updates``,
 :class:`owler.frontier.opensearch.OpenSearchFrontier`): :meth:`OneInFlight.send` builds the
-request in the caller's thread, waits for the batch before it, and sends this one from a thread
-of its own. At most one request is in flight, so two writes of one URL reach the index in the
-order they were made, and nothing is acknowledged before its write is durable: the caller acks a
-batch only from its :class:`Outcome`.
+request in the caller's thread, queues it behind the batch before it, and waits for that batch's
+answer. A thread of its own sends the queued requests one after the other, each as soon as the
+answer to the one before has come, without waiting for the caller to take that answer. At most one
+request is in flight, so two writes of one URL reach the index in the order they were made, and
+nothing is acknowledged before its write is durable: the caller acks a batch only from its
+:class:`Outcome`.
 
 The caller's thread and the sending thread share the interpreter's lock. A thread that takes it
 back after a system call waits until the running thread lets go (5 ms at most by default), so
 while a request is in flight the request is built in parts of :data:`PART` updates with the lock
 offered between them: the sending thread then starts the next request, or reads its answer, within
-a fraction of a millisecond.
+a fraction of a millisecond. The request's body is joined (``seal()``) in the caller's thread too.
+Between the answer to one request and the start of the next, the sending thread only checks the
+answer: that gap was 2.3 ms per bulk of 2,000 when the caller took the answer and handed the next
+request over (BENCHMARKS.md, issue 20, thirteenth session).
 """
 
 from __future__ import annotations
@@ -63,13 +68,15 @@ class OneInFlight:
         return self._flight is not None
 
     def send(self, updates: Iterable, tag: Any = None) -> Outcome | None:
-        """Build the request of ``updates``, wait for the batch before it, send this one. Returns
-        the outcome of the batch before (``None`` when there was none). An error building the
-        request is raised, and the batch before stays in flight."""
+        """Build the request of ``updates``, queue it to be sent once the batch before it has its
+        answer, and wait for that answer. Returns the outcome of the batch before (``None`` when
+        there was none). An error building the request is raised, nothing is queued, and the
+        batch before stays in flight."""
         updates = list(updates)
         req = self._prepare(updates)
+        queued = self._pool.submit(self._send, req)  # one sending thread: after the one before
         previous = self.wait()
-        self._flight = (self._pool.submit(self._send, req), tag, updates)
+        self._flight = (queued, tag, updates)
         return previous
 
     def poll(self) -> Outcome | None:
@@ -100,11 +107,13 @@ class OneInFlight:
     def _prepare(self, updates: list) -> Any:
         prepare = self.frontier.prepare_updates
         if not self.busy or len(updates) <= PART:
-            return prepare(updates)
-        req = prepare(updates[:PART])
-        for start in range(PART, len(updates), PART):
-            time.sleep(0)  # offer the lock: the sending thread may be waiting for it
-            req.extend(prepare(updates[start:start + PART]))
+            req = prepare(updates)
+        else:
+            req = prepare(updates[:PART])
+            for start in range(PART, len(updates), PART):
+                time.sleep(0)  # offer the lock: the sending thread may be waiting for it
+                req.extend(prepare(updates[start:start + PART]))
+        req.seal()
         return req
 
     def _send(self, req: Any) -> tuple[list[int], float]:
