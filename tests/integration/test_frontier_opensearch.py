@@ -89,6 +89,8 @@ def test_a_status_the_index_refuses_is_written_as_an_error_and_alone(conf, opens
         assert rec.status == Status.ERROR and rec.metadata["error.cause"] == ["status.refused"]
         assert "status FETCHED" in rec.metadata["error.message"][0]
         assert "mapper_parsing_exception" in rec.metadata["error.message"][0]
+        # due when the scheduler says an ERROR is (fetchInterval.error: 31 days), not now
+        assert abs(rec.next_fetch_date - (now + 44640 * 60)) < 60, rec.next_fetch_date
         # a DISCOVERED refused for a URL already known leaves the URL as it was
         known = StatusUpdate("http://a.example/3", Status.DISCOVERED, {"x": [{"y": "z"}]}, now,
                              "a.example")

@@ -25,6 +25,7 @@ class Lines(osf.OpenSearchFrontier):
     def __init__(self, routing: bool):  # noqa: no node: only what the lines need
         self.index, self.routing, self.write_updated, self.tag_rules = "st", routing, True, ()
         self._md_names, self._md_key_sets, self._action_heads = {}, {}, {}
+        self.conf, self._scheduler = {}, None
 
 
 def test_actions_with_and_without_routing():
@@ -164,7 +165,9 @@ def test_a_refused_status_is_written_again_as_an_error_with_the_reason(monkeypat
     assert again[0]["create"]["_id"] == osf._sha256("http://a/1")
     first = again[1]
     assert first["status"] == "ERROR" and first["url"] == "http://a/1" and first["key"] == "a"
-    assert first["nextFetchDate"] == "2001-09-09T01:46:40Z"  # as the update had it
+    # due when the scheduler says an ERROR is (fetchInterval.error: 31 days), not as refused
+    assert first["nextFetchDate"] == osf._iso(1_700_000_000.0 + 44640 * 60)
+    assert again[3]["nextFetchDate"] == first["nextFetchDate"]
     assert first["metadata"]["error%2Ecause"] == ["status.refused"]
     assert first["metadata"]["error%2Emessage"] == [
         'the status index refused the status DISCOVERED: mapper_parsing_exception: a "status":200']

@@ -83,6 +83,7 @@ from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, StatusUp
                             seed_key, Tagger)
 from owler.frontier.refresh import EXT_PREFIXES, REFRESH_KEYS, TRUE, is_refresh, is_sitemap_key
 from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key, epoch_of
+from owler.scheduler import load_scheduler
 from owler.urls import partition_key, partition_mode
 
 log = logging.getLogger("owler.frontier.opensearch")
@@ -204,6 +205,7 @@ class OpenSearchFrontier:
         self._md_key_sets: dict[tuple[str, ...], tuple[str, ...] | None] = {}
         self._action_heads: dict[str, bytes] = {}  # op -> the action's bytes up to its _id
         self.write_updated = True
+        self._scheduler = None  # the next fetch date of a refused status (_write_refused)
         try:
             self._ensure_indices(conf)
             self.refresh_secs = self._refresh_interval()
@@ -460,9 +462,13 @@ class OpenSearchFrontier:
         cannot take, e.g. a metadata value of a type its field does not have) are written again
         as ERROR with ``error.cause`` ``status.refused`` and the index's reason, their metadata
         left out but for ``depth``. Sent as they were, Storm would replay them, to be refused again,
-        without end. A DISCOVERED stays create-only, so a known URL is never overwritten.
+        without end. A DISCOVERED stays create-only, so a known URL is never overwritten. The
+        next fetch date is the one the crawl's scheduler gives an ERROR (``scheduler.class``;
+        ``fetchInterval.error``, 31 days by default), not the refused status's own.
         ``statuses`` is updated in place."""
         now = time.time()
+        if self._scheduler is None:
+            self._scheduler = load_scheduler(self.conf)
         lines: list[bytes] = []
         for i in refused:
             u = req.updates[i]
@@ -479,7 +485,8 @@ class OpenSearchFrontier:
                 md[DEPTH] = depth
             op = "create" if name == "DISCOVERED" else "index"
             lines.append(self._action(op, _sha256(u.url), u.key))
-            lines.append(self._doc(u.url, Status.ERROR.value, md, u.next_fetch_date, u.key, now))
+            nfd = self._scheduler.schedule(Status.ERROR, md, now)
+            lines.append(self._doc(u.url, Status.ERROR.value, md, nfd, u.key, now))
         again = self._bulk(_ndjson(lines), len(refused))
         for i, s in zip(refused, again):
             statuses[i] = s
