@@ -21,8 +21,9 @@ while a request is in flight the request is built in parts of :data:`PART` updat
 offered between them: the sending thread then starts the next request, or reads its answer, within
 a fraction of a millisecond. The request's body is joined (``seal()``) in the caller's thread too.
 Between the answer to one request and the start of the next, the sending thread only checks the
-answer: that gap was 2.3 ms per bulk of 2,000 when the caller took the answer and handed the next
-request over (BENCHMARKS.md, issue 20, thirteenth session).
+answer (and writes the batch's refused statuses and queue blocks, when it has any): that gap was
+2.3 ms per bulk of 2,000 when the caller took the answer and handed the next request over
+(BENCHMARKS.md, issue 20, thirteenth session).
 """
 
 from __future__ import annotations
