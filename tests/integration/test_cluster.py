@@ -202,6 +202,7 @@ def crawl(cluster, opensearch, tmp_path_factory):
         marker = b"bolts.fetcher.FetcherBolt"
         victims = processes_with(marker, cluster["work"])
         workers = set(processes_with(b"org.apache.storm.daemon.worker.Worker", cluster["work"]))
+        out["policies"] = {pid: policy_of(pid) for pid in [*victims, *workers]}
         assert len(victims) == 1, victims
         os.kill(victims[0], signal.SIGKILL)
         out["killed"] = victims[0]
@@ -266,6 +267,19 @@ def table_column(text: str, column: int = 0) -> str:
     """A texttable column's cells joined (streamparse wraps long cells over several lines)."""
     return "".join(line.split("|")[column + 1].strip() for line in text.splitlines()
                    if line.startswith("|"))
+
+
+def policy_of(pid: int) -> int:
+    """The scheduling policy of process ``pid`` (/proc/PID/stat, field 41)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[38])
+
+
+def test_workers_and_their_components_run_under_sched_batch(crawl):
+    """The supervisor starts its worker JVMs under SCHED_BATCH, and they their Python components
+    (``owler.sched.batch``, on by default: owler/sched.py)."""
+    assert len(crawl["policies"]) >= 2, crawl["policies"]  # the fetcher and its worker
+    assert set(crawl["policies"].values()) == {os.SCHED_BATCH}, crawl["policies"]
 
 
 def test_the_worker_listens_on_loopback_only(crawl):

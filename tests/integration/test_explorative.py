@@ -136,6 +136,22 @@ def warc_responses(warc_dir: Path) -> tuple[set[str], int]:
     return responses, requests
 
 
+def component_policies(work: Path) -> dict[str, str]:
+    """The scheduling policy each component task ran under, from its stats file."""
+    docs = (json.loads(f.read_text()) for f in (work / "run" / "explorative").glob("*.json"))
+    return {f"{d['component']}-{d['task']}": d["sched"] for d in docs if "component" in d}
+
+
+def test_the_worker_and_every_component_run_under_sched_batch(crawl):
+    """``owler.sched.batch`` (on by default): the launcher put the worker JVM under SCHED_BATCH,
+    and every Python component runs under it (owler/sched.py)."""
+    console = (crawl["work"] / "logs" / "owler-console.log").read_text()
+    assert "storm: running under SCHED_BATCH" in console
+    policies = component_policies(crawl["work"])
+    assert {"spout", "fetcher", "parser", "status"} <= {k.rsplit("-", 1)[0] for k in policies}
+    assert set(policies.values()) == {"SCHED_BATCH"}, policies
+
+
 def test_warc_files_valid_with_a_response_per_fetched_page(crawl):
     warc_dir = crawl["work"] / "warc"
     files = sorted(warc_dir.glob("*.warc.gz"))
@@ -152,9 +168,10 @@ def test_warc_files_valid_with_a_response_per_fetched_page(crawl):
 def test_the_crawl_on_the_json_serializer_and_without_warc(tmp_path, variant):
     """The default crawl speaks MessagePack to the JVM and archives every page. Storm's JSON
     protocol (pages as text, owler/wire.py) still crawls and archives the same, and
-    ``warc.enabled: false`` crawls the same with no WARC writer at all."""
+    ``warc.enabled: false`` crawls the same with no WARC writer at all (and here with
+    ``owler.sched.batch: false``)."""
     extra = ("topology.multilang.serializer: eu.ows.owler.storm.FastJsonSerializer\n"
-             if variant == "json-serializer" else "warc.enabled: false\n")
+             if variant == "json-serializer" else "warc.enabled: false\nowler.sched.batch: false\n")
     conf = write_conf(tmp_path, extra)
     with FarmProcess(3, tmp_path / "access.log") as farm:
         seeds = tmp_path / "seeds.txt"
@@ -170,6 +187,9 @@ def test_the_crawl_on_the_json_serializer_and_without_warc(tmp_path, variant):
     assert status["FETCHED"] == len(pages_200) and status["DISCOVERED"] == 0
     if variant == "no-warc":
         assert "WARC files: none (warc.enabled: false)" in run.stdout
+        # and owler.sched.batch: false: the system's default policy everywhere
+        assert "SCHED_BATCH" not in (tmp_path / "logs" / "owler-console.log").read_text()
+        assert set(component_policies(tmp_path).values()) == {"SCHED_OTHER"}
         assert not (tmp_path / "warc").exists() or not any((tmp_path / "warc").iterdir())
     else:
         assert warc_responses(tmp_path / "warc") == (pages_200, len(pages_200))

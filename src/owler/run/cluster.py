@@ -61,6 +61,7 @@ import orjson
 import yaml
 
 from owler import conf as C
+from owler import sched
 from owler.constants import (CLUSTER_UI_PORT_KEY, EXECUTOR_METRICS_KEY, MULTILANG_SERIALIZER_KEY,
                              STORM_HOSTNAME_KEY)
 from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
@@ -134,7 +135,7 @@ class StormCluster:
                  slots: tuple[int, ...] = (6700, 6701), ui_port: int = 8080,
                  worker_heap_mb: int = 768, kill_wait: int = 30,
                  extra: Mapping[str, Any] | None = None, supervisors: int = 1,
-                 dashboard_port: int = 8766) -> None:
+                 dashboard_port: int = 8766, sched_batch: bool = True) -> None:
         self.root = Path(root)
         self.base = Path(work) / "cluster"
         self.home = storm_home(self.root)
@@ -150,6 +151,8 @@ class StormCluster:
         self.zookeeper_port = zookeeper_port
         self.worker_heap_mb = worker_heap_mb
         self.kill_wait = kill_wait
+        #: supervisors (and the worker JVMs they start) run under SCHED_BATCH (owler/sched.py)
+        self.sched_batch = sched_batch
         self.extra = dict(extra or {})
         self.conf_dir = self.base / "conf"
         self.storm_yaml = self.conf_dir / "storm.yaml"
@@ -178,7 +181,8 @@ class StormCluster:
             worker_heap_mb=C.get_int(conf, "cluster.worker.heap.mb", 768),
             kill_wait=C.get_int(conf, "cluster.kill.wait", 30), extra=extra,
             supervisors=_supervisors(conf),
-            dashboard_port=C.get_int(conf, "cluster.dashboard.port", 8766))
+            dashboard_port=C.get_int(conf, "cluster.dashboard.port", 8766),
+            sched_batch=sched.wants_batch(conf))
         ports = [p for ps in cluster.ports.values() for p in ps] + [cluster.dashboard_port]
         for p in ports:
             if not 1024 < p < 65536:
@@ -447,6 +451,7 @@ class StormCluster:
         if name == "nimbus" or node is not None:  # ZooKeeper and the UI have their own setting
             env["STORM_JAVA_OPTS"] = (env.get("STORM_JAVA_OPTS", "") + " "
                                       + self.bind_opts(self._address(name))).strip()
+        env[sched.ENV] = "1" if self.sched_batch else "0"  # read by storm/bin/storm's supervisor
         venv_bin = str(Path(sys.executable).parent)
         # the workers find `streamparse_run` (and the project's Python) on the supervisor's PATH
         env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")

@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from owler import conf as C
+from owler import sched
 from owler.constants import (EXECUTOR_METRICS_KEY, METRICS_ENABLED_KEY, WARC2WARC_INPUT_KEY,
                              WARC_DIR_KEY, WARC_ENABLED_KEY, WARC_PREFIX_KEY, WARC_S3_BUCKET_KEY,
                              WARC_S3_PREFIX_KEY)
@@ -253,6 +254,7 @@ class LocalRun:
 
         if self.name == "warc2warc":  # an input that cannot be listed is a clear error up front
             self.check_warc_input()
+        batch = sched.wants_batch(self.conf)  # a bad value is a clear error before Storm starts
         try:  # before Storm starts: an unreachable or unusable frontier is a clear error
             frontier = open_frontier(self.conf)
         except FrontierError as exc:
@@ -268,6 +270,7 @@ class LocalRun:
         env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
         env["STORM_LOG_DIR"] = str(self.log_dir)
         env["OWLER_STORM_STDIN"] = "1"
+        env[sched.ENV] = "1" if batch else "0"  # the worker JVM and its components (storm/bin/storm)
         self.record_every = C.get_float(self.conf, INTERVAL_KEY, DEFAULT_INTERVAL)
         self.storm_stats = self.run_dir / "storm-stats.json"  # storm/java/LocalRunner.java
         env["OWLER_STORM_STATS"] = str(self.storm_stats)

@@ -34,7 +34,7 @@ from collections import Counter
 
 from owler import conf as C
 from owler import outlinks as outlink
-from owler import wire
+from owler import sched, wire
 from owler.constants import (ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, OUTLINKS_STREAM,
                              STATUS_STREAM, Status)
 from owler.metadata import set_value
@@ -57,6 +57,8 @@ class OwlerComponent:
 
     def owler_setup(self, storm_conf: dict, context: dict) -> None:
         self.conf = storm_conf
+        # first, so that the threads the component starts inherit it (owler/sched.py)
+        self.sched_policy = sched.apply(storm_conf)
         #: pages go as bytes (owler.wire.encode_content): the serializer is MessagePack
         self.binary = is_binary(getattr(self, "serializer", None))
         self.task_id = context.get("taskid", 0)
@@ -124,7 +126,7 @@ class OwlerComponent:
         self._stats_written = now
         counters, gauges = self.snapshot()
         doc = {"component": self.component_name, "task": self.task_id, "pid": os.getpid(),
-               "time": now, "counters": counters, "gauges": gauges}
+               "sched": self.sched_policy, "time": now, "counters": counters, "gauges": gauges}
         tmp = f"{self._stats_path}.tmp"
         try:
             os.makedirs(os.path.dirname(self._stats_path), exist_ok=True)
