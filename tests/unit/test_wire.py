@@ -116,3 +116,138 @@ def test_the_pipes_to_the_jvm_are_widened_and_other_streams_left_alone(tmp_path)
     with open(tmp_path / "f", "wb") as fh:
         assert widen_pipe(fh) is None  # a file: nothing to widen, nothing raised
     assert widen_pipe(io.BytesIO()) is None
+
+
+# --- writes coalesced per input (owler.task.serializer.OwlerMsgpackSerializer.send_message) ---
+
+class Recorder:
+    """An output stream that keeps every write apart."""
+
+    def __init__(self, fail: bool = False):
+        self.writes: list[bytes] = []
+        self.fail = fail
+
+    def write(self, data) -> None:
+        if self.fail:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.writes.append(bytes(data))
+
+    def flush(self) -> None:
+        pass
+
+
+def unpacked(data: bytes) -> list:
+    import msgpack
+
+    return list(msgpack.Unpacker(io.BytesIO(data), raw=False))
+
+
+@pytest.fixture
+def wired():
+    """A serializer reading from a pipe (its write end: the JVM's) and writing to a Recorder."""
+    r, w = pipe_pair()
+    out = Recorder()
+    ser = OwlerMsgpackSerializer(r, out, threading.RLock(), threading.RLock())
+    yield ser, w, out
+    r.close()
+    w.close()
+
+
+def feed(w, *msgs) -> None:
+    import msgpack
+
+    w.write(b"".join(msgpack.packb(m, use_bin_type=True) for m in msgs))
+
+
+def wait_for(cond, timeout: float = 5.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+EMIT_S = {"command": "emit", "stream": "status", "tuple": ["u", "FETCHED"]}
+EMIT_O = {"command": "emit", "stream": "outlinks", "tuple": ["u", ["a", "b"]]}
+
+
+def test_the_reading_threads_emits_and_ack_go_out_in_one_write_before_it_blocks_in_a_read(wired):
+    ser, w, out = wired
+    feed(w, {"id": "t1", "tuple": ["u"]})
+    assert ser.read_message()["id"] == "t1"
+    for msg in (EMIT_S, EMIT_O, {"command": "ack", "id": "t1"}):
+        ser.send_message(msg)
+    assert out.writes == []  # held back while the thread works on t1
+    got = []
+    reader = threading.Thread(target=lambda: got.append(ser.read_message()))
+    reader.start()  # flushes, then blocks: nothing is on the pipe
+    wait_for(lambda: out.writes)
+    assert len(out.writes) == 1
+    assert unpacked(out.writes[0]) == [EMIT_S, EMIT_O, {"command": "ack", "id": "t1"}]
+    assert reader.is_alive()  # waiting for the JVM, with nothing held back
+    feed(w, {"id": "t2", "tuple": ["v"]})
+    reader.join(5)
+    assert got[0]["id"] == "t2"
+
+
+def test_what_an_input_caused_goes_out_when_the_next_is_taken_and_before_any_other_command(wired):
+    ser, w, out = wired
+    feed(w, {"id": "t1"}, {"id": "t2"})  # one read brings both
+    assert ser.read_message()["id"] == "t1"
+    ser.send_message(EMIT_S)
+    ser.send_message({"command": "ack", "id": "t1"})
+    assert out.writes == []
+    assert ser.read_message()["id"] == "t2"  # from the unpacker, no read: t1's writes go first
+    assert [unpacked(x) for x in out.writes] == [[EMIT_S, {"command": "ack", "id": "t1"}]]
+    ser.send_message({"command": "fail", "id": "t2"})
+    assert len(out.writes) == 1
+    ser.send_message({"command": "sync"})  # not held back: sends what waits before it
+    assert unpacked(out.writes[1]) == [{"command": "fail", "id": "t2"}, {"command": "sync"}]
+    ser.send_message({"command": "log", "msg": "m", "level": 2})  # nothing waits: alone
+    assert len(out.writes) == 3 and unpacked(out.writes[2])[0]["command"] == "log"
+
+
+def test_another_threads_write_goes_out_at_once_after_what_waits(wired):
+    ser, w, out = wired
+    feed(w, {"id": "t1"})
+    ser.read_message()
+    ser.send_message(EMIT_S)
+    other = threading.Thread(target=ser.send_message, args=({"command": "ack", "id": "t0"},))
+    other.start()
+    other.join(5)
+    assert [unpacked(x) for x in out.writes] == [[EMIT_S, {"command": "ack", "id": "t0"}]]
+    # before any read, no thread holds writes back
+    r, w2 = pipe_pair()
+    with r, w2:
+        fresh = OwlerMsgpackSerializer(r, Recorder(), threading.RLock(), threading.RLock())
+        fresh.send_message(EMIT_S)
+        assert len(fresh.output_stream.writes) == 1
+
+
+def test_what_waits_is_written_when_it_reaches_the_bound(wired, monkeypatch):
+    from owler.task import serializer as S
+
+    ser, w, out = wired
+    feed(w, {"id": "t1"})
+    ser.read_message()
+    one = len(ser.serialize_dict(EMIT_O))
+    monkeypatch.setattr(S, "COALESCE_MAX", 3 * one)
+    ser.send_message(EMIT_O)
+    ser.send_message(EMIT_O)
+    assert out.writes == []
+    ser.send_message(EMIT_O)  # three: the bound
+    assert [unpacked(x) for x in out.writes] == [[EMIT_O] * 3]
+    ser.send_message(EMIT_O)
+    assert len(out.writes) == 1
+
+
+def test_a_broken_pipe_is_storm_gone_and_an_unpackable_message_is_logged(wired, caplog):
+    from pystorm.exceptions import StormWentAwayError
+
+    ser, w, out = wired
+    ser.send_message({"command": "emit", "tuple": [object()]})  # msgpack cannot pack it
+    assert out.writes == [] and "Failed to send message" in caplog.text
+    ser.output_stream = Recorder(fail=True)
+    with pytest.raises(StormWentAwayError):
+        ser.send_message({"command": "sync"})

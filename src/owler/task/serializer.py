@@ -22,6 +22,17 @@ And input is read into one reusable buffer (``os.readv``), where pystorm's ``os.
 allocates a 1 MiB object for every read, whatever arrives: a little less CPU per message
 (``bench/bench_multilang.py``: 0.58-0.98x for 3 KB, 0.67-1.02x for 60 KB; BENCHMARKS.md).
 
+**Writes are coalesced per input.** pystorm writes and flushes every message: a bolt that emits
+a page's status, then its outlinks, then acks the page makes three writes, and the JVM's reader
+thread for the bolt wakes up three times. Here the emits, acks and fails of the thread that reads
+from the JVM wait in :attr:`OwlerMsgpackSerializer._pending` and go out in one write when that
+thread takes its next message, or is about to read the pipe (where it may block), or when they
+reach :data:`COALESCE_MAX` bytes. Any other message (a sync, a log line, an error) and any write
+from another thread (the fetch engine's, the WARC archiver's) goes out at once, with what waits
+before it: the pipe carries the messages in the order they were sent, and nothing waits while
+the component waits for the JVM. An ack, sent once its effect is durable, goes out when the
+component is done with the input that caused it (BENCHMARKS.md, issue 20, fifteenth session).
+
 :func:`register` puts this class under ``msgpack`` in pystorm's table of serializers;
 ``owler.task.component`` calls it on import, before any component is built.
 """
@@ -30,8 +41,10 @@ from __future__ import annotations
 
 import fcntl
 import io
+import logging
 import os
 import stat
+import threading
 
 import msgpack
 from pystorm import component as pystorm_component
@@ -44,6 +57,12 @@ NO_LIMIT = 0
 PIPE_SIZE = 1 << 20
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
 _F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", None)
+#: the commands the reading thread holds back until it takes its next message
+COALESCED = frozenset(("emit", "ack", "fail"))
+#: the bytes held back at most: a write goes out when they reach it
+COALESCE_MAX = 1 << 18
+
+log = logging.getLogger(__name__)
 
 
 def widen_pipe(stream, size: int = PIPE_SIZE) -> int | None:
@@ -75,8 +94,48 @@ class OwlerMsgpackSerializer(MsgpackSerializer):
     def __init__(self, input_stream, output_stream, reader_lock, writer_lock):
         super().__init__(input_stream, output_stream, reader_lock, writer_lock)
         self._packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass")
+        #: packed messages of the reading thread not yet written, and their bytes
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        #: the thread that last took a message from the JVM (None: none has yet)
+        self._reader: int | None = None
         widen_pipe(self.input_stream)
         widen_pipe(self.output_stream)
+
+    def send_message(self, msg_dict):
+        with self._writer_lock:
+            try:
+                data = self.serialize_dict(msg_dict)
+            except Exception:  # as pystorm does: the message cannot be sent, the component goes on
+                log.exception("Failed to send message: %r", msg_dict)
+                return
+            if (threading.get_ident() == self._reader
+                    and msg_dict.get("command") in COALESCED):
+                self._pending.append(data)
+                self._pending_bytes += len(data)
+                if self._pending_bytes < COALESCE_MAX:
+                    return
+                data = b""
+            self._write(data)
+
+    def flush_pending(self) -> None:
+        """Write what waits in :attr:`_pending` (nothing when nothing does)."""
+        if self._pending:
+            with self._writer_lock:
+                self._write(b"")
+
+    def _write(self, data: bytes) -> None:
+        """Write what waits, then ``data``, in one write; StormWentAwayError when the pipe broke."""
+        if self._pending:
+            self._pending.append(data)
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._pending_bytes = 0
+        try:
+            self.output_stream.write(data)
+            self.output_stream.flush()
+        except (IOError, ValueError):  # a broken pipe, or the stream closed
+            raise StormWentAwayError() from None
 
     def _messages_generator(self):
         # text the JVM could not encode comes as "?" already; anything else malformed is replaced,
@@ -85,6 +144,7 @@ class OwlerMsgpackSerializer(MsgpackSerializer):
         buf = bytearray(self.CHUNK_SIZE)
         view = memoryview(buf)
         while True:
+            self.flush_pending()  # the read may block: nothing may wait while it does
             with self._reader_lock:
                 try:  # as much as is there (a read of n bytes would wait for all n)
                     n = os.readv(self.input_stream.fileno(), [buf])
@@ -94,7 +154,10 @@ class OwlerMsgpackSerializer(MsgpackSerializer):
             if not chunk:
                 raise StormWentAwayError()
             unpacker.feed(chunk)  # copied into the unpacker's own buffer: buf may be reused
-            yield from unpacker
+            for msg in unpacker:
+                self.flush_pending()  # what the previous message caused: before the next one
+                self._reader = threading.get_ident()
+                yield msg
 
     def serialize_dict(self, msg_dict):
         return self._packer.pack(msg_dict)
