@@ -109,28 +109,26 @@ class OwlerMsgpackSerializer(MsgpackSerializer):
             except Exception:  # as pystorm does: the message cannot be sent, the component goes on
                 log.exception("Failed to send message: %r", msg_dict)
                 return
-            if (threading.get_ident() == self._reader
-                    and msg_dict.get("command") in COALESCED):
-                self._pending.append(data)
-                self._pending_bytes += len(data)
-                if self._pending_bytes < COALESCE_MAX:
-                    return
-                data = b""
-            self._write(data)
+            self._pending.append(data)
+            self._pending_bytes += len(data)
+            if (threading.get_ident() != self._reader or msg_dict.get("command") not in COALESCED
+                    or self._pending_bytes >= COALESCE_MAX):
+                self._write_pending()
 
     def flush_pending(self) -> None:
         """Write what waits in :attr:`_pending` (nothing when nothing does)."""
         if self._pending:
             with self._writer_lock:
-                self._write(b"")
+                self._write_pending()
 
-    def _write(self, data: bytes) -> None:
-        """Write what waits, then ``data``, in one write; StormWentAwayError when the pipe broke."""
-        if self._pending:
-            self._pending.append(data)
-            data = b"".join(self._pending)
-            self._pending.clear()
-            self._pending_bytes = 0
+    def _write_pending(self) -> None:
+        """Write what waits in one write; StormWentAwayError when the pipe broke."""
+        pending = self._pending
+        if not pending:  # another thread wrote it meanwhile
+            return
+        data = pending[0] if len(pending) == 1 else b"".join(pending)
+        pending.clear()
+        self._pending_bytes = 0
         try:
             self.output_stream.write(data)
             self.output_stream.flush()
