@@ -1,19 +1,41 @@
 #!/usr/bin/env bash
-# Real WARC files the tests read but the repository does not hold (their licence, GPL-3.0, does not
-# let the project copy them): the sample archives shipped in the source of the PyPI package
-# pywb 2.10.0 (wget 1.14 and wpull output, a crawl of iana.org), fetched from the package registry
-# into .work/testdata/pywb-2.10.0/. Idempotent: returns at once when they are there.
+# Real files the tests read but the repository does not hold, because their licence does not let
+# the project copy them, fetched from the package registry into .work/testdata/:
+# - the sample archives shipped in the source of the PyPI package pywb 2.10.0 (GPL-3.0: wget 1.14
+#   and wpull output, a crawl of iana.org) into .work/testdata/pywb-2.10.0/warcs;
+# - the text samples shipped in the source of the PyPI package charset-normalizer 3.5.2 (its
+#   data/ folder: Wikipedia text under CC-BY-SA, in eighteen languages and legacy encodings) into
+#   .work/testdata/charset-normalizer-3.5.2/data, for the charset guesser's tests.
+# Idempotent: a package whose folder is complete is not fetched again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dest=.work/testdata/pywb-2.10.0
-[ -f "$dest/.complete" ] && exit 0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-.venv/bin/pip download -q --no-deps --no-binary :all: -d "$tmp" pywb==2.10.0
-mkdir -p "$dest"
-tar -xzf "$tmp"/pywb-2.10.0.tar.gz -C "$tmp" pywb-2.10.0/sample_archive/warcs pywb-2.10.0/LICENSE
-rm -rf "$dest/warcs"
-mv "$tmp"/pywb-2.10.0/sample_archive/warcs "$dest/warcs"
-mv "$tmp"/pywb-2.10.0/LICENSE "$dest/LICENSE"
-touch "$dest/.complete"
-echo "pywb 2.10.0 sample archives in $dest/warcs"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# fetch NAME VERSION DEST MEMBER... : the source distribution's MEMBERs (paths under
+# NAME-VERSION/) moved into DEST
+fetch() {
+  local name=$1 version=$2 dest=$3
+  shift 3
+  [ -f "$dest/.complete" ] && return 0
+  local tmp="$work/$name"
+  mkdir -p "$tmp"
+  .venv/bin/pip download -q --no-deps --no-binary :all: -d "$tmp" "$name==$version"
+  local archive
+  archive=$(ls "$tmp"/*.tar.gz)
+  local top
+  top=$(basename "$archive" .tar.gz)
+  local members=()
+  for m in "$@"; do members+=("$top/$m"); done
+  tar -xzf "$archive" -C "$tmp" "${members[@]}"
+  mkdir -p "$dest"
+  for m in "$@"; do
+    rm -rf "${dest:?}/$(basename "$m")"
+    mv "$tmp/$top/$m" "$dest/"
+  done
+  touch "$dest/.complete"
+  echo "$name $version: $* in $dest"
+}
+
+fetch pywb 2.10.0 .work/testdata/pywb-2.10.0 sample_archive/warcs LICENSE
+fetch charset-normalizer 3.5.2 .work/testdata/charset-normalizer-3.5.2 data LICENSE
