@@ -86,7 +86,8 @@ test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup tests
 
 # The dedicated fuzz run: 10,000 generated or mutated inputs per parser of untrusted input
-# (make test runs the same tests with 150 each).
+# (make test runs the same tests with 150 each). Each run draws its inputs from a new seed; a
+# failure prints the OWLER_FUZZ_SEED and OWLER_FUZZ_EXAMPLES that draw the same inputs again.
 fuzz: venv
 	OWLER_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/fuzz
 

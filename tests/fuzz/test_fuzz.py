@@ -4,11 +4,25 @@ WARC reader and record parser, HTTP header handling (bodies, Retry-After, Locati
 
 Inputs are generated or mutated from the real material in tests/data (real robots.txt files,
 feeds, pages, WARC files): byte flips, cuts, insertions, repeated slices, splices of two seeds.
-The property: no exception escapes (only the documented ones), and each input takes bounded time
-(hypothesis' deadline) and the whole run bounded memory.
+The property: no exception escapes (only the documented ones), each input ends within hypothesis'
+deadline (5 s: a guard against a hang or a run-away parse, far above what any input takes, not a
+speed figure) and the process stays within bounded memory.
 
-``OWLER_FUZZ_EXAMPLES`` sets the inputs per target: a few hundred in ``make test``; ``make fuzz``
-runs 10,000 per target (the counts are printed at the end).
+Each target is one test, and that test checks its own run, wherever it runs (alone, or on any
+pytest-xdist worker): hypothesis must have run it on at least 90% of ``OWLER_FUZZ_EXAMPLES``
+inputs, at least half of them distinct (``max_examples`` is only an upper bound: a target that
+stopped after a few inputs, or a strategy stuck on a few, would pass without it).
+
+Environment:
+
+``OWLER_FUZZ_EXAMPLES``
+    inputs per target: 150 by default (``make test``); ``make fuzz`` runs 10,000 per target (each
+    test prints its count, its seed and the peak memory with ``-s``).
+``OWLER_FUZZ_SEED``
+    the seed of the inputs (hypothesis' ``@seed``, one for every target). Unset, each run draws
+    one (shared by the pytest-xdist workers of one run); a failing target names it in its error
+    (``reproduce with OWLER_FUZZ_SEED=...``), and the same seed, examples count and code give the
+    same inputs again.
 """
 
 from __future__ import annotations
@@ -17,6 +31,7 @@ import gzip
 import io
 import json
 import os
+import random
 import resource
 import tarfile
 import zlib
@@ -24,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from owler.conf import load_conf
@@ -39,11 +54,71 @@ from owler.warc.record import RecordParser, parse_http_response
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXAMPLES = int(os.environ.get("OWLER_FUZZ_EXAMPLES", "150"))
-COUNTS: dict[str, int] = {}
+#: the share of EXAMPLES a target must have run (hypothesis runs all of them unless it stops early)
+MIN_RUN = 0.9
+#: the share of EXAMPLES that must be distinct inputs: hypothesis repeats some (a seed drawn
+#: without mutation, its simplest values), 70 to 95% are new; a strategy stuck on a few is not
+MIN_DISTINCT = 0.5
+#: the peak memory (RSS) the process may reach, in MiB
+MAX_RSS_MB = 2048
 
-FUZZ = settings(max_examples=EXAMPLES, deadline=5000, derandomize=False, database=None,
+
+def run_seed() -> int:
+    """``OWLER_FUZZ_SEED``; else one for this run: derived from pytest-xdist's id of the run
+    (every worker of a run gets the same), or drawn."""
+    chosen = os.environ.get("OWLER_FUZZ_SEED", "").strip()
+    if chosen:
+        return int(chosen)
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    if run_id:
+        return int(run_id[:8], 16)
+    return random.SystemRandom().randrange(1 << 32)
+
+
+SEED = run_seed()
+FUZZ = settings(max_examples=EXAMPLES, deadline=5000, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much])
+
+
+def target(*strategies):
+    """Make ``check`` a test: hypothesis runs it on up to EXAMPLES inputs drawn from
+    ``strategies`` (seeded with SEED), then the test asserts how many inputs it ran, how many of
+    them distinct, and the process's peak memory so far. A failure names the seed that draws the
+    same inputs again."""
+    def wrap(check):
+        ran: list[int] = []  # the hash of each input this test ran, this run
+
+        @seed(SEED)
+        @FUZZ
+        @given(st.tuples(*strategies))
+        def each(args):
+            ran.append(hash(args))
+            check(*args)
+
+        def test():
+            ran.clear()
+            try:
+                each()
+            except Exception as exc:
+                exc.add_note(f"reproduce with OWLER_FUZZ_SEED={SEED} OWLER_FUZZ_EXAMPLES={EXAMPLES}")
+                raise
+            distinct = len(set(ran))
+            peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            print(f"\nfuzz {check.__name__}: {len(ran)} inputs ({distinct} distinct) of {EXAMPLES}, "
+                  f"OWLER_FUZZ_SEED={SEED}, peak RSS {peak_mb:.0f} MB")
+            assert len(ran) >= EXAMPLES * MIN_RUN, (
+                f"{check.__name__} ran {len(ran)} inputs, fewer than {MIN_RUN:.0%} of {EXAMPLES} "
+                f"(OWLER_FUZZ_SEED={SEED})")
+            assert distinct >= EXAMPLES * MIN_DISTINCT, (
+                f"{check.__name__} ran {distinct} distinct inputs, fewer than {MIN_DISTINCT:.0%} "
+                f"of {EXAMPLES} (OWLER_FUZZ_SEED={SEED})")
+            assert peak_mb < MAX_RSS_MB, f"peak RSS {peak_mb:.0f} MB after {check.__name__}"
+
+        test.__name__ = test.__qualname__ = check.__name__
+        test.__doc__ = check.__doc__
+        return test
+    return wrap
 
 
 # -- seeds from the real material ----------------------------------------------------------------
@@ -150,25 +225,17 @@ def mutated(draw, seeds) -> bytes:
     return bytes(data[:400_000])
 
 
-def counted(name: str) -> None:
-    COUNTS[name] = COUNTS.get(name, 0) + 1
-
-
 # -- targets -------------------------------------------------------------------------------------
 
-@FUZZ
-@given(mutated(robots_seeds), st.sampled_from(["owler", "googlebot", "*"]),
+@target(mutated(robots_seeds), st.sampled_from(["owler", "googlebot", "*"]),
        st.sampled_from(["/", "/a/b?c=d", "/%E3%83%84", "/x$", "/private/p.html"]))
 def test_robots_txt(body, agent, path):
-    counted("robots.txt")
     rules = parse_robots(body, [agent], "http://a.example/robots.txt")
     assert rules.allowed("http://a.example" + path) in (True, False)
 
 
-@FUZZ
-@given(mutated(sitemap_seeds))
+@target(mutated(sitemap_seeds))
 def test_sitemaps(body):
-    counted("sitemap")
     try:
         result = parse_sitemap(body, Limits(max_urls=1000, max_bytes=2_000_000))
     except SitemapError:
@@ -176,11 +243,9 @@ def test_sitemaps(body):
     assert len(result.entries) <= 1000
 
 
-@FUZZ
-@given(mutated(html_seeds), st.sampled_from([None, "text/html", "text/html; charset=koi8-r",
+@target(mutated(html_seeds), st.sampled_from([None, "text/html", "text/html; charset=koi8-r",
                                              "text/html; charset=x-bogus"]))
 def test_html_and_outlinks(body, ctype):
-    counted("html")
     headers = {"Content-Type": ctype} if ctype else {}
     res = parse_html("http://a.example/dir/page.html", body, headers)
     for link in res.outlinks:
@@ -193,21 +258,17 @@ def url_chain():
     return conf, URLFilters.from_conf(conf)
 
 
-@FUZZ
-@given(st.one_of(st.sampled_from(url_seeds()), st.text(max_size=300),
+@target(st.one_of(st.sampled_from(url_seeds()), st.text(max_size=300),
                  st.builds(lambda a, b: a + b, st.sampled_from(url_seeds()),
                            st.text(alphabet="%[]:@/?#&=;~ \t\x00é<>\\", max_size=60))))
 def test_url_normalisation_and_filters(url):
-    counted("url")
     conf, filters = url_chain()
     verdict = check_url(conf, url, filters, "http://a.example/", {})[1]
     assert verdict == "ACCEPT" or verdict.startswith("REJECT:")
 
 
-@FUZZ
-@given(mutated(warc_seeds))
+@target(mutated(warc_seeds))
 def test_warc_reader_and_records(data):
-    counted("warc")
     parser = RecordParser({"http.max.decompressed.size": 5_000_000})
     try:
         for item in iter_records(io.BytesIO(data), max_record=2_000_000):
@@ -217,10 +278,8 @@ def test_warc_reader_and_records(data):
         pass
 
 
-@FUZZ
-@given(mutated(http_seeds), st.sampled_from(["gzip", "deflate", "br", "zstd", "gzip, br", None]))
+@target(mutated(http_seeds), st.sampled_from(["gzip", "deflate", "br", "zstd", "gzip, br", None]))
 def test_http_heads_and_bodies(block, coding):
-    counted("http")
     try:
         code, _, _, headers, body = parse_http_response(block)
     except ValueError:
@@ -233,15 +292,5 @@ def test_http_heads_and_bodies(block, coding):
         if name.lower() == "retry-after":
             retry_after_seconds(value, 1_700_000_000.0)
     res = FetchResult(url="http://a.example/x/y", status=code, headers=headers)
-    target = redirect_target(res)
-    assert target is None or isinstance(target, str)
-
-
-def test_memory_stayed_bounded_and_counts():
-    """Runs last in this module: the peak memory of the whole fuzz run, and the inputs each
-    target saw (the numbers of the issue note)."""
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\nfuzz inputs per target: {json.dumps(COUNTS)}; peak RSS {peak_mb:.0f} MB")
-    assert peak_mb < 2048
-    if COUNTS:
-        assert min(COUNTS.values()) >= EXAMPLES * 0.9 or len(COUNTS) < 6
+    location = redirect_target(res)
+    assert location is None or isinstance(location, str)
