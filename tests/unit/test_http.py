@@ -200,7 +200,9 @@ def test_fetcher_refuses_missing_agent_name():
 # ---- responses -------------------------------------------------------------------------------
 
 def test_200_body_headers_ip_and_request_bytes():
+    t0, p0 = time.time(), time.perf_counter()
     (res,), seen = fetch_all(["/page?q=1&b=%2F"])
+    t1, p1 = time.time(), time.perf_counter()
     assert res.ok and res.status == 200 and res.reason == "OK"
     assert res.content == b"<html>hello</html>"
     assert res.http_version == "1.1"
@@ -209,7 +211,7 @@ def test_200_body_headers_ip_and_request_bytes():
     assert res.header("X-Missing") is None
     assert res.ip == "127.0.0.1"
     assert res.error_cause is None and not res.truncated
-    assert res.fetch_time <= time.time() and res.elapsed > 0
+    assert t0 <= res.fetch_time <= t1 and 0 < res.elapsed <= p1 - p0  # taken during the fetch
     # the server saw our headers
     h = seen[0]["headers"]
     assert h["User-Agent"] == "TestBot/1"
@@ -411,7 +413,12 @@ def test_a_connection_the_server_closed_is_not_counted_idle_and_the_next_fetch_w
                 first = await f.fetch(f"http://127.0.0.1:{port}/a")
                 assert first.ok and pool.idle_count == 1
                 conns[0].close()  # the server ends its idle connection
-                await asyncio.sleep(0.1)
+                # the next fetch must come after the client saw the end (not a race with it)
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + HANG
+                while any(p.is_connected() for key in pool._conns.values() for p, _ in key):
+                    assert loop.time() < deadline, "the client never saw the server's close"
+                    await asyncio.sleep(0.01)
                 again = await f.fetch(f"http://127.0.0.1:{port}/b")
                 assert again.ok and again.content == b"ok"
                 assert len(ports) == 2 and pool.idle_count == 1
@@ -466,62 +473,80 @@ def test_chunked_body():
 
 # ---- failures --------------------------------------------------------------------------------
 
+#: the longest a fetch may take in these tests before it counts as hung (its own timeouts are
+#: 0.5 to 2 s; the servers hold their answer until the fetch has returned)
+HANG = 60.0
+
+
 def _fetch_raw(on_connect, conf):
+    """Fetch ``/`` from a raw server whose behaviour is ``on_connect(reader, writer, release)``:
+    ``release`` is an asyncio.Event set once the fetch has returned, for a server that holds its
+    connection until then (so the fetch can only end by its own timeouts)."""
     async def main():
-        async with raw_server(on_connect) as port, HttpFetcher(conf) as f:
-            return await f.fetch(f"http://127.0.0.1:{port}/")
-    t0 = time.monotonic()
-    res = asyncio.run(main())
-    return res, time.monotonic() - t0
+        release = asyncio.Event()
+
+        async def handler(reader, writer):
+            await on_connect(reader, writer, release)
+
+        async with raw_server(handler) as port, HttpFetcher(conf) as f:
+            try:
+                return await asyncio.wait_for(f.fetch(f"http://127.0.0.1:{port}/"), HANG)
+            except TimeoutError:
+                raise AssertionError(f"the fetch did not end within {HANG:g} s (hang?)") from None
+            finally:
+                release.set()
+    return asyncio.run(main())
 
 
 def test_hanging_server_times_out():
-    async def never_answer(reader, writer):
-        await asyncio.sleep(30)
+    async def never_answer(reader, writer, release):
+        await release.wait()
 
-    res, took = _fetch_raw(never_answer, make_conf(**{"http.timeout": 500}))
+    res = _fetch_raw(never_answer, make_conf(**{"http.timeout": 500}))
     assert res.status is None and res.error_cause == "timeout"
-    assert took < 2.5
+    assert "fetcher.thread.timeout" not in res.error_message  # the read timeout, not the deadline
+    assert res.elapsed >= 0.49  # it waited http.timeout (0.5 s) for the answer
 
 
 def test_stalled_body_times_out_keeping_headers():
-    async def stall(reader, writer):
+    async def stall(reader, writer, release):
         await reader.readuntil(b"\r\n\r\n")
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
         await writer.drain()
-        await asyncio.sleep(30)
+        await release.wait()
 
-    res, took = _fetch_raw(stall, make_conf(**{"http.timeout": 500}))
+    res = _fetch_raw(stall, make_conf(**{"http.timeout": 500}))
     assert res.status is None and res.error_cause == "timeout"
     assert "HTTP 200" in res.error_message and res.header("Content-Length") == "1000"
-    assert took < 2.5
+    assert "fetcher.thread.timeout" not in res.error_message  # the read timeout, not the deadline
+    assert res.elapsed >= 0.49
 
 
 def test_a_dripping_body_is_cut_by_the_fetch_deadline():
-    """A byte every 0.2 s never trips the read timeout (0.5 s); fetcher.thread.timeout ends it."""
-    async def drip(reader, writer):
+    """A byte every 0.1 s never trips the read timeout (1.5 s); fetcher.thread.timeout ends it."""
+    async def drip(reader, writer, release):
         await reader.readuntil(b"\r\n\r\n")
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
-        for _ in range(100):
+        while not release.is_set():
             writer.write(b"x")
             await writer.drain()
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.1)
 
-    conf = make_conf(**{"http.timeout": 500, "fetcher.thread.timeout": 1.5})
-    res, took = _fetch_raw(drip, conf)
+    conf = make_conf(**{"http.timeout": 1500, "fetcher.thread.timeout": 2})
+    res = _fetch_raw(drip, conf)
     assert res.status is None and res.error_cause == "timeout"
-    assert "fetcher.thread.timeout=1.5 s" in res.error_message
-    assert 1.4 < took < 3
+    # the fetcher names the deadline only once it has passed (HttpFetcher.fetch)
+    assert res.error_message == "HTTP 200: no complete response within fetcher.thread.timeout=2 s"
 
 
 def test_garbage_response_is_malformed():
-    async def garbage(reader, writer):
+    async def garbage(reader, writer, release):
         await reader.readuntil(b"\r\n\r\n")
         writer.write(b"SPDY/9 what\r\n\r\n")
         await writer.drain()
         writer.close()
 
-    res, _ = _fetch_raw(garbage, make_conf())
+    res = _fetch_raw(garbage, make_conf())
     assert res.status is None and res.error_cause in ("malformed_response", "connection_reset")
 
 
