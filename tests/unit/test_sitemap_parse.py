@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -163,12 +162,27 @@ QUADRATIC = (b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY a "' + b"x" * 50000 + 
                                  b'<!DOCTYPE u [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
                                  b"<urlset><url><loc>&x;</loc></url></urlset>",
                                  b'<!DOCTYPE u [<!ENTITY x SYSTEM "x" NDATA png>]><urlset/>'])
-def test_entities_are_refused_at_once(doc):
-    t = time.perf_counter()
+def test_entities_are_refused_at_once(doc, monkeypatch):
+    """Refused at the entity's declaration: no element or text (where an entity would be
+    expanded) reaches the handler."""
+    from owler.sitemap import parser
+
+    seen = []
+
+    class Watched(parser._XmlHandler):
+        def start(self, name, attrs):
+            seen.append(name)
+            super().start(name, attrs)
+
+        def chars(self, data):
+            seen.append(data)
+            super().chars(data)
+
+    monkeypatch.setattr(parser, "_XmlHandler", Watched)
     with pytest.raises(SitemapError) as exc:
         parse_sitemap(doc)
     assert exc.value.cause == "xml_entities"
-    assert time.perf_counter() - t < 1.0
+    assert seen == []
 
 
 def test_nothing_external_is_ever_fetched():
@@ -205,17 +219,15 @@ def test_nothing_external_is_ever_fetched():
     assert hits == []
 
 
-def test_gzip_bomb_bounded_time_and_memory():
+def test_gzip_bomb_bounded_work_and_memory():
     z = gzip.compress(b"<urlset>" + b" " * (256 << 20), 9)  # 256 MiB of blanks, ~260 KB
     tracemalloc.start()
-    t = time.perf_counter()
     r = parse_sitemap(z, Limits(max_bytes=50 << 20))
-    took = time.perf_counter() - t
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
+    # the work: 50 MiB decompressed and parsed, not the 256 (the time: bench/bench_sitemap.py)
     assert r.truncated == "max_bytes" and r.bytes_parsed == 50 << 20 and r.entries == []
     assert peak < 8 << 20, peak  # streamed: never the whole document in memory
-    assert took < 10
 
 
 def test_limits_urls_bytes_nesting_and_long_loc():
