@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -509,15 +508,29 @@ def test_invalid_utf8_declared_utf8():
     assert res.title == "caf\ufffd \ufffd\ufffd"
 
 
-def test_deep_nesting_is_bounded():
+def test_deep_nesting_is_bounded(monkeypatch):
+    """The tree builder gets the page cut where it nests deeper than MAX_NESTING (its work grows
+    with the square of the depth, src/owler/parse/html.py)."""
+    from owler.parse import html as H
+
+    built = []  # what the tree builder was given
+
+    def guard(text):
+        built.append(guard_depth(text))
+        return built[-1]
+
+    guard_depth = H._guard_depth
+    monkeypatch.setattr(H, "_guard_depth", guard)
     html = b"<div>" * 50_000 + b'<a href="/deep">deep</a>' + b"</div>" * 50_000
-    t0 = time.perf_counter()
     res = parse_html(PAGE, html)
-    assert time.perf_counter() - t0 < 2.0  # uncut this takes ~4 s
     _ok(res)
+    # cut at the first <div> one too deep: MAX_NESTING <div>s, nothing else
+    assert [len(t) for t in built] == [5 * MAX_NESTING] and built[0] == "<div>" * MAX_NESTING
+    assert urls(res) == []  # the link below the cut is not there
     # a page nested less deeply than the limit is parsed whole
     html = b"<div>" * (MAX_NESTING - 10) + b'<a href="/deep">deep</a>' + b"</div>" * 3000
     assert urls(parse_html(PAGE, html)) == ["https://news.example.com/deep"]
+    assert built[-1] == html.decode()
 
 
 def test_deep_inline_nesting():
