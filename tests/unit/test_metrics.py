@@ -22,6 +22,15 @@ from owler.task import metrics as M
 # ---- documents ------------------------------------------------------------------------------------
 
 SRC = M.Source("fetcher", 3, "worker1.example", 6701, "explorative-1-1700000000")
+#: seconds after which something awaited counts as never happening (a hang), not a speed bound
+HANG = 60.0
+
+
+def wait_until(cond, what: str) -> None:
+    deadline = time.monotonic() + HANG
+    while not cond():
+        assert time.monotonic() < deadline, f"{what} did not happen within {HANG:g} s (hang?)"
+        time.sleep(0.02)
 
 
 def test_documents_have_stormcrawlers_fields_and_types():
@@ -51,8 +60,8 @@ def test_worker_port_from_the_worker_command_line():
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
                              "-Dstorm.id=x", "-Dworker.port=6701"])
     try:
-        deadline = time.time() + 5
-        while M.worker_port(proc.pid) != 6701 and time.time() < deadline:
+        deadline = time.monotonic() + HANG
+        while M.worker_port(proc.pid) != 6701 and time.monotonic() < deadline:
             time.sleep(0.02)  # the command line shows once the exec is done
         assert M.worker_port(proc.pid) == 6701
     finally:
@@ -210,7 +219,40 @@ def test_sink_logs_a_conflicting_template_or_mapping_and_goes_on(caplog):
     assert "refused 1 documents (mapper_parsing_exception" in text
 
 
-def test_sink_never_blocks_and_drops_the_oldest_while_opensearch_is_away(caplog):
+def test_offer_returns_while_the_writer_waits_for_opensearch():
+    """The caller never waits for the network: offer() returns while the node holds the writer's
+    request unanswered, and the queue keeps the newest documents meanwhile."""
+    arrived, release = threading.Event(), threading.Event()
+
+    def answer(method, path, body):
+        arrived.set()
+        release.wait()  # set by the test, once the offers are done (or it failed)
+        return node.default(method, path, body)
+
+    node = StubNode(answer)
+    sink = M.MetricsSink(_conf(node.port), max_queue=10, min_backoff=0.05)
+    try:
+        sink.offer(M.documents(SRC, {"n0": 0}, 1700000000.0))
+        assert arrived.wait(HANG), "the writer never reached the node"
+        # the writer now waits for the node: 25 more offers from another thread must all return
+        offers = threading.Thread(target=lambda: [
+            sink.offer(M.documents(SRC, {f"n{i}": i}, 1700000000.0 + i)) for i in range(1, 26)])
+        offers.start()
+        offers.join(HANG)
+        assert not offers.is_alive(), "offer() waited for the node's answer"
+        assert not release.is_set()
+        # n0 in flight and the newest 9: the queue holds max_queue documents in all
+        assert (sink.queued, sink.dropped, sink.sent) == (10, 16, 0)
+        release.set()
+        assert sink.flush(HANG)
+        assert [d["name"] for d in node.bulk_docs()] == ["n0"] + [f"n{i}" for i in range(17, 26)]
+    finally:
+        release.set()
+        sink.close()
+        node.close()
+
+
+def test_sink_drops_the_oldest_while_opensearch_is_away(caplog):
     with socket.socket() as s:  # a port nobody listens on (yet)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -218,18 +260,13 @@ def test_sink_never_blocks_and_drops_the_oldest_while_opensearch_is_away(caplog)
     sink = M.MetricsSink(_conf(port), max_queue=10, min_backoff=0.05, max_backoff=0.2)
     node = None
     try:
-        t0 = time.perf_counter()
         for i in range(25):
             sink.offer(M.documents(SRC, {f"n{i}": i}, 1700000000.0 + i))
-        assert time.perf_counter() - t0 < 0.1  # the caller never waits for the network
-        deadline = time.time() + 5
-        while sink.failed_requests < 2 and time.time() < deadline:
-            time.sleep(0.02)
-        assert sink.failed_requests >= 2  # retried with back-off
+        wait_until(lambda: sink.failed_requests >= 2, "a second failed request")  # back-off, retry
         assert sink.dropped == 15 and sink.queued == 10 and sink.sent == 0
         assert "cannot write to OpenSearch index 'crawlmetrics'" in caplog.text
         node = StubNode(port=port)  # the node comes back: the newest 10 are written
-        assert sink.flush(10)
+        assert sink.flush(HANG)
         assert [d["name"] for d in node.bulk_docs()] == [f"n{i}" for i in range(15, 25)]
         assert sink.stats() == {"metrics/sent": 10, "metrics/dropped": 15, "metrics/rejected": 0}
         assert "writable again" in caplog.text
@@ -239,29 +276,38 @@ def test_sink_never_blocks_and_drops_the_oldest_while_opensearch_is_away(caplog)
             node.close()
 
 
-def test_sink_close_gives_up_quickly_when_opensearch_is_away():
+def test_sink_close_ends_the_writers_back_off_and_gives_up_when_opensearch_is_away():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    sink = M.MetricsSink(_conf(port), min_backoff=5, max_backoff=5)
+    sink = M.MetricsSink(_conf(port), min_backoff=3600, max_backoff=3600)
     sink.offer(M.documents(SRC, {"a": 1}, 1700000000.0))
-    time.sleep(0.2)  # first attempt failed; the writer now waits 5 s
-    t0 = time.monotonic()
-    sink.close(timeout=2.0)
-    assert time.monotonic() - t0 < 2.5
+    wait_until(lambda: sink.failed_requests == 1, "the first failed request")
+    # the writer now waits an hour before it tries again; close() must not wait for that
+    sink.close(timeout=HANG)
+    assert not sink._thread.is_alive(), "close() left the writer in its back-off"
+    assert sink.failed_requests == 2 and sink.queued == 1  # one last attempt, then given up
 
 
 def test_reporter_sends_snapshots_periodically(stub):
-    values = {"fetched": 0}
-    rep = M.MetricsReporter(SRC, lambda: dict(values), M.MetricsSink(_conf(stub.port)), interval=0.1)
+    taken: list[int] = []
+    third = threading.Event()
+
+    def snapshot():
+        taken.append(len(taken) + 1)
+        if len(taken) == 3:
+            third.set()
+        return {"fetched": taken[-1]}
+
+    rep = M.MetricsReporter(SRC, snapshot, M.MetricsSink(_conf(stub.port)), interval=0.1)
     try:
-        values["fetched"] = 5
-        time.sleep(0.5)
-        assert rep.sink.flush(5)
+        assert third.wait(HANG), "the reporter took fewer than 3 snapshots"
+        assert rep.sink.flush(HANG)
     finally:
-        rep.close()
-    docs = stub.bulk_docs()
-    assert len(docs) >= 3 and docs[-1]["value"] == 5.0  # cumulative: the latest is the total
+        rep.close(timeout=HANG)  # a last snapshot, sent
+    # every snapshot reached the index, in order (cumulative values: the latest is the total)
+    assert [d["value"] for d in stub.bulk_docs()] == [float(n) for n in taken]
+    assert len(taken) >= 4  # three on the interval, one at close
     assert M.MetricsReporter.from_conf({"metrics.opensearch": False}, {}, dict) is None
 
 
