@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
@@ -15,6 +16,10 @@ from owler import wire
 from owler.constants import CAPTURE_DATE, CAPTURE_DIGEST
 from owler.warc.archive import Archiver, Page
 from tests.component.test_crawl_bolts import PAGE, page_md
+
+
+#: seconds after which something awaited counts as never happening (a hang), not a speed bound
+HANG = 60.0
 
 
 class _Counter(Counter):
@@ -46,10 +51,10 @@ class Handed:
             self.lost.append((page.token, reason))
             self._cond.notify_all()
 
-    def wait(self, n: int, timeout: float = 10.0) -> None:
+    def wait(self, n: int, timeout: float = HANG) -> None:
         with self._cond:
             assert self._cond.wait_for(lambda: len(self.stored) + len(self.lost) >= n, timeout), \
-                (self.stored, self.lost)
+                f"{n} pages not handed back within {timeout:g} s: {self.stored}, {self.lost}"
 
 
 @pytest.fixture
@@ -113,20 +118,30 @@ def test_a_revisit_is_counted_as_one(handed, tmp_path):
     assert [t for t, _ in records(tmp_path)] == ["warcinfo", "request", "revisit"]
 
 
-def test_a_tick_closes_a_file_older_than_the_rotation_time(handed, tmp_path):
-    a = handed.archiver({"warc.dir": str(tmp_path), "warc.rotation.time": 1})
+def test_a_tick_closes_a_file_older_than_the_rotation_time(handed, tmp_path, monkeypatch):
+    from owler.warc import archive
+
+    now = [time.time()]  # the clock of the archiver and of its writer, moved by the test
+    monkeypatch.setattr(archive, "time", SimpleNamespace(time=lambda: now[0]))
+    a = handed.archiver({"warc.dir": str(tmp_path), "warc.rotation.time": 10})
+    a.writer.clock = lambda: now[0]
     try:
         a.submit(page(0))
         handed.wait(1)
+        now[0] += 9.5
         a.tick()  # too young
-        time.sleep(0.3)
-        assert list(tmp_path.glob("*.open"))
-        time.sleep(1.0)
-        a.tick()
-        deadline = time.time() + 10
-        while list(tmp_path.glob("*.open")) and time.time() < deadline:
+        a.submit(page(1))  # handed back once the tick before it was handled (one queue)
+        handed.wait(2)
+        assert len(list(tmp_path.glob("*.open"))) == 1 and not list(tmp_path.glob("*.warc.gz"))
+        now[0] += 0.5
+        a.tick()  # ten seconds old: closed
+        deadline = time.monotonic() + HANG
+        while list(tmp_path.glob("*.open")):
+            assert time.monotonic() < deadline, f"the file was not closed within {HANG:g} s"
             time.sleep(0.05)
-        assert not list(tmp_path.glob("*.open")) and len(list(tmp_path.glob("*.warc.gz"))) == 1
+        assert len(list(tmp_path.glob("*.warc.gz"))) == 1
+        assert [u for t, u in records(tmp_path) if t == "response"] == [
+            "http://example.com/p0", "http://example.com/p1"]
     finally:
         a.close()
 
@@ -154,7 +169,7 @@ def test_real_pages_come_out_of_the_archive_as_they_went_in(handed, tmp_path):
     a = handed.archiver({"warc.dir": str(tmp_path)})
     for i, (url, headers, body) in enumerate(pages):
         a.submit(Page(url, body, {**page_md(), wire.RAW_HEADERS: wire.encode_headers(headers)}, i))
-    handed.wait(len(pages), 30)
+    handed.wait(len(pages))
     a.close()
     assert handed.stored == list(range(len(pages))) and not handed.lost
     got = []
