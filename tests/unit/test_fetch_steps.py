@@ -28,7 +28,9 @@ class FakeHttp:
 
     async def fetch(self, url, content_limit=None, extra_headers=None):
         self.requests.append(url)
-        await asyncio.sleep(0.01)  # let concurrent callers pile up
+        # let concurrent callers pile up: the loop runs every task that is ready (the other
+        # asks, started by the same gather) before this timer's callback, whatever the speed
+        await asyncio.sleep(0.01)
         status, body, location = self.answers.get(url, (404, b"", None))
         headers = [("Location", location)] if location else []
         return FetchResult(url=url, status=status, headers=headers, content=body)
@@ -203,7 +205,11 @@ class ThrottlingHttp(FakeHttp):
                            content=b"<html></html>")
 
 
-def run_engine(urls, retry_after, submit_late=False, wait=5):
+#: seconds after which an outcome counts as never coming (a hang), not a speed bound
+HANG = 60.0
+
+
+def run_engine(urls, retry_after, submit_late=False):
     import threading
 
     got, done = [], threading.Event()
@@ -219,12 +225,12 @@ def run_engine(urls, retry_after, submit_late=False, wait=5):
     try:
         for url in urls:
             engine.submit(FetchItem(url, "a.example", {}))
-        done.wait(wait)
-        late = []
+        assert done.wait(HANG), f"{len(got)} of {len(urls)} outcomes within {HANG:g} s"
+        late, late_done = [], threading.Event()
         if submit_late:
-            engine.on_outcome = late.append
+            engine.on_outcome = lambda out: (late.append(out), late_done.set())
             engine.submit(FetchItem("http://a.example/late", "a.example", {}))
-            time.sleep(0.2)
+            assert late_done.wait(HANG), f"no outcome of the late URL within {HANG:g} s"
         return got, late, engine
     finally:
         engine.stop()
@@ -232,11 +238,14 @@ def run_engine(urls, retry_after, submit_late=False, wait=5):
 
 def test_a_long_retry_after_sends_the_queues_urls_back_to_the_frontier():
     urls = [f"http://a.example/{i}" for i in range(3)]
+    before = time.time()
     got, late, engine = run_engine(urls, "100", submit_late=True)
+    after = time.time()
     first = next(o for o in got if o.item.url == urls[0])
     assert first.status == Status.FETCH_ERROR and first.metadata["fetch.statusCode"] == ["429"]
     until = float(first.metadata["_queue.block.until"][0])
-    assert 95 < until - time.time() <= 100  # the frontier blocks the queue
+    # the frontier blocks the queue 100 s from the answer (which came between before and after)
+    assert before + 100 - 0.001 <= until <= after + 100 + 0.001
     assert float(first.metadata["scheduler.delay.mins"][0]) == pytest.approx(100 / 60, abs=0.01)
     assert sorted(o.item.url for o in got if o.kind == "held") == urls[1:]
     assert [o.kind for o in late] == ["held"]  # arriving during the hold: sent back at once
