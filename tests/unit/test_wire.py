@@ -72,7 +72,7 @@ def round_trip(msgs: list) -> list:
     writer = threading.Thread(target=lambda: [ser.send_message(m) for m in msgs])
     writer.start()
     got = [ser.read_message() for _ in msgs]
-    writer.join()
+    joined(writer)
     r.close()
     w.close()
     return got
@@ -159,36 +159,56 @@ def feed(w, *msgs) -> None:
     w.write(b"".join(msgpack.packb(m, use_bin_type=True) for m in msgs))
 
 
-def wait_for(cond, timeout: float = 5.0) -> None:
-    import time
+#: seconds after which something awaited counts as never happening (a hang), not a speed bound
+HANG = 60.0
 
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+
+def joined(thread: threading.Thread) -> None:
+    thread.join(HANG)
+    assert not thread.is_alive(), f"{thread.name} did not end within {HANG:g} s (hang?)"
+
+
+class WatchedPipe:
+    """The read end of a pipe that tells when the serializer takes its descriptor to read
+    (``reading``: set by ``fileno()``, called just before each ``os.readv``)."""
+
+    def __init__(self, fh):
+        self.fh = fh
+        self.reading = threading.Event()
+
+    def fileno(self):
+        self.reading.set()
+        return self.fh.fileno()
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
 
 
 EMIT_S = {"command": "emit", "stream": "status", "tuple": ["u", "FETCHED"]}
 EMIT_O = {"command": "emit", "stream": "outlinks", "tuple": ["u", ["a", "b"]]}
 
 
-def test_the_reading_threads_emits_and_ack_go_out_in_one_write_before_it_blocks_in_a_read(wired):
-    ser, w, out = wired
-    feed(w, {"id": "t1", "tuple": ["u"]})
-    assert ser.read_message()["id"] == "t1"
-    for msg in (EMIT_S, EMIT_O, {"command": "ack", "id": "t1"}):
-        ser.send_message(msg)
-    assert out.writes == []  # held back while the thread works on t1
-    got = []
-    reader = threading.Thread(target=lambda: got.append(ser.read_message()))
-    reader.start()  # flushes, then blocks: nothing is on the pipe
-    wait_for(lambda: out.writes)
-    assert len(out.writes) == 1
-    assert unpacked(out.writes[0]) == [EMIT_S, EMIT_O, {"command": "ack", "id": "t1"}]
-    assert reader.is_alive()  # waiting for the JVM, with nothing held back
-    feed(w, {"id": "t2", "tuple": ["v"]})
-    reader.join(5)
-    assert got[0]["id"] == "t2"
+def test_the_reading_threads_emits_and_ack_go_out_in_one_write_before_it_blocks_in_a_read():
+    r, w = pipe_pair()
+    watched, out = WatchedPipe(r), Recorder()
+    with r, w:
+        ser = OwlerMsgpackSerializer(watched, out, threading.RLock(), threading.RLock())
+        feed(w, {"id": "t1", "tuple": ["u"]})
+        assert ser.read_message()["id"] == "t1"
+        for msg in (EMIT_S, EMIT_O, {"command": "ack", "id": "t1"}):
+            ser.send_message(msg)
+        assert out.writes == []  # held back while the thread works on t1
+        watched.reading.clear()
+        got = []
+        reader = threading.Thread(target=lambda: got.append(ser.read_message()))
+        reader.start()  # flushes, then blocks in a read: nothing is on the pipe
+        assert watched.reading.wait(HANG), "the reader never went to read"
+        # by the read, what t1 caused is out, in one write, and nothing else
+        assert [unpacked(x) for x in out.writes] == [[EMIT_S, EMIT_O, {"command": "ack", "id": "t1"}]]
+        assert got == []  # waiting for the JVM, with nothing held back
+        feed(w, {"id": "t2", "tuple": ["v"]})
+        joined(reader)
+        assert got[0]["id"] == "t2" and len(out.writes) == 1
 
 
 def test_what_an_input_caused_goes_out_when_the_next_is_taken_and_before_any_other_command(wired):
@@ -215,7 +235,7 @@ def test_another_threads_write_goes_out_at_once_after_what_waits(wired):
     ser.send_message(EMIT_S)
     other = threading.Thread(target=ser.send_message, args=({"command": "ack", "id": "t0"},))
     other.start()
-    other.join(5)
+    joined(other)
     assert [unpacked(x) for x in out.writes] == [[EMIT_S, {"command": "ack", "id": "t0"}]]
     # before any read, no thread holds writes back
     r, w2 = pipe_pair()
