@@ -19,6 +19,20 @@ from owler.status import FrontierWriter, StatusUpdater
 from owler.task.batch import CommitBatch
 
 
+#: seconds after which something awaited counts as never happening (a hang), not a speed bound
+HANG = 60.0
+#: a window that lets a wrong send show up; the checks after it hold whatever the machine's speed
+WINDOW = 0.1
+
+
+def wait_until(cond, what: str):
+    deadline = time.monotonic() + HANG
+    while not (got := cond()):
+        assert time.monotonic() < deadline, f"{what} did not happen within {HANG:g} s (hang?)"
+        time.sleep(0.001)
+    return got
+
+
 class Gated:
     """A frontier whose sends wait for :meth:`answer`; records what happened in which order."""
 
@@ -41,7 +55,7 @@ class Gated:
         gate = threading.Event()
         self.gates.append(gate)
         self.events.append(f"send {n} start")
-        assert gate.wait(10)
+        assert gate.wait(HANG), f"send {n} was never answered"
         self.events.append(f"send {n} end")
         what = self.fail_with.get(n, [])
         if isinstance(what, Exception):
@@ -49,10 +63,7 @@ class Gated:
         return what
 
     def answer(self, n):
-        deadline = time.monotonic() + 10
-        while len(self.gates) <= n:
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
+        wait_until(lambda: len(self.gates) > n, f"send {n}")
         self.gates[n].set()
 
     def close(self):
@@ -70,16 +81,13 @@ def test_one_batch_in_flight_the_next_built_before_the_one_before_is_waited_for(
     fr.answer(0)
     # B is built while A may still be on its way, then A's outcome comes back with B's send
     out = p.send(ups(3), "B")
-    assert out.tag == "A" and out.ok and out.failed == [] and out.seconds >= 0
+    assert out.tag == "A" and out.ok and out.failed == []
     assert [u.url for u in out.updates] == ["http://a.org/1", "http://a.org/2"]
     assert fr.events[:4] == ["prepare 2", "send 0 start", "send 0 end", "prepare 1"] or \
         fr.events[:4] == ["prepare 2", "send 0 start", "prepare 1", "send 0 end"]
     assert p.poll() is None  # B not answered yet
     fr.answer(1)
-    deadline = time.monotonic() + 5
-    while (out := p.poll()) is None:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+    out = wait_until(p.poll, "B's outcome")
     assert out.tag == "B" and not p.busy
     assert p.wait() is None and p.close() is None
 
@@ -88,13 +96,16 @@ def test_the_next_request_is_not_sent_before_the_answer_to_the_one_before():
     fr = Gated()
     p = OneInFlight(fr)
     p.send(ups(1), "A")
-    sent = threading.Event()
+    sent, waits = threading.Event(), threading.Event()
+    wait = p.wait
+    p.wait = lambda: (waits.set(), wait())[1]  # B's send waits for A's answer: B is queued
     t = threading.Thread(target=lambda: (p.send(ups(2), "B"), sent.set()))
     t.start()
-    time.sleep(0.1)
+    assert waits.wait(HANG), "B's send never came to wait for A"
+    time.sleep(WINDOW)  # a B sent before A's answer would show meanwhile
     assert not sent.is_set() and fr.events == ["prepare 1", "send 0 start", "prepare 1"]
     fr.answer(0)
-    t.join(5)
+    t.join(HANG)
     assert sent.is_set()
     fr.answer(1)
     assert p.close().tag == "B"
@@ -106,26 +117,22 @@ def test_the_next_request_starts_at_the_answer_before_the_caller_takes_that_answ
     fr = Gated()
     p = OneInFlight(fr)
     p.send(ups(1), "A")
-    let_caller = threading.Event()
+    let_caller, waits = threading.Event(), threading.Event()
     wait = p.wait
-    p.wait = lambda: (let_caller.wait(10), wait())[1]  # a caller slow to take the answer
+    # a caller slow to take the answer; its wait begins once B is queued
+    p.wait = lambda: (waits.set(), let_caller.wait(HANG), wait())[2]
     outcome = []
     t = threading.Thread(target=lambda: outcome.append(p.send(ups(2, 3), "B")))
     t.start()
-    deadline = time.monotonic() + 5
-    while "prepare 2" not in fr.events:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
-    time.sleep(0.05)
+    assert waits.wait(HANG), "B's send never came to wait for A"
+    time.sleep(WINDOW)  # a B sent before A's answer would show meanwhile
     assert "send 1 start" not in fr.events  # B waits for A's answer
     fr.answer(0)
-    while "send 1 start" not in fr.events:
-        assert time.monotonic() < deadline, fr.events
-        time.sleep(0.001)
+    wait_until(lambda: "send 1 start" in fr.events, "B's send after A's answer")
     assert not let_caller.is_set() and t.is_alive()
     assert fr.events == ["prepare 1", "send 0 start", "prepare 2", "send 0 end", "send 1 start"]
     let_caller.set()
-    t.join(5)
+    t.join(HANG)
     assert outcome[0].tag == "A" and outcome[0].ok
     fr.answer(1)
     assert p.close().tag == "B"
