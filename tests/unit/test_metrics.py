@@ -169,7 +169,7 @@ def test_sink_installs_the_template_then_writes_in_bulk(stub):
     sink = M.MetricsSink(_conf(stub.port), min_backoff=0.05)
     try:
         sink.offer(M.documents(SRC, {"fetched": 1, "bytes": 100}, 1700000000.0))
-        assert sink.flush(5)
+        assert sink.flush(HANG)
     finally:
         sink.close()
     put = [r for r in stub.requests if r[0] == "PUT"]

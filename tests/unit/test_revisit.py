@@ -99,7 +99,7 @@ class Server:
 
     def __enter__(self):
         threading.Thread(target=self._run, daemon=True).start()
-        assert self._ready.wait(10)
+        assert self._ready.wait(60), "the server did not start within 60 s (hang?)"
         return self
 
     def _run(self):
@@ -134,7 +134,7 @@ def fetch_all(conf, items, refuse=None):
     try:
         for url, md in items:
             engine.submit(FetchItem(url, "127.0.0.1", md))
-        assert done.wait(20)
+        assert done.wait(60), f"{len(got)} of {len(items)} outcomes within 60 s (hang?)"
     finally:
         engine.stop()
     return {o.item.url: o for o in got}
