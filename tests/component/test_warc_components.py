@@ -29,6 +29,10 @@ def conf(tmp_path):
     return c
 
 
+#: seconds after which something awaited counts as never happening (a hang), not a speed bound
+HANG = 60.0
+
+
 def emits(msgs, stream=None):
     return [m for m in msgs if m.get("command") == "emit"
             and (stream is None or m.get("stream", "default") == stream)]
@@ -38,11 +42,10 @@ def test_spout_copies_every_record_and_emits_the_responses_until_acked(conf, tmp
     spout = ShellComponent("spouts.warc.WARCSpout", conf, tmp_path, "spout", task=3)
     try:
         got = []
-        for _ in range(40):  # released once recorded (warc2warc.copy.interval, 0.5 s)
-            got += emits(spout.next())
-            if len(got) == 2:
-                break
-            time.sleep(0.05)
+        deadline = time.monotonic() + HANG
+        while len(got) < 2:  # released once recorded (warc2warc.copy.interval, 0.5 s)
+            assert time.monotonic() < deadline, f"{len(got)} of 2 responses within {HANG:g} s"
+            got += emits(spout.next())  # a call that emits nothing rests 50 ms (WARCSpout)
         assert len(got) == 2 and {m.get("stream", "default") for m in got} == {"default"}
         url, content, md = got[0]["tuple"]
         assert url == "http://a.example/page0.html"
@@ -54,9 +57,8 @@ def test_spout_copies_every_record_and_emits_the_responses_until_acked(conf, tmp
             again += emits(spout.next())
         assert [m["id"] for m in again] == [got[1]["id"]]  # only the failed one comes again
         assert again[0]["tuple"][2][wire.RAW_REPLAYED] == ["true"]
-        spout.spout_ack(got[1]["id"])
-        time.sleep(0.1)
-        emits(spout.next())
+        spout.spout_ack(got[1]["id"])  # handled once its sync came back
+        assert emits(spout.next()) == []  # records the acks (warc2warc.ack.flush 0); nothing left
     finally:
         assert spout.close() == 0
     s = Progress(tmp_path / "warc2warc.sqlite").summary()
