@@ -39,7 +39,7 @@ Config keys read by :func:`parse_html` (``conf`` may be None: defaults apply):
     the 64-bit SimHash of the text (:mod:`owler.parse.simhash`), of a rough text from lexbor
     when the text is not extracted.
 
-Pages whose container elements nest deeper than :data:`MAX_NESTING` (1024) are cut there: the
+Pages whose container elements nest deeper than :data:`MAX_NESTING` (2048) are cut there: the
 HTML tree builder is quadratic in that depth (50,000 nested ``<div>`` take seconds).
 
 Errors: anything that goes wrong while parsing is raised as :class:`ParseError` (the bolt turns
