@@ -12,9 +12,9 @@ import uuid
 
 from owler.conf import load_conf
 from owler.frontier import open_frontier
-from owler.osclient import epoch_of
 from owler.task import metrics as M
 from tests.component.multilang import ShellComponent
+from tests.integration.waiting import returns, wait_for
 from tests.netproxy import Proxy
 
 
@@ -36,16 +36,13 @@ def _search(node, index: str, query: dict | None = None, size: int = 1000) -> li
     return [h["_source"] for h in data["hits"]["hits"]]
 
 
-def _wait_docs(node, index: str, pred, timeout: float = 30.0) -> list[dict]:
-    deadline = time.time() + timeout
-    while True:
+def _wait_docs(node, index: str, pred, timeout: float = 120.0) -> list[dict]:
+    def matching():
         status, _ = node.request("HEAD", f"/{index}")
         docs = _search(node, index) if status == 200 else []
-        if pred(docs):
-            return docs
-        if time.time() > deadline:
-            raise AssertionError(f"documents in {index} never matched; last: {docs[-5:]}")
-        time.sleep(0.3)
+        return docs if pred(docs) else None
+
+    return wait_for(f"the documents awaited in {index}", matching, timeout, every=0.3)
 
 
 SRC = M.Source("fetcher", 3, "worker1", 6701, "itest-1-1700000000")
@@ -54,8 +51,9 @@ SRC = M.Source("fetcher", 3, "worker1", 6701, "itest-1-1700000000")
 def test_documents_and_template(opensearch):
     index = _index("metrics")
     sink = M.MetricsSink(_conf(opensearch.port, index))
+    ts = time.time()
     try:
-        sink.offer(M.documents(SRC, {"fetched": 12, "http/200": 11, "queued": 2.5}, time.time()))
+        sink.offer(M.documents(SRC, {"fetched": 12, "http/200": 11, "queued": 2.5}, ts))
         assert sink.flush(30)
     finally:
         sink.close()
@@ -74,7 +72,7 @@ def test_documents_and_template(opensearch):
     assert d["value"] == 12.0 and isinstance(d["srcTaskId"], int) and d["srcWorkerPort"] == 6701
     assert (d["srcComponent"], d["srcWorkerHost"], d["srcStormId"]) == ("fetcher", "worker1",
                                                                         "itest-1-1700000000")
-    assert d["timestamp"].endswith("Z") and epoch_of(d["timestamp"]) > time.time() - 60
+    assert d["timestamp"] == M.iso_millis(ts) and d["timestamp"].endswith("Z")
     # numbers aggregate as numbers
     _, agg = opensearch.request("POST", f"/{index}/_search", {
         "size": 0, "aggs": {"v": {"sum": {"field": "value"}}}})
@@ -136,43 +134,55 @@ def test_a_node_going_away_never_blocks_and_dropped_documents_are_reported(opens
         rep.report()
         assert sink.flush(30) and sink.sent == 4
         proxy.cut()  # the node goes away
-        t0 = time.perf_counter()
-        for i in range(1, 21):
-            values["fetched"] = i
-            rep.report(ts=time.time() + i)  # 4 documents each
-        assert time.perf_counter() - t0 < 0.2  # the component is never held up
-        deadline = time.time() + 10
-        while sink.failed_requests < 2 and time.time() < deadline:
-            time.sleep(0.05)
-        assert sink.failed_requests >= 2 and sink.dropped == 60 and sink.queued == 20
+
+        def twenty_reports():
+            for i in range(1, 21):
+                values["fetched"] = i
+                rep.report(ts=time.time() + i)  # 4 documents each
+
+        # the component is never held up: every report returns while the node is away (it
+        # comes back below, after them), none waits for its documents to be written
+        returns("a report while the node is away", twenty_reports)
+        # the writer tried again (back-off 0.1 s to 0.5 s) and failed again: the node is away
+        wait_for("a second failed request", lambda: sink.failed_requests >= 2)
+        # 80 documents offered, none written: 20 kept (queued or in the failing request)
+        assert sink.sent == 4 and sink.dropped == 60 and sink.queued == 20
         assert "cannot write to OpenSearch" in caplog.text
         proxy = Proxy(opensearch.port, port=proxy.port)  # the node is back
         values["fetched"] = 21
-        rep.report(ts=time.time() + 30)  # this snapshot carries the drop count
-        assert sink.flush(30)
+        last = time.time() + 30
+        rep.report(ts=last)  # this snapshot carries the drop count
+        assert sink.flush(60)
         docs = _search(opensearch, index, {"term": {"name": "metrics/dropped"}})
-        assert docs[-1]["value"] >= 60.0
+        assert (docs[-1]["timestamp"], docs[-1]["value"]) == (M.iso_millis(last), 60.0)
         fetched = _search(opensearch, index, {"term": {"name": "fetched"}})
-        assert fetched[-1]["value"] == 21.0
+        assert (fetched[-1]["timestamp"], fetched[-1]["value"]) == (M.iso_millis(last), 21.0)
     finally:
         rep.close()
         proxy.cut()
 
-    # a node that accepts connections and never answers: the writer waits, the caller does not
+    # a node that accepts connections and never answers: the writer waits, the caller does not.
+    # The proxy answers nothing until it is cut, and the socket timeout (an hour) outlasts the
+    # test: whatever returns below returns while the writer's request is held
     hung = Proxy(opensearch.port, hang=True)
-    sink = M.MetricsSink(_conf(hung.port, index, **{"opensearch.socket.timeout": 30}),
+    sink = M.MetricsSink(_conf(hung.port, index, **{"opensearch.socket.timeout": 3600}),
                          max_queue=10)
     try:
         sink.offer(M.documents(SRC, {"a": 1}, time.time()))
-        time.sleep(0.3)  # the writer is now stuck in its request
-        t0 = time.perf_counter()
-        for i in range(30):
-            sink.offer(M.documents(SRC, {"a": i}, time.time() + i))
-        assert time.perf_counter() - t0 < 0.2
+        assert hung.held.wait(120), "the sink sent no request within 120 s"
+
+        def thirty_offers():
+            for i in range(30):
+                sink.offer(M.documents(SRC, {"a": i}, time.time() + i))
+
+        returns("an offer while the writer's request is held", thirty_offers)
+        # the request neither ended nor failed: the document in it and the 9 newest queued
+        assert (sink.sent, sink.failed_requests) == (0, 0) and hung.connections == 1
         assert sink.queued == 10 and sink.dropped == 21
-        t0 = time.monotonic()
-        sink.close(timeout=1.0)  # shutting down does not wait for the stalled request either
-        assert time.monotonic() - t0 < 2.0
+        # shutting down does not wait for the stalled request either (it waits 1 s for the
+        # writer, which is still in its request, and leaves it)
+        returns("closing the sink", lambda: sink.close(timeout=1.0))
+        assert (sink.sent, sink.failed_requests) == (0, 0)
     finally:
         hung.cut()
 
@@ -191,9 +201,10 @@ def test_component_writes_its_counters_and_owler_status_shows_them(opensearch, t
     try:
         for i in range(3):
             bolt.process([f"http://example.com/{i}", {}, "FETCHED"], tid=f"s{i}", stream="status")
-        time.sleep(0.3)
-        bolt.tick()
-        bolt.until_acked("s2")
+        # ticks as Storm sends them, until the commit interval (0.2 s) has passed and a tick
+        # committed the three
+        bolt.read_until(lambda m: m.get("command") in ("ack", "fail") and m.get("id") == "s2",
+                        timeout=120, tick_every=0.5)
         # the gauges come with the snapshots after the commit (the tick sets "pending"): wait
         # for them too, not only for the first snapshot that counted the commit
         names = {"FETCHED", "commits", "commit_ms", "pending", "metrics/sent"}
