@@ -30,6 +30,20 @@ def upd(url, status, nfd, key, md=None):
     return StatusUpdate(url, Status(status), md or {}, nfd, key)
 
 
+def lease(opensearch, conf, key) -> dict:
+    """A queue's lease document as the index holds it (``until`` in epoch seconds)."""
+    index = conf["opensearch.status.index.name"]
+    status, doc = opensearch.request("GET", f"/{index}_leases/_doc/{key}")
+    assert status == 200, doc
+    return {**doc["_source"], "until": doc["_source"]["until"] / 1000}
+
+
+# The frontier is told the time (the spout passes its clock to due() and release()). The lease
+# tests below ask it at instants around the ends of leases and pauses as the leases index records
+# them: the same as sleeping until then and asking, without a window a loaded machine could miss.
+BEFORE, AFTER = -0.5, 0.01  # seconds before and after such an end
+
+
 def test_index_is_created_with_the_stormcrawler_mapping_and_documents(conf, opensearch):
     now = time.time()
     with open_frontier(conf) as f:
@@ -156,7 +170,7 @@ def test_due_round_robin_by_queue_with_interest_tags(conf):
         assert h.due(now, 10, 2) == []  # a and b are leased by t1, c is excluded
 
 
-def test_queue_leases_split_queues_and_keep_the_delay(conf):
+def test_queue_leases_split_queues_and_keep_the_delay(conf, opensearch):
     now = time.time()
     with open_frontier(conf, owner="t1") as f, open_frontier(conf, owner="t2") as g:
         f.apply_updates([upd(f"http://{h}.example/{i}", "DISCOVERED", now - 10, f"{h}.example")
@@ -168,13 +182,16 @@ def test_queue_leases_split_queues_and_keep_the_delay(conf):
         assert {k for _, _, k in second} == {"b.example"}
         assert f.due(now, 10, 10) == []  # t1's round on a is going on, b is t2's
         # round done: a pauses max(fetcher.server.delay, refresh interval 1 s + 1 s)
-        f.release("a.example", time.time())
+        released = time.time()
+        f.release("a.example", released)
         assert f.min_hold == 2.0
-        assert g.due(time.time(), 10, 10) == []
-        time.sleep(1.2)
-        assert g.due(time.time(), 10, 10) == []
-        time.sleep(1.0)
-        assert {k for _, _, k in g.due(time.time(), 10, 10)} == {"a.example"}
+        ends = released + 2.0
+        pause = lease(opensearch, conf, "a.example")
+        assert (pause["owner"], pause["active"]) == ("t1", False)
+        assert pause["until"] == pytest.approx(ends, abs=0.001)
+        assert g.due(released, 10, 10) == []
+        assert g.due(ends + BEFORE, 10, 10) == []
+        assert {k for _, _, k in g.due(ends + AFTER, 10, 10)} == {"a.example"}
 
 
 def test_a_queue_taken_over_is_read_after_the_previous_rounds_writes(conf, opensearch):
@@ -202,7 +219,7 @@ def test_a_queue_taken_over_is_read_after_the_previous_rounds_writes(conf, opens
         assert "a.example" in g.leases  # taken, with nothing to fetch
 
 
-def test_a_blocked_queue_is_served_by_no_task_before_its_block_ends(conf):
+def test_a_blocked_queue_is_served_by_no_task_before_its_block_ends(conf, opensearch):
     """A throttling server's hold (StatusUpdate.block_until) reaches every task, outlives the
     round of the task that had the queue, and is never shortened."""
     now = time.time()
@@ -213,24 +230,26 @@ def test_a_blocked_queue_is_served_by_no_task_before_its_block_ends(conf):
                            for i in range(3)])
         f.refresh()
         assert {k for _, _, k in f.due(now, 1, 10)} == {"a.example"}  # t1's round on a
-        until = time.time() + 8
+        until = time.time() + 600
         blocked = StatusUpdate("http://a.example/0", Status.FETCH_ERROR, {}, until,
                                "a.example", block_until=until)
         assert g.apply_updates([blocked]) == []
         assert g.apply_updates([StatusUpdate("http://a.example/0", Status.FETCH_ERROR, {},
-                                             until, "a.example", block_until=until - 7)]) == []
+                                             until, "a.example", block_until=until - 300)]) == []
         released = time.time()
         f.release("a.example", released)  # the round ends: the block stays
         g.refresh()
-        time.sleep(max(0.0, released + 2.5 - time.time()))  # the pause after a round (2 s) is over
-        assert time.time() < until - 1, "too slow a machine for this test's timing"
+        block = lease(opensearch, conf, "a.example")
+        assert (block["owner"], block["active"]) == ("_blocked_", False)
+        assert block["until"] == pytest.approx(until, abs=0.001)  # the shorter block changed nothing
+        # the pause after a round (2 s) is over, the block is not: no task serves the queue
         for task in (f, g):
-            assert "a.example" not in {k for _, _, k in task.due(time.time(), 10, 10)}
-        time.sleep(max(0.0, until + 0.3 - time.time()))
-        assert "a.example" in {k for _, _, k in g.due(time.time(), 10, 10)}
+            assert "a.example" not in {k for _, _, k in task.due(released + 2 + AFTER, 10, 10)}
+            assert "a.example" not in {k for _, _, k in task.due(until + BEFORE, 10, 10)}
+        assert "a.example" in {k for _, _, k in g.due(until + AFTER, 10, 10)}
 
 
-def test_a_task_lets_the_others_have_the_queue_it_released_first(conf):
+def test_a_task_lets_the_others_have_the_queue_it_released_first(conf, opensearch):
     conf = {**conf, "fetcher.server.delay": 0.5, "spout.min.delay.queries": 1000}
     now = time.time()
     with open_frontier(conf, owner="alone") as f:
@@ -238,27 +257,36 @@ def test_a_task_lets_the_others_have_the_queue_it_released_first(conf):
                          for i in range(3)])
         f.refresh()
         assert f.due(now, 10, 1) and not f.peers
-        f.release("a.example", time.time())
-        time.sleep(f.min_hold + 0.1)
-        assert f.due(time.time(), 10, 1), "alone, a task takes its queue back after the pause"
-        f.release("a.example", time.time(), served=False)
+        f.release("a.example", now)
+        pause = now + f.min_hold
+        assert lease(opensearch, conf, "a.example")["until"] == pytest.approx(pause, abs=0.001)
+        assert f.due(pause + BEFORE, 10, 1) == [], "taken back within the pause"
+        assert f.due(pause + AFTER, 10, 1), "alone, a task takes its queue back after the pause"
+        given_back = pause + AFTER
+        f.release("a.example", given_back, served=False)
     # the closed task left: a newcomer does not count it as a peer
     with open_frontier(conf, owner="t1") as f, open_frontier(conf, owner="t2") as g:
-        assert f.due(time.time(), 10, 1) and not f.peers
-        assert g.due(time.time(), 10, 1) == [] and g.peers  # t2 sees t1 (and announces itself)
+        now = max(time.time(), given_back)  # the instants go on from the last one
+        assert f.due(now, 10, 1) and not f.peers
+        assert g.due(now, 10, 1) == [] and g.peers  # t2 sees t1 (and announces itself)
         f.next_beat = 0.0
-        f.release("a.example", time.time())
-        time.sleep(f.min_hold + 0.1)
-        assert f.due(time.time(), 10, 1) == [] and f.peers  # t2's turn first
+        f.release("a.example", now)
+        pause = now + f.min_hold
+        assert lease(opensearch, conf, "a.example")["until"] == pytest.approx(pause, abs=0.001)
+        assert f.due(pause + AFTER, 10, 1) == [] and f.peers  # t2's turn first
         assert f.handover == 1.5
-        time.sleep(f.handover)  # t2 did not take it (busy): t1 takes it back after the handover
-        assert f.due(time.time(), 10, 1)
-        f.release("a.example", time.time())
-        time.sleep(f.min_hold + 0.1)
-        assert g.due(time.time(), 10, 1)  # and t2 gets it as soon as the pause ends
+        assert f.due(pause + f.handover + BEFORE, 10, 1) == []
+        # t2 did not take it (busy): t1 takes it back after the handover
+        back = pause + f.handover + AFTER
+        assert f.due(back, 10, 1)
+        f.release("a.example", back)
+        pause = back + f.min_hold
+        assert lease(opensearch, conf, "a.example")["until"] == pytest.approx(pause, abs=0.001)
+        assert g.due(pause + BEFORE, 10, 1) == []
+        assert g.due(pause + AFTER, 10, 1)  # and t2 gets it as soon as the pause ends
 
 
-def test_lease_of_a_dead_task_expires_and_its_owner_takes_it_back(conf):
+def test_lease_of_a_dead_task_expires_and_its_owner_takes_it_back(conf, opensearch):
     conf = {**conf, "frontier.lease.ttl": 2}
     now = time.time()
     with open_frontier(conf, owner="dead") as f:
@@ -267,11 +295,16 @@ def test_lease_of_a_dead_task_expires_and_its_owner_takes_it_back(conf):
         assert f.due(now, 10, 10)
     # the same task restarted (same owner): its unreleased lease is its own
     with open_frontier(conf, owner="dead") as again:
-        assert again.due(time.time(), 10, 10)
+        taken = time.time()
+        assert again.due(taken, 10, 10)
+    expires = taken + 2  # frontier.lease.ttl
+    held = lease(opensearch, conf, "a.example")
+    assert (held["owner"], held["active"]) == ("dead", True)
+    assert held["until"] == pytest.approx(expires, abs=0.001)
     with open_frontier(conf, owner="other") as g:
-        assert g.due(time.time(), 10, 10) == []
-        time.sleep(2.2)
-        assert g.due(time.time(), 10, 10)
+        assert g.due(taken, 10, 10) == []
+        assert g.due(expires + BEFORE, 10, 10) == []
+        assert g.due(expires + AFTER, 10, 10)
 
 
 def test_documents_without_url_are_skipped(conf, opensearch):
