@@ -4,21 +4,34 @@ guard on), a depth limit on the trap seed (``max.depth``, MaxDepthFilter) and a 
 the crawl ends by itself, every farm URL reaches a final status, the traps are bounded, the slow
 and broken servers cost a bounded time each and are asked at most twice, throttling servers are
 left alone as long as they ask (Retry-After) or for a growing time, the calm hosts are crawled in
-full, the WARC files are valid, and the canary on another loopback address is never reached."""
+full, the WARC files are valid, and the canary on another loopback address is never reached.
+
+The throttling servers are crawled on the OpenSearch frontier too (a crawl of those hosts alone,
+on a farm of its own: each throttles once): on both frontiers, a 429 with Retry-After goes from
+the farm through the fetcher to a queue the frontier holds (SQLite's ``blocks`` table, the lease
+OpenSearch keeps under ``_blocked_``) until the time the server asked for."""
 
 from __future__ import annotations
 
 import io
 import json
+import sqlite3
+import threading
 import time
+import uuid
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from owler.conf import load_conf
+from owler.frontier import open_frontier
+from owler.frontier.opensearch import BLOCK_OWNER
 from owler.frontier.sqlite import SQLiteFrontier
+from owler.urls import partition_key, partition_mode
 from tests.farm import hostile as H
 from tests.farm.harness import farm_module
 from tests.integration.cli import owler
@@ -36,9 +49,65 @@ def farm(tmp_path_factory):
         yield {"port": int(ready[0]), "canary": int(ready[1]), "log": log}
 
 
-def run_crawl(farm, work: Path, topology: str, seeds: str) -> dict:
+def farm_log(farm, since: float) -> list[dict]:
+    return [e for e in (json.loads(line) for line in farm["log"].read_text().splitlines()
+                        if line.strip()) if e["t"] >= since]
+
+
+def sqlite_block(path: Path):
+    """The time SQLite's ``blocks`` table holds a queue until, or None."""
+    def read(key: str) -> float | None:
+        try:
+            with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)) as db:
+                row = db.execute("SELECT until FROM blocks WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error:  # not there yet, or busy
+            return None
+        return row[0] if row else None
+    return read
+
+
+def opensearch_block(node, index: str):
+    """The time the OpenSearch frontier holds a queue until (its lease under BLOCK_OWNER), or
+    None. Read from the leases index directly: a frontier opened here would announce a task."""
+    def read(key: str) -> float | None:
+        status, doc = node.request("GET", f"/{index}_leases/_doc/{quote(key, safe='')}")
+        source = (doc or {}).get("_source") or {}
+        if status == 200 and source.get("owner") == BLOCK_OWNER:
+            return source["until"] / 1000
+        return None
+    return read
+
+
+def watch_block(farm, port: int, conf: dict, t0: float, read_block, stop, found: dict) -> None:
+    """Once the farm logged the throttled request (ratelimit's first /r/1: 429, Retry-After),
+    poll the frontier until it holds the queue; note when the farm answered, the time the queue
+    is held until, and when that was seen."""
+    url = f"http://{H.HOSTS['ratelimit']}:{port}/r/1"
+    key = partition_key(url, partition_mode(conf))
+    throttled = None
+    while not stop.is_set():
+        try:
+            if throttled is None:
+                throttled = next((e["t"] for e in farm_log(farm, t0) if e.get("host") ==
+                                  H.HOSTS["ratelimit"] and e["path"] == "/r/1"), None)
+            if throttled is not None:
+                until = read_block(key)
+                if until is not None:
+                    found.update(key=key, throttled=throttled, until=until, seen=time.time())
+                    return
+        except Exception as exc:  # noqa: BLE001 - a line half written, a busy node: again
+            found["last error"] = repr(exc)
+        time.sleep(0.2)
+
+
+def run_crawl(farm, work: Path, topology: str, seeds: str, frontier_conf: str | None = None,
+              read_block=None) -> dict:
+    """A crawl on the SQLite frontier unless ``frontier_conf`` says otherwise (then
+    ``read_block`` reads its blocks); when ratelimit is a seed, the frontier's hold of its queue
+    is watched meanwhile (``block``)."""
     conf = work / "conf.yaml"
-    conf.write_text(f"frontier.sqlite.path: {work / 'frontier.sqlite'}\n"
+    sqlite = work / "frontier.sqlite"
+    conf.write_text((frontier_conf or f"frontier.sqlite.path: {sqlite}\n") +
                     f"warc.dir: {work / 'warc'}\n"
                     f"owler.work.dir: {work}\n"
                     f"http.allowed.networks: [{H.NETWORK}]\n"
@@ -47,12 +116,21 @@ def run_crawl(farm, work: Path, topology: str, seeds: str) -> dict:
     (work / "seeds.txt").write_text(seeds)
     owler("inject", str(work / "seeds.txt"), "--conf", str(conf))
     t0 = time.time()
+    block: dict = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_block, daemon=True, args=(
+        farm, farm["port"], load_conf(str(conf)), t0, read_block or sqlite_block(sqlite), stop,
+        block))
+    if H.HOSTS["ratelimit"] in seeds:
+        watcher.start()
     run = owler("run", topology, "--conf", str(conf), "--idle-exit", "10", "--time", "500",
                 check=False)
     took = time.time() - t0
-    entries = [json.loads(line) for line in farm["log"].read_text().splitlines() if line.strip()]
-    return {"work": work, "port": farm["port"], "canary": farm["canary"], "run": run,
-            "took": took, "log": [e for e in entries if e["t"] >= t0]}
+    stop.set()
+    if watcher.is_alive():
+        watcher.join()
+    return {"work": work, "conf": conf, "port": farm["port"], "canary": farm["canary"],
+            "run": run, "took": took, "log": farm_log(farm, t0), "block": block}
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +147,39 @@ def crawl(farm, tmp_path_factory):
 def sitemap_crawl(farm, crawl, tmp_path_factory):  # after the explorative crawl: one at a time
     seeds = "".join(f"http://{H.HOSTS[h]}:{farm['port']}/\n" for h in ("smtrap", "smslow"))
     return run_crawl(farm, tmp_path_factory.mktemp("hostile-sitemap"), "sitemap", seeds)
+
+
+THROTTLING = ("ratelimit", "backoff", "ratedate")
+
+
+@pytest.fixture(scope="module")
+def opensearch_throttle_crawl(opensearch, sitemap_crawl, tmp_path_factory):
+    """The throttling hosts alone on the OpenSearch frontier, after the other crawls, on a farm
+    of their own (the farm throttles each host once)."""
+    log = tmp_path_factory.mktemp("hostile-farm-os") / "access.log"
+    with farm_module("tests.farm.hostile", log) as ready:
+        farm = {"port": int(ready[0]), "canary": int(ready[1]), "log": log}
+        index = f"hostile-{uuid.uuid4().hex[:8]}"
+        seeds = "".join(f"http://{H.HOSTS[h]}:{farm['port']}/\n" for h in THROTTLING)
+        return run_crawl(farm, tmp_path_factory.mktemp("hostile-os"), "explorative", seeds,
+                         opensearch.conf_lines(index), opensearch_block(opensearch, index))
+
+
+def throttle_crawl(request, backend: str) -> dict:
+    """The crawl that went through the throttling hosts on ``backend``."""
+    crawl = request.getfixturevalue("crawl" if backend == "sqlite"
+                                    else "opensearch_throttle_crawl")
+    if backend != "sqlite":  # the full crawl's end is checked by test_the_crawl_ends_by_itself
+        run = crawl["run"]
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert "idle for 10 s" in run.stdout, run.stdout[-3000:]
+    return crawl
+
+
+def records(crawl, urls: list[str]) -> dict:
+    """The frontier's records of ``urls`` (either frontier), after the crawl."""
+    with open_frontier(load_conf(str(crawl["conf"]))) as f:
+        return {u: f.get(u) for u in urls}
 
 
 def requests(crawl, host: str, prefix: str = "/") -> Counter:
@@ -172,23 +283,36 @@ def throttle_pages(crawl, host: str) -> list[str]:
     return [base + "/"] + [f"{base}/r/{k}" for k in range(1, H.THROTTLE_PAGES + 1)]
 
 
-def test_retry_after_holds_the_whole_queue_then_everything_is_fetched(crawl):
-    urls = frontier(crawl)
+@pytest.mark.parametrize("backend", ["sqlite", "opensearch"])
+def test_retry_after_holds_the_whole_queue_then_everything_is_fetched(request, backend):
+    crawl = throttle_crawl(request, backend)
     for host, wait in (("ratelimit", H.RETRY_AFTER), ("ratedate", H.RETRY_DATE)):
         asked = page_requests(crawl, host)
         t = next(e["t"] for e in asked if e["path"] == "/r/1")  # the throttled answer
         later = [e["t"] for e in asked if e["t"] > t]
+        # (ratedate's Retry-After is an HTTP date: whole seconds, up to 1 s less than asked)
         assert later and min(later) >= t + wait - 1.2, (host, min(later) - t)
         assert Counter(e["path"] for e in asked)["/r/1"] == 2
-        assert all(urls[u].status.value == "FETCHED" for u in throttle_pages(crawl, host)), host
+        urls = records(crawl, throttle_pages(crawl, host))
+        assert {u: r.status.value for u, r in urls.items()} == {u: "FETCHED" for u in urls}, host
+    # the frontier held ratelimit's queue until the time the server asked for: Retry-After
+    # seconds after the fetcher had the answer (after the farm logged the request, before the
+    # block was seen), longer than fetcher.max.throttle.sleep, so its URLs went back there
+    block = crawl["block"]
+    assert "until" in block, (f"the {backend} frontier never held ratelimit's queue after its "
+                              f"429 (while the crawl ran)", block)
+    assert (block["throttled"] + H.RETRY_AFTER - 0.01 <= block["until"]
+            <= block["seen"] + H.RETRY_AFTER), block
 
 
-def test_throttling_without_retry_after_backs_off_growing(crawl):
+@pytest.mark.parametrize("backend", ["sqlite", "opensearch"])
+def test_throttling_without_retry_after_backs_off_growing(request, backend):
+    crawl = throttle_crawl(request, backend)
     times = [e["t"] for e in page_requests(crawl, "backoff")]
     assert len(times) >= 3
     assert times[1] - times[0] >= 2 - 0.2 and times[2] - times[1] >= 4 - 0.2
-    urls = frontier(crawl)
-    assert all(urls[u].status.value == "FETCHED" for u in throttle_pages(crawl, "backoff"))
+    urls = records(crawl, throttle_pages(crawl, "backoff"))
+    assert {u: r.status.value for u, r in urls.items()} == {u: "FETCHED" for u in urls}
 
 
 def test_a_robots_txt_answering_429_keeps_the_site_unfetched(crawl):
