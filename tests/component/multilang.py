@@ -68,11 +68,6 @@ class ShellComponent:
         self.pid = msg["pid"]
         self.logs: list[str] = []
 
-    @property
-    def binary(self) -> bool:
-        """Whether bytes travel as they are (MessagePack), as ``OwlerComponent.binary`` says."""
-        return self.serializer == "msgpack"
-
     def send(self, obj: dict) -> None:
         if self.serializer == "msgpack":
             self.proc.stdin.write(self._packer.pack(obj))
