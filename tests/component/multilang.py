@@ -31,8 +31,12 @@ from pathlib import Path
 
 import msgpack
 
+from owler import wire
+
 ROOT = Path(__file__).resolve().parents[2]
 SERIALIZERS = ("json", "msgpack")
+#: seconds a read waits before the component is taken for hung: a guard, not a speed figure
+HANG = 60.0
 #: what a ShellComponent speaks when it is not told (set per test by tests/component/conftest.py)
 default_serializer = "json"
 
@@ -68,6 +72,12 @@ class ShellComponent:
         self.pid = msg["pid"]
         self.logs: list[str] = []
 
+    def content(self, data: bytes) -> str | bytes:
+        """A page's bytes as this component's serializer carries them in a tuple: ``bytes``
+        under MessagePack (as a crawl's fetcher emits them), text under JSON
+        (:func:`owler.wire.encode_content`)."""
+        return wire.encode_content(data, binary=self.serializer == "msgpack")
+
     def send(self, obj: dict) -> None:
         if self.serializer == "msgpack":
             self.proc.stdin.write(self._packer.pack(obj))
@@ -92,7 +102,7 @@ class ShellComponent:
         else:
             self._buf += chunk
 
-    def read(self, timeout: float = 10.0) -> dict:
+    def read(self, timeout: float = HANG) -> dict:
         """One message (JSON: the text before a line ``end``; MessagePack: the next map)."""
         deadline = time.time() + timeout
         fd = self.proc.stdout.fileno()
@@ -108,7 +118,7 @@ class ShellComponent:
                 raise EOFError(f"component exited with {self.proc.wait()}")
             self._take(chunk)
 
-    def read_until(self, pred, timeout: float = 10.0, tick_every: float | None = None
+    def read_until(self, pred, timeout: float = HANG, tick_every: float | None = None
                    ) -> list[dict]:
         """Messages up to and including the first one matching ``pred`` (logs kept aside). With
         ``tick_every``, a tick every so many seconds meanwhile, as Storm sends them: a bolt that
@@ -141,13 +151,13 @@ class ShellComponent:
     def tick(self) -> None:
         self.send({"id": "tick", "comp": "__system", "stream": "__tick", "task": -1, "tuple": [1]})
 
-    def until_acked(self, tid: str, timeout: float = 10.0) -> list[dict]:
+    def until_acked(self, tid: str, timeout: float = HANG) -> list[dict]:
         """Messages up to the ack or fail of ``tid``."""
         return self.read_until(lambda m: m.get("command") in ("ack", "fail") and m.get("id") == tid,
                                timeout)
 
     # -- spouts -------------------------------------------------------------------------------
-    def next(self, timeout: float = 10.0) -> list[dict]:
+    def next(self, timeout: float = HANG) -> list[dict]:
         self.send({"command": "next"})
         return self.read_until(lambda m: m.get("command") == "sync", timeout)
 

@@ -46,7 +46,7 @@ def test_parser_emits_status_and_one_outlinks_batch(conf, tmp_path):
                           {**conf, "metadata.persist": conf["metadata.persist"] + ["anchors"]},
                           tmp_path, "parser")
     try:
-        bolt.process(["http://example.com/p", wire.encode_content(PAGE), page_md()], tid="p1")
+        bolt.process(["http://example.com/p", bolt.content(PAGE), page_md()], tid="p1")
         msgs = bolt.until_acked("p1")
         status = emits(msgs, "status")
         assert len(status) == 1 and status[0]["tuple"][2] == "FETCHED"
@@ -63,7 +63,7 @@ def test_parser_emits_status_and_one_outlinks_batch(conf, tmp_path):
         msgs = bolt.until_acked("p2")
         st = emits(msgs, "status")[0]["tuple"]
         assert st[2] == "ERROR" and "error.message" in st[1]
-        bolt.process(["http://example.com/img", wire.encode_content(b"\x89PNG\r\n\x1a\n" + bytes(300)),
+        bolt.process(["http://example.com/img", bolt.content(b"\x89PNG\r\n\x1a\n" + bytes(300)),
                       {**page_md(), wire.RAW_HEADERS: ["Content-Type: image/png"]}], tid="p3")
         st = emits(bolt.until_acked("p3"), "status")[0]["tuple"]
         assert st[2] == "FETCHED" and st[1]["parse.mimetype"] == ["image/png"]
@@ -83,7 +83,7 @@ def test_parser_passes_its_outlinks_through_the_url_filters_and_the_blacklist(co
     bolt = ShellComponent("bolts.parser.ParserBolt", {**conf, "blacklist.dir": str(bl)}, tmp_path,
                           "parser")
     try:
-        bolt.process(["http://example.com/p", wire.encode_content(page), page_md()], tid="p1")
+        bolt.process(["http://example.com/p", bolt.content(page), page_md()], tid="p1")
         out = emits(bolt.until_acked("p1"), "outlinks")
         assert len(out) == 1
         assert outlink.decode(out[0]["tuple"][2]) == [("http://example.com/b", "")]  # no anchors kept

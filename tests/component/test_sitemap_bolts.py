@@ -43,7 +43,7 @@ def test_sitemap_parser_bolt(conf, tmp_path):
     try:
         body = gzip.compress(f"<urlset {NS}>{''.join(f'<url><loc>http://a.com/{i}</loc><lastmod>2024-02-0{i}</lastmod></url>' for i in range(1, 4))}<url><loc>http://b.org/x</loc></url></urlset>".encode())
         md = {"isSitemap": ["true"], "depth": ["0"], wire.RAW_HEADERS: ["Content-Type: application/gzip"]}
-        bolt.process(["http://a.com/s.xml.gz", wire.encode_content(body), md], tid="s1")
+        bolt.process(["http://a.com/s.xml.gz", bolt.content(body), md], tid="s1")
         msgs = bolt.until_acked("s1")
         assert msgs[-1]["command"] == "ack"
         status = [m["tuple"] for m in emits(msgs, "status")]
@@ -55,7 +55,7 @@ def test_sitemap_parser_bolt(conf, tmp_path):
         assert all(m["anchors"] == ["s1"] for m in emits(msgs, "status"))
         assert not [k for k in status[-1][1] if k.startswith("_raw.")]
         # not a sitemap: passed on to the HTML parser unchanged
-        page = wire.encode_content(b"<html><body>x</body></html>")
+        page = bolt.content(b"<html><body>x</body></html>")
         bolt.process(["http://a.com/p", page, {"isSitemap": ["false"]}], tid="p1")
         msgs = bolt.until_acked("p1")
         out = emits(msgs)[0]["tuple"]
@@ -64,14 +64,14 @@ def test_sitemap_parser_bolt(conf, tmp_path):
         # an XML bomb and a broken tuple: recorded, the bolt lives on
         laughs = (b'<!DOCTYPE l [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]>'
                   b"<urlset><url><loc>&b;</loc></url></urlset>")
-        bolt.process(["http://a.com/bomb.xml", wire.encode_content(laughs), {"isSitemap": ["true"]}],
+        bolt.process(["http://a.com/bomb.xml", bolt.content(laughs), {"isSitemap": ["true"]}],
                      tid="b1")
         st = emits(bolt.until_acked("b1"), "status")[0]["tuple"]
         assert st[2] == "FETCH_ERROR" and st[1]["error.cause"] == ["xml_entities"]
         bolt.process(["http://a.com/x.xml", "Z???", {"isSitemap": ["true"]}], tid="x1")
         st = emits(bolt.until_acked("x1"), "status")[0]["tuple"]
         assert st[2] == "ERROR" and st[1]["error.source"] == ["sitemap parsing"]
-        bolt.process(["http://a.com/ok.xml", wire.encode_content(b"http://a.com/t\n"),
+        bolt.process(["http://a.com/ok.xml", bolt.content(b"http://a.com/t\n"),
                       {"isSitemap": ["true"]}], tid="t1")
         assert [m["tuple"][0] for m in emits(bolt.until_acked("t1"), "status")] == [
             "http://a.com/t", "http://a.com/ok.xml"]

@@ -91,14 +91,14 @@ def test_parser_filters_and_blacklists_its_outlinks_itself(conf, tmp_path):
     parser = ShellComponent("bolts.warc_parser.WARCParserBolt",
                             {**conf, "blacklist.dir": str(bl)}, tmp_path, "parser")
     try:
-        parser.process(["http://b.example/p", wire.encode_content(page), md], tid="p1")
+        parser.process(["http://b.example/p", parser.content(page), md], tid="p1")
         out = emits(parser.until_acked("p1"), "outlinks")
         assert [outlink.decode(m["tuple"][2]) for m in out] == [[("http://b.example/q", "")]]
-        parser.process(["http://b.example/old", wire.encode_content(moved), md], tid="p2")
+        parser.process(["http://b.example/old", parser.content(moved), md], tid="p2")
         msgs = parser.until_acked("p2")
         assert not emits(msgs, "outlinks")  # the blacklisted target is not followed
         assert emits(msgs, "status")[0]["tuple"][2] == "REDIRECTION"
-        parser.process(["http://b.example/old2", wire.encode_content(moved2), md], tid="p3")
+        parser.process(["http://b.example/old2", parser.content(moved2), md], tid="p3")
         out = emits(parser.until_acked("p3"), "outlinks")
         assert [outlink.decode(m["tuple"][2]) for m in out] == [[("http://b.example/New", "")]]
     finally:
@@ -115,23 +115,23 @@ def test_parser_bolt(conf, tmp_path):
           "fetch.time": ["1714564800.0"]}
     parser = ShellComponent("bolts.warc_parser.WARCParserBolt", conf, tmp_path, "parser")
     try:
-        parser.process(["http://b.example/p", wire.encode_content(gzip.compress(raw)), md],
+        parser.process(["http://b.example/p", parser.content(gzip.compress(raw)), md],
                        tid="p1")
         msgs = parser.until_acked("p1")
         status = emits(msgs, "status")[0]["tuple"]
         assert status[2] == "FETCHED" and status[1]["fetch.time"] == ["1714564800.0"]
         assert outlink.decode(emits(msgs, "outlinks")[0]["tuple"][2]) == [
             ("http://b.example/q", ""), ("http://c.example/", "")]  # anchors: nobody keeps them
-        parser.process(["", wire.encode_content(G.record("warcinfo", None, b"x: y\r\n")),
+        parser.process(["", parser.content(G.record("warcinfo", None, b"x: y\r\n")),
                         md], tid="p2")
         assert not emits(parser.until_acked("p2"))  # archived only
         # a link this task sent recently is not sent again, unless the record is a replay
         raw2 = G.record("response", "http://b.example/r", G.http_response(
             G.page("r", ["/q", "/s"])))
-        parser.process(["http://b.example/r", wire.encode_content(raw2), md], tid="p3")
+        parser.process(["http://b.example/r", parser.content(raw2), md], tid="p3")
         assert outlink.decode(emits(parser.until_acked("p3"), "outlinks")[0]["tuple"][2]) == [
             ("http://b.example/s", "")]
-        parser.process(["http://b.example/p", wire.encode_content(raw),
+        parser.process(["http://b.example/p", parser.content(raw),
                         {**md, wire.RAW_REPLAYED: ["true"]}], tid="p4")
         msgs = parser.until_acked("p4")
         assert outlink.decode(emits(msgs, "outlinks")[0]["tuple"][2]) == [
