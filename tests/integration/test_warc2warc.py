@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from warcio.archiveiterator import ArchiveIterator
 from owler.warc.progress import Progress
 from owler.warc.reader import InputRecord, WARCReadError, iter_records
 from tests import warcgen as G
+from tests.integration.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "warc"
@@ -189,17 +189,17 @@ def test_a_crash_mid_file_and_a_restart_lose_nothing_and_copy_nothing_twice(s3_s
                       "topology.max.spout.pending: 200\n")
     proc = owler(s3, "run", "warc2warc", "--conf", str(conf), "--idle-exit", "5", background=True)
     progress = None
+
+    def copied_300():  # records acked, as the progress file counts them
+        nonlocal progress
+        path = tmp_path / "warc2warc.sqlite"
+        if not path.exists():
+            return False
+        progress = progress or Progress(path)
+        return progress.summary()["records"] >= 300
+
     try:
-        deadline = time.time() + 240
-        while time.time() < deadline:
-            path = tmp_path / "warc2warc.sqlite"
-            if path.exists():
-                progress = progress or Progress(path)
-                if progress.summary()["records"] >= 300:
-                    break
-            time.sleep(0.2)
-        else:
-            raise AssertionError("the first run did not get going")
+        wait_for("300 records of the first run", copied_300, 300)
     finally:
         # the crash: every process of the run dies at once
         marker = str(tmp_path).encode()
