@@ -249,3 +249,16 @@ def test_a_copy_task_opens_its_archive_and_recovers_what_it_left_open(tmp_path, 
     assert not c3.owns_progress and not c3.add(*recs[3])
     c3.close()
     assert progress.archived(recs[3][0], recs[3][1])
+
+
+def test_an_ack_repeated_is_counted_once(tmp_path):
+    progress = Progress(tmp_path / "progress.sqlite")
+    try:
+        progress.register([("in/a.warc", 100, None)])
+        fid = progress.file("in/a.warc")["id"]
+        progress.record_acks({fid: ["10", "20"]}, {})
+        progress.record_acks({fid: ["20", "30"]}, {})  # "20" again: a replay acked twice
+        assert progress.file("in/a.warc")["records"] == 3
+        assert progress.acked_keys(fid) == {"10", "20", "30"}
+    finally:
+        progress.close()

@@ -159,10 +159,12 @@ class Progress:
         """Acked keys per file and each file's new resume point, in one transaction."""
         with self.tx():
             for file_id, keys in acks.items():
-                self.conn.executemany("INSERT OR IGNORE INTO acked (file_id, key) VALUES (?, ?)",
-                                      [(file_id, k) for k in keys])
+                # a key recorded already (an ack repeated) is not counted again
+                new = self.conn.executemany(
+                    "INSERT OR IGNORE INTO acked (file_id, key) VALUES (?, ?)",
+                    [(file_id, k) for k in keys]).rowcount
                 self.conn.execute("UPDATE files SET records = records + ?, updated = ? "
-                                  "WHERE id = ?", (len(keys), time.time(), file_id))
+                                  "WHERE id = ?", (new, time.time(), file_id))
             for file_id, offset in resume.items():
                 self.conn.execute("UPDATE files SET resume_offset = MAX(resume_offset, ?) "
                                   "WHERE id = ?", (offset, file_id))
