@@ -16,8 +16,10 @@ gauges are the value at the time of the document. The list: README.md, "Metrics"
 Writing never slows the component: :class:`MetricsReporter` takes a snapshot every
 ``metrics.interval`` seconds on its own thread and hands the documents to :class:`MetricsSink`, a
 bounded queue drained by another thread with ``_bulk`` requests. While OpenSearch cannot be
-reached the sink retries with back-off (1 s doubling to 60 s) and drops the oldest documents
-beyond ``metrics.queue.size`` (counted as ``metrics/dropped``): metrics are not crawl data.
+reached the sink retries with back-off (1 s doubling to 60 s) and keeps at most
+``metrics.queue.size`` documents, counting in the request being sent: beyond it the oldest waiting
+ones are dropped (counted as ``metrics/dropped``), those in the request stay for its retry;
+metrics are not crawl data.
 
 The read side (the latest values per component, for ``owler status``) is
 :mod:`owler.run.report`.
@@ -198,8 +200,9 @@ def error_message(text: str, dropped: int, limit: int = 2000) -> str:
 class MetricsSink:
     """Writes documents to the metrics index from a background thread; never blocks the caller.
 
-    :meth:`offer` appends to a queue of at most ``max_queue`` documents (the oldest are dropped
-    beyond it, counted in ``dropped``). The writer thread installs the index template and creates
+    :meth:`offer` appends to a queue of at most ``max_queue`` documents, the request in flight
+    counted in (beyond it the oldest waiting documents are dropped, counted in ``dropped``; those
+    in the request are kept for its retry). The writer thread installs the index template and creates
     the index if missing (once), then sends ``_bulk`` requests of up to ``batch_size`` documents.
     A request that reaches no node (or gets 429/5xx) puts its documents back and waits
     ``min_backoff`` seconds, doubling up to ``max_backoff``. Documents the index refuses (a
