@@ -33,9 +33,10 @@ def farm_module(module: str, log: Path):
 
 
 class FarmProcess:
-    def __init__(self, n_hosts: int, log_path: Path, sitemap_hosts: int = 0):
+    def __init__(self, n_hosts: int, log_path: Path, sitemap_hosts: int = 0, pad: int = 0):
         self.n_hosts = n_hosts
         self.sitemap_hosts = sitemap_hosts
+        self.pad = pad  # random bytes in every HTML page (tests/farm/server.py --pad)
         self.log_path = Path(log_path)
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
@@ -51,7 +52,8 @@ class FarmProcess:
         root = Path(__file__).resolve().parents[2]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.farm.server", "--hosts", str(self.n_hosts),
-             "--sitemap-hosts", str(self.sitemap_hosts), "--log", str(self.log_path)],
+             "--sitemap-hosts", str(self.sitemap_hosts), "--log", str(self.log_path),
+             "--pad", str(self.pad)],
             cwd=root, stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(root)})
         deadline = time.time() + 60

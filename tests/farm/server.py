@@ -36,15 +36,20 @@ above keep theirs; by index j, see ``SITEMAP_SITES``):
 
 Every request is appended to an access log (JSON lines: time, host, path, status) that tests judge
 the crawl by. Run: ``python -m tests.farm.server --hosts 6 --log FILE`` → prints ``READY <port>``.
+``--pad BYTES``: every HTML page of ``Farm.page`` carries that many random bytes (base64, in a
+comment: gzipped they stay about that many bytes, and the page's text and links do not change),
+for tests that need megabytes of WARC records from a small crawl.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import functools
 import gzip
 import json
+import os
 import sys
 import time
 
@@ -90,8 +95,10 @@ LAUGHS = ('<?xml version="1.0"?>\n<!DOCTYPE lolz [\n <!ENTITY lol "lol">\n'
 
 
 class Farm:
-    def __init__(self, n_hosts: int, port: int, log_path: str, n_sitemap_hosts: int = 0):
+    def __init__(self, n_hosts: int, port: int, log_path: str, n_sitemap_hosts: int = 0,
+                 pad: int = 0):
         self.n = n_hosts
+        self.pad = pad  # random bytes in every page of page() (module docstring)
         self.port = port
         self.log = open(log_path, "a", buffering=1)
         self.addr_to_index = {host_addr(i): i for i in range(n_hosts)}
@@ -105,6 +112,8 @@ class Farm:
     def page(self, title: str, links: list[str], extra_head: str = "", body: str = "") -> str:
         anchors = "\n".join(f'<li><a href="{h}">link {k}</a></li>' for k, h in enumerate(links))
         filler = " ".join(["Lorem ipsum dolor sit amet, consectetur adipiscing elit."] * 40)
+        if self.pad:
+            extra_head += f"<!-- {base64.b64encode(os.urandom(self.pad)).decode()} -->"
         return (f"<!DOCTYPE html><html><head><meta charset=utf-8><title>{title}</title>"
                 f"{extra_head}</head><body><h1>{title}</h1><p>{filler}</p>{body}<ul>{anchors}</ul>"
                 f"</body></html>")
@@ -403,8 +412,9 @@ class Farm:
         raise web.HTTPNotFound()  # /secret included
 
 
-async def serve(n_hosts: int, port: int, log_path: str, n_sitemap_hosts: int = 0) -> None:
-    farm = Farm(n_hosts, port, log_path, n_sitemap_hosts)
+async def serve(n_hosts: int, port: int, log_path: str, n_sitemap_hosts: int = 0,
+                pad: int = 0) -> None:
+    farm = Farm(n_hosts, port, log_path, n_sitemap_hosts, pad)
     if n_sitemap_hosts:
         gzip_bomb()  # built once, before READY
     app = web.Application()
@@ -431,9 +441,11 @@ def main() -> None:
     ap.add_argument("--log", required=True)
     ap.add_argument("--sitemap-hosts", type=int, default=0,
                     help="also serve this many sitemap sites (SITEMAP_SITES) on 127.0.40.x")
+    ap.add_argument("--pad", type=int, default=0,
+                    help="random bytes in every HTML page (base64, in a comment)")
     args = ap.parse_args()
     try:
-        asyncio.run(serve(args.hosts, args.port, args.log, args.sitemap_hosts))
+        asyncio.run(serve(args.hosts, args.port, args.log, args.sitemap_hosts, args.pad))
     except KeyboardInterrupt:
         pass
 
