@@ -310,6 +310,80 @@ def test_streaming_archiver_hands_pages_back_once_stored(s3_server, tmp_path, mo
     assert len(s3_server.objects("stream-bolt", "crawl/")) == 1
 
 
+def test_a_url_delivered_twice_is_archived_once(s3_server, tmp_path, monkeypatch):
+    # Storm may hand a fetcher task the same URL again while the first copy's part is not stored
+    # yet (a replay racing the first delivery, as after a node's loss): the second page waits for
+    # the first copy and shares its fate
+    c = load_conf()
+    c.update({"warc.s3.bucket": s3_server.bucket("stream-twice"), "warc.s3.prefix": "crawl",
+              "s3.endpoint": s3_server.endpoint, "warc.s3.max.age": 1})
+    for k, v in s3_server.env.items():
+        monkeypatch.setenv(k, v)
+    url = "http://e.example/twice"
+    handed = Handed()
+    a = handed.archiver(c, "05")
+    try:
+        a.submit(Page(url, PAGE, page_md(), "t1"))
+        a.submit(Page(url, PAGE + b"again", page_md(), "t2"))
+        a.submit(Page("http://e.example/other", PAGE, page_md(), "t3"))
+        wait_for("the pages written", lambda: handed.counts["records"] == 2)
+        assert a.pending == 3 and not handed.stored
+
+        def ticked():
+            a.tick()
+            return len(handed.stored) == 3
+        wait_for("the pages stored", ticked, every=0.5)
+        assert sorted(handed.stored) == ["t1", "t2", "t3"] and not handed.lost
+        assert handed.counts["replays_not_archived"] == 1 and a.pending == 0
+    finally:
+        a.close()
+    urls = [u for data in s3_server.objects("stream-twice", "crawl/").values()
+            for u, _ in archived_pairs(data)]
+    assert sorted(urls) == ["http://e.example/other", url]  # one response record each
+
+
+def test_a_url_delivered_twice_is_lost_with_its_first_copy(s3_server, tmp_path, monkeypatch):
+    from botocore.exceptions import ClientError
+
+    c = load_conf()
+    c.update({"warc.s3.bucket": s3_server.bucket("stream-twice-lost"), "warc.s3.prefix": "crawl",
+              "s3.endpoint": s3_server.endpoint, "warc.s3.max.age": 1})
+    for k, v in s3_server.env.items():
+        monkeypatch.setenv(k, v)
+    handed = Handed()
+    a = handed.archiver(c, "06")
+    refuse = ClientError({"Error": {"Code": "InternalError", "Message": "refused"}}, "UploadPart")
+
+    def refused(**kw):
+        raise refuse
+    monkeypatch.setattr(a.writer.s3, "upload_part", refused)
+    monkeypatch.setattr(a.writer.s3, "put_object", refused)
+    try:
+        a.submit(Page("http://e.example/x", PAGE, page_md(), "l1"))
+        a.submit(Page("http://e.example/x", PAGE, page_md(), "l2"))
+        wait_for("the first copy written", lambda: handed.counts["records"] == 1)
+
+        def ticked():
+            a.tick()
+            return len(handed.lost) == 2
+        wait_for("both pages lost", ticked, every=0.5)
+        assert [t for t, _ in handed.lost] == ["l1", "l2"] and not handed.stored
+        assert all("could not be stored" in r for _, r in handed.lost)
+    finally:
+        monkeypatch.undo()
+        a.close()
+
+
+def archived_pairs(data: bytes) -> list[tuple[str, str]]:
+    """(target URI, record type) of the response records in a gzipped WARC object."""
+    import io
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    return [(r.rec_headers.get_header("WARC-Target-URI"), r.rec_type)
+            for r in ArchiveIterator(io.BytesIO(data)) if r.rec_type == "response"]
+
+
 def test_real_archives_stream_through_unchanged(env):
     # records nobody on the project wrote (Common Crawl, Dolma: tests/data/warc/NOTICE), copied
     # as they are through the S3 stream over a part boundary, then read back for the dedup window

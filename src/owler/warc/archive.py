@@ -24,13 +24,15 @@ Output (:func:`owler.warc.upload.open_output`):
   (10), checked on :meth:`Archiver.tick`. Pages of a part S3 refused are lost. A page stored in
   the last ``warc.s3.dedup.window`` seconds (600) by this partition, before a crash or on another
   node, is stored without being archived again when Storm replays it: the fetcher's grouping by
-  queue sends the replay to the task of the same partition.
+  queue sends the replay to the task of the same partition. A page of a URL written and not yet
+  stored (Storm delivered the URL twice: a replay racing the first copy, as after a node's loss)
+  is not written again either: it waits for the first copy and shares its fate, stored or lost.
 - ``warc.s3.stream: false``: local files as above, each uploaded once closed
   (:class:`owler.warc.upload.Uploader`).
 
 Counters (through ``count``): ``records``, ``revisits``, ``bytes``, ``write_failed``,
-``replays_not_archived``; :attr:`Archiver.pending` is the pages written and not yet stored plus
-those queued.
+``replays_not_archived``; :attr:`Archiver.pending` is the pages written and not yet stored (and
+those waiting for an earlier copy of their URL) plus those queued.
 """
 
 from __future__ import annotations
@@ -83,19 +85,27 @@ class Archiver:
         self._stored, self._lost, self._count, self._report = stored, lost, count, report
         self._queue: queue.Queue = queue.Queue(QUEUE_SIZE)
         self._written: deque = deque()  # (page, file name, end offset, written at)
+        #: streaming: URLs written and not yet stored -> the later pages of the same URL, which
+        #: wait for that copy instead of being archived again
+        self._waiting: dict[str, list[Page]] = {}
+        self._n_waiting = 0  # pages in the lists of _waiting
+        # pages submitted and taken by the thread (each counter written by one thread only; the
+        # queue's size would count the ticks too)
+        self._submitted = self._taken = 0
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="owler-warc", daemon=True)
         self._thread.start()
 
     @property
     def pending(self) -> int:
-        return len(self._written) + self._queue.qsize()
+        return len(self._written) + self._n_waiting + self._submitted - self._taken
 
     def submit(self, page: Page) -> None:
         """Queue a page; ``stored`` or ``lost`` is called with it later, on the archiver's
         thread. RuntimeError once closed."""
         if self._closed:
             raise RuntimeError("the WARC archiver is closed")
+        self._submitted += 1
         self._queue.put(page)
 
     def tick(self) -> None:
@@ -131,6 +141,7 @@ class Archiver:
                         self.writer.make_durable()
                     self.writer.maybe_rotate(now)
                 else:
+                    self._taken += 1
                     self._write(item, now)
                 self._release(now)
             except Exception as exc:  # noqa: BLE001 - the thread must live: its pages time out
@@ -142,6 +153,10 @@ class Archiver:
             self._count("replays_not_archived", 1)  # stored before a crash; Storm replayed it
             self._hand_back(self._stored, page)
             return
+        if self.streaming and page.url in self._waiting:  # a copy written, not yet stored
+            self._waiting[page.url].append(page)
+            self._n_waiting += 1
+            return
         try:
             n = self.writer.write_page(page.url, page.payload, page.metadata)
         except Exception as exc:  # noqa: BLE001 - disk full, S3 away: lost, Storm replays the page
@@ -152,6 +167,8 @@ class Archiver:
             return
         rec = self.writer.last_record
         self._written.append((page, rec.filename, rec.offset + rec.length, now))
+        if self.streaming:
+            self._waiting[page.url] = []
         self._count("revisits" if page.metadata.get(wire.RAW_REVISIT) else "records", 1)
         self._count("bytes", n)
 
@@ -165,11 +182,18 @@ class Archiver:
                 if self.streaming:
                     self.writer.archived(page.url, now)
                 self._hand_back(self._stored, page)
+                for again in self._waiting.pop(page.url, ()):
+                    self._n_waiting -= 1
+                    self._count("replays_not_archived", 1)
+                    self._hand_back(self._stored, again)
             elif self.writer.lost(name, end):
                 written.popleft()
                 self._count("write_failed", 1)
-                self._hand_back(self._lost, page,
-                                f"WARC records of {page.url} could not be stored in {name}")
+                reason = f"WARC records of {page.url} could not be stored in {name}"
+                self._hand_back(self._lost, page, reason)
+                for again in self._waiting.pop(page.url, ()):
+                    self._n_waiting -= 1
+                    self._hand_back(self._lost, again, reason)
             else:
                 break
 
