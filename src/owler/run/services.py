@@ -13,6 +13,7 @@ The crawler reaches the node through ``opensearch.addresses``, which defaults to
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import time
@@ -66,6 +67,12 @@ class OpenSearchNode:
         return f"http://127.0.0.1:{self.running_port or self.port}"
 
     @property
+    def cluster_name(self) -> str:
+        """The name this node's cluster gets, unique to its data folder: the node that answers
+        on the port is known to be this one, not another that took the port first."""
+        return "owler-" + hashlib.sha1(str(self.base.resolve()).encode()).hexdigest()[:12]
+
+    @property
     def logs(self) -> Path:
         return self.base / "node_1" / "logs"
 
@@ -109,7 +116,8 @@ class OpenSearchNode:
             if self.running_port != self.port:
                 raise ServiceError(f"opensearch already runs on port {self.running_port} (pid {pid}), "
                                    f"not {self.port}: run `owler services down` first")
-            if self._wait_healthy(pid, timeout):
+            # (a node started by an earlier version is named "owler")
+            if self._wait_healthy(pid, timeout, {self.cluster_name, "owler"}):
                 return f"opensearch already running at {self.url} (pid {pid})"
             raise ServiceError(f"opensearch (pid {pid}) runs but {self.url} is not healthy; "
                                f"see {self.logs} or run `owler services down` first")
@@ -133,7 +141,7 @@ class OpenSearchNode:
         cmd = [java, f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseG1GC",
                "-Dlog4j2.formatMsgNoLookups=true", "-cp", f"{lib}/*", RUNNER_MAIN,
                "-basePath", str(self.base), "-numOfNode", "1", "-baseHttpPort", str(self.port - 1),
-               "-clusterName", "owler"]
+               "-clusterName", self.cluster_name]
         self.base.mkdir(parents=True, exist_ok=True)
         with open(self.console, "ab") as out:
             try:
@@ -143,21 +151,31 @@ class OpenSearchNode:
             except FileNotFoundError:
                 raise ServiceError("java not found: install Java 17 (`make setup`) or set JAVA_HOME")
         write_pid_file(self.pid_file, proc.pid, self.port)
-        if not self._wait_healthy(proc.pid, timeout):
+        if not self._wait_healthy(proc.pid, timeout, {self.cluster_name}):
             alive = proc.poll() is None
             self._stop(proc.pid)
+            other = (self.health() or {}).get("cluster_name")
+            if other is not None and other != self.cluster_name:
+                raise ServiceError(f"port {self.port} on 127.0.0.1 was taken by another node "
+                                   f"(cluster {other!r}) while this one started; set "
+                                   "services.opensearch.port to a free port")
             tail = self._console_tail()
             why = "did not become healthy in time" if alive else "exited"
             raise ServiceError(f"opensearch {why}; console log {self.console}:\n{tail}")
         return f"opensearch up at {self.url} (pid {proc.pid}; data and logs in {self.base})"
 
-    def _wait_healthy(self, pid: int, timeout: float) -> bool:
+    def _wait_healthy(self, pid: int, timeout: float, names: set[str]) -> bool:
+        """Whether the node of ``pid`` answers healthy within ``timeout`` s: the cluster that
+        answers on the port must have one of ``names`` (another process's node on the port, which
+        took it between the check and the start, is not this one)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not alive(pid):
                 return False
             h = self.health()
             if h and h.get("status") in ("green", "yellow"):
+                if h.get("cluster_name") not in names:
+                    return False
                 return True
             time.sleep(0.5)
         return False
