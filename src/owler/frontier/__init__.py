@@ -32,12 +32,16 @@ URLFrontier service, :mod:`owler.frontier.urlfrontier`), ``frontier.tags``,
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Container, Iterable, Mapping, Protocol
 
 from owler import conf as C
 from owler.conf import ConfError
 from owler.constants import FRONTIER_BACKEND_KEY, FRONTIER_TAGS_KEY, SQLITE_PATH_KEY, Status
+from owler.frontier.crawls import (CRAWL_ID_KEY, DEFAULT_CRAWL, URLFRONTIER_CRAWL_KEY,
+                                   CrawlIDError, crawl_id, sqlite_path)
 from owler.urls import normalize, partition_key
 
 __all__ = [
@@ -49,6 +53,12 @@ __all__ = [
     "Frontier",
     "FrontierError",
     "open_frontier",
+    "backend_of",
+    "configured_crawl",
+    "crawl_spaces",
+    "list_crawls",
+    "delete_crawl",
+    "DEFAULT_CRAWL",
     "round_robin",
     "seed_key",
     "tag_rules",
@@ -246,23 +256,112 @@ def round_robin(buckets: list[list], per_bucket: int) -> list:
     return out
 
 
-def open_frontier(conf: Mapping[str, Any] | None, owner: str | None = None) -> Frontier:
-    """The frontier backend chosen by ``frontier.backend`` (default ``sqlite``). ``owner`` names
-    the spout task for the queue leases of a shared frontier (OpenSearch)."""
+def backend_of(conf: Mapping[str, Any] | None) -> str:
+    """``frontier.backend``: ``sqlite`` (the default), ``opensearch`` or ``urlfrontier``."""
+    backend = (C.get_str(conf or {}, FRONTIER_BACKEND_KEY, "sqlite") or "sqlite").strip().lower()
+    if backend not in ("sqlite", "opensearch", "urlfrontier"):
+        raise ConfError(f"frontier.backend: unknown backend {backend!r}; expected 'sqlite', "
+                        "'opensearch' or 'urlfrontier'")
+    return backend
+
+
+def configured_crawl(conf: Mapping[str, Any] | None) -> str:
+    """The crawl a crawler works on: ``frontier.crawl.id`` (``urlfrontier.crawlid`` on a
+    URLFrontier service); ``DEFAULT`` when unset. ConfError for an ID that names no crawl."""
     conf = conf or {}
-    backend = (C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite") or "sqlite").strip().lower()
+    key = URLFRONTIER_CRAWL_KEY if backend_of(conf) == "urlfrontier" else CRAWL_ID_KEY
+    try:
+        return crawl_id(C.get_str(conf, key, "") or "")
+    except CrawlIDError as exc:
+        raise ConfError(f"{key}: {exc}") from None
+
+
+def open_frontier(conf: Mapping[str, Any] | None, owner: str | None = None,
+                  crawl: str | None = None) -> Frontier:
+    """The frontier backend chosen by ``frontier.backend`` (default ``sqlite``), for ``crawl``
+    (else the crawl the configuration names: :func:`configured_crawl`); its space is created if
+    missing. ``owner`` names the spout task for the queue leases of a shared frontier
+    (OpenSearch)."""
+    conf = conf or {}
+    backend = backend_of(conf)
+    if backend == "urlfrontier":  # (no crawl named: the spout takes any crawl's URLs)
+        from owler.frontier.urlfrontier import URLFrontierClient
+
+        configured_crawl(conf)  # a bad urlfrontier.crawlid is a ConfError here
+        return URLFrontierClient(conf, owner=owner,
+                                 crawl=None if crawl is None else crawl_id(crawl))
+    crawl = configured_crawl(conf) if crawl is None else crawl_id(crawl)
     if backend == "sqlite":
         from owler.frontier.sqlite import SQLiteFrontier
 
         path = C.get_str(conf, SQLITE_PATH_KEY, ".work/frontier.sqlite")
-        return SQLiteFrontier(path, conf)
-    if backend == "opensearch":
-        from owler.frontier.opensearch import OpenSearchFrontier
+        return SQLiteFrontier(sqlite_path(path, crawl), conf, crawl=crawl)
+    from owler.frontier.opensearch import OpenSearchFrontier
 
-        return OpenSearchFrontier(conf, owner=owner)
+    return OpenSearchFrontier(conf, owner=owner, crawl=crawl)
+
+
+def crawl_spaces(conf: Mapping[str, Any] | None) -> dict[str, str]:
+    """Crawl ID -> where its URLs are (a file, an index), for every crawl whose space exists on
+    the SQLite or OpenSearch frontier (:mod:`owler.frontier.crawls`); ``DEFAULT`` first."""
+    conf = conf or {}
+    backend = backend_of(conf)
+    if backend == "sqlite":
+        from owler.frontier.sqlite import crawl_files
+
+        found = {c: str(p) for c, p in
+                 crawl_files(C.get_str(conf, SQLITE_PATH_KEY, ".work/frontier.sqlite")).items()}
+    elif backend == "opensearch":
+        from owler.frontier.opensearch import crawl_indices
+
+        found = crawl_indices(conf)
+    else:
+        raise FrontierError("a URLFrontier service lists its own crawls (ListCrawls)")
+    return dict(sorted(found.items(), key=lambda kv: (kv[0] != DEFAULT_CRAWL, kv[0])))
+
+
+def list_crawls(conf: Mapping[str, Any] | None) -> list[str]:
+    """The crawls that hold at least one URL, ``DEFAULT`` first (on a URLFrontier service: what
+    its ListCrawls answers)."""
+    conf = conf or {}
+    backend = backend_of(conf)
     if backend == "urlfrontier":
-        from owler.frontier.urlfrontier import URLFrontierClient
+        from owler.frontier.urlfrontier import list_crawls as remote
 
-        return URLFrontierClient(conf, owner=owner)
-    raise ConfError(f"frontier.backend: unknown backend {backend!r}; expected 'sqlite', "
-                    "'opensearch' or 'urlfrontier'")
+        return remote(conf)
+    spaces = crawl_spaces(conf)
+    if backend == "sqlite":
+        from owler.frontier.sqlite import holds_urls
+
+        return [c for c, path in spaces.items() if holds_urls(Path(path))]
+    from owler.frontier.opensearch import index_counts
+
+    counts = index_counts(conf, spaces.values())
+    return [c for c, index in spaces.items() if counts.get(index)]
+
+
+def delete_crawl(conf: Mapping[str, Any] | None, crawl: str) -> int:
+    """Remove crawl ``crawl`` with all its URLs; how many URLs it held (0: an unknown crawl).
+    The ``DEFAULT`` crawl's file or index stays, emptied; another crawl's is removed."""
+    conf = conf or {}
+    backend = backend_of(conf)
+    crawl = crawl_id(crawl)
+    if backend == "urlfrontier":
+        from owler.frontier.urlfrontier import delete_crawl as remote
+
+        return remote(conf, crawl)
+    where = crawl_spaces(conf).get(crawl)
+    if where is None:
+        return 0
+    with contextlib.closing(open_frontier(conf, crawl=crawl)) as f:
+        n = f.delete(None)
+    if crawl != DEFAULT_CRAWL:
+        if backend == "sqlite":
+            from owler.frontier.sqlite import remove_crawl_file
+
+            remove_crawl_file(Path(where))
+        else:
+            from owler.frontier.opensearch import drop_crawl_indices
+
+            drop_crawl_indices(conf, where)
+    return n

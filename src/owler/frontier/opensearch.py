@@ -81,6 +81,7 @@ from owler.constants import (DEPTH, ERROR_CAUSE, ERROR_MESSAGE, EXCLUDE_TAGS_KEY
                              Status)
 from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate, round_robin,
                             seed_key, Tagger)
+from owler.frontier.crawls import DEFAULT_CRAWL, SEPARATOR, index_name
 from owler.frontier.refresh import EXT_PREFIXES, REFRESH_KEYS, TRUE, is_refresh, is_sitemap_key
 from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key, epoch_of
 from owler.scheduler import load_scheduler
@@ -177,11 +178,13 @@ class OpenSearchFrontier:
     #: (index.max_inner_result_window)
     max_per_bucket = 64
 
-    def __init__(self, conf: Mapping[str, Any] | None = None, owner: str | None = None) -> None:
+    def __init__(self, conf: Mapping[str, Any] | None = None, owner: str | None = None,
+                 crawl: str = DEFAULT_CRAWL) -> None:
         conf = conf or {}
         self.conf = conf
         self.client = OSClient(conf, "status")
-        self.index = str(conn_key(conf, "status", INDEX_NAME, "status"))
+        self.crawl = crawl
+        self.index = index_name(str(conn_key(conf, "status", INDEX_NAME, "status")), crawl)
         self.leases_index = f"{self.index}_leases"
         self._budgets_ready = False  # <index>_budgets checked (charge())
         self.routing = C.get_bool(conf, "opensearch.status.routing", False)
@@ -231,6 +234,8 @@ class OpenSearchFrontier:
                 value = conn_key(conf, "status", key)
                 if value is not None:
                     idx[name] = value
+            if self.crawl != DEFAULT_CRAWL:  # the crawl the index holds (list_crawls reads it)
+                body.setdefault("mappings", {}).setdefault("_meta", {})["crawl_id"] = self.crawl
             self._create_index(self.index, body)
         self._check_mapping()
         status, _ = self.client.request("HEAD", f"/{self.leases_index}", ok=(200, 404))
@@ -265,6 +270,10 @@ class OpenSearchFrontier:
         if not isinstance(data, dict) or not data:
             raise FrontierError(f"status index {self.index!r}: no mapping returned")
         mappings = next(iter(data.values())).get("mappings", {})
+        holds = (mappings.get("_meta") or {}).get("crawl_id", DEFAULT_CRAWL)
+        if holds != self.crawl:
+            raise FrontierError(f"index {self.index!r} holds the crawl {holds!r}, not "
+                                f"{self.crawl!r}")
         props = mappings.get("properties", {})
         strict = str(mappings.get("dynamic", "true")) == "strict"  # no new fields at all
         # our own "updated" (last write, for the sitemap refresh): not into a strict foreign index
@@ -1049,6 +1058,58 @@ if (!changed && sameNfd && sameTags) {
   if (tags.isEmpty()) { ctx._source.remove('tags'); } else { ctx._source.tags = tags; }
 }
 """
+
+
+def crawl_indices(conf: Mapping[str, Any]) -> dict[str, str]:
+    """Crawl ID -> status index of every crawl whose index exists: ``DEFAULT``'s
+    (``opensearch.status.index.name``) and the others (:func:`owler.frontier.crawls.index_name`),
+    each known by the crawl ID its mapping records. FrontierError when no node answers."""
+    base = str(conn_key(conf, "status", INDEX_NAME, "status"))
+    client = OSClient(conf, "status")
+    try:
+        _, data = client.request(
+            "GET", f"/{base},{base}{SEPARATOR}*/_mapping",
+            params={"ignore_unavailable": "true", "allow_no_indices": "true",
+                    "filter_path": "*.mappings._meta"})
+    except OpenSearchError as exc:
+        raise FrontierError(f"cannot list the crawls of {base!r}: {exc}") from exc
+    finally:
+        client.close()
+    out: dict[str, str] = {}
+    for name, doc in (data or {}).items():
+        meta = ((doc or {}).get("mappings") or {}).get("_meta") or {}
+        crawl = meta.get("crawl_id", DEFAULT_CRAWL) if name != base else DEFAULT_CRAWL
+        if index_name(base, crawl) == name:  # a leases or budgets index records no crawl
+            out[crawl] = name
+    return out
+
+
+def index_counts(conf: Mapping[str, Any], indices: Iterable[str]) -> dict[str, int]:
+    """Documents per index, refreshed first (one count request per index)."""
+    client = OSClient(conf, "status")
+    out = {}
+    try:
+        for name in indices:
+            client.request("POST", f"/{name}/_refresh", ok=(200, 404))
+            status, data = client.request("GET", f"/{name}/_count", ok=(200, 404))
+            out[name] = int((data or {}).get("count", 0)) if status == 200 else 0
+    except OpenSearchError as exc:
+        raise FrontierError(f"cannot count the URLs of {list(indices)}: {exc}") from exc
+    finally:
+        client.close()
+    return out
+
+
+def drop_crawl_indices(conf: Mapping[str, Any], index: str) -> None:
+    """Delete a crawl's status index with its leases and budgets indices."""
+    client = OSClient(conf, "status")
+    try:
+        for name in (index, f"{index}_leases", f"{index}_budgets"):
+            client.request("DELETE", f"/{name}", ok=(200, 404))
+    except OpenSearchError as exc:
+        raise FrontierError(f"cannot delete the index {index!r}: {exc}") from exc
+    finally:
+        client.close()
 
 
 def _duration(value: Any, default: float) -> float:

@@ -14,7 +14,9 @@ Tables
     ``bench/bench_frontier.py``: a window function over 1M due rows takes about a second; this takes
     milliseconds).
     ``meta(name, value)``: ``schema_version`` (a schema 1 file, with hex ids, a schema 2 file,
-    without tags, or a schema 3 file, one tag per URL, is migrated when opened).
+    without tags, or a schema 3 file, one tag per URL, is migrated when opened); ``crawl_id`` in
+    the file of a crawl other than ``DEFAULT`` (:mod:`owler.frontier.crawls`: each crawl is a file
+    of its own beside ``frontier.sqlite.path``; :func:`crawl_files` finds them).
     ``blocks(key, until)``: queues the server asked to leave alone (429/503, Retry-After; written
     with the throttled URL's status, :attr:`StatusUpdate.block_until`): :meth:`SQLiteFrontier.due`
     serves none of their URLs before ``until``. Created when a file is opened, if missing.
@@ -99,6 +101,7 @@ from owler.constants import (EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY,
                              SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES, Status)
 from owler.frontier import (DEFAULT_KEY, NEVER, FrontierError, FrontierRecord, StatusUpdate,
                             Tagger, round_robin, seed_key)
+from owler.frontier.crawls import DEFAULT_CRAWL, SEPARATOR, sqlite_path
 from owler.frontier.refresh import REFRESH_KEYS, is_refresh, listed, merge_sitemap_facts
 from owler.urls import partition_mode
 
@@ -254,9 +257,11 @@ class SQLiteFrontier:
     One instance = one connection; use one instance per thread or process.
     """
 
-    def __init__(self, path: str | Path, conf: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, path: str | Path, conf: Mapping[str, Any] | None = None,
+                 crawl: str = DEFAULT_CRAWL) -> None:
         conf = conf or {}
         self.path = Path(path)
+        self.crawl = crawl
         self.partition_mode = partition_mode(conf)
         sync = (C.get_str(conf, "frontier.sqlite.synchronous", "NORMAL") or "NORMAL").upper()
         if sync not in _SYNC_MODES:
@@ -322,6 +327,13 @@ class SQLiteFrontier:
                 self.conn.execute(
                     "INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
                 )
+                if self.crawl != DEFAULT_CRAWL:
+                    self.conn.execute("INSERT INTO meta (name, value) VALUES ('crawl_id', ?)",
+                                      (self.crawl,))
+            found = self.conn.execute("SELECT value FROM meta WHERE name = 'crawl_id'").fetchone()
+            if (found[0] if found else DEFAULT_CRAWL) != self.crawl:
+                raise FrontierError(f"{self.path} holds the crawl "
+                                    f"{found[0] if found else DEFAULT_CRAWL!r}, not {self.crawl!r}")
 
     def _migrate_from_1(self) -> None:
         """Schema 1 (64-character hex ids) → 2 (16-byte BLOB ids), inside the caller's
@@ -834,6 +846,46 @@ class SQLiteFrontier:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def crawl_files(default_path: str | Path) -> dict[str, Path]:
+    """Crawl ID -> file of every crawl whose file exists: ``DEFAULT``'s at ``default_path``, the
+    others beside it (:func:`owler.frontier.crawls.sqlite_path`), each read for the crawl ID it
+    records. A file that cannot be read as a crawl's is left out."""
+    base = Path(default_path)
+    out: dict[str, Path] = {}
+    if base.is_file():
+        out[DEFAULT_CRAWL] = base
+    for path in sorted(base.parent.glob(f"{base.stem}{SEPARATOR}*{base.suffix}")):
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE name = 'crawl_id'").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            continue
+        if row and sqlite_path(base, row[0]) == path:
+            out[row[0]] = path
+    return out
+
+
+def holds_urls(path: Path) -> bool:
+    """Whether the frontier file ``path`` holds at least one URL (one index probe)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            return conn.execute("SELECT 1 FROM urls LIMIT 1").fetchone() is not None
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+
+
+def remove_crawl_file(path: Path) -> None:
+    """Remove a crawl's file with its WAL and shared-memory files."""
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        p.unlink(missing_ok=True)
 
 
 class _Transaction:

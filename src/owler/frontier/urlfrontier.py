@@ -38,6 +38,7 @@ from owler.constants import (EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY, MESSAGE_TIMEOU
                              STATUS_NAMES, Status)
 from owler.frontier import (DEFAULT_KEY, TAG_PRIORITY_KEY, FrontierError, FrontierRecord,
                             StatusUpdate, seed_key)
+from owler.frontier.crawls import URLFRONTIER_CRAWL_KEY
 from owler.frontier.urlfrontier_api import DEFAULT_CRAWL, DUE_COUNT, STATUS_KEY, Stub, pb
 from owler.urls import partition_key, partition_mode
 
@@ -67,6 +68,34 @@ def addresses(conf: Mapping[str, Any]) -> list[str]:
     return sorted(out)
 
 
+def list_crawls(conf: Mapping[str, Any]) -> list[str]:
+    """The crawls the services hold (ListCrawls of each), ``DEFAULT`` first."""
+    found: set[str] = set()
+    for address in addresses(conf):
+        with grpc.insecure_channel(address) as channel:
+            try:
+                found.update(Stub(channel).ListCrawls(pb.Local(), timeout=C.get_float(
+                    conf, "urlfrontier.timeout", 60.0)).values)
+            except grpc.RpcError as exc:
+                raise FrontierError(f"URLFrontier ListCrawls at {address}: {exc.code().name}: "
+                                    f"{exc.details()}") from exc
+    return sorted(found, key=lambda c: (c != DEFAULT_CRAWL, c))
+
+
+def delete_crawl(conf: Mapping[str, Any], crawl: str) -> int:
+    """DeleteCrawl on every service; the URLs deleted."""
+    n = 0
+    for address in addresses(conf):
+        with grpc.insecure_channel(address) as channel:
+            try:
+                n += Stub(channel).DeleteCrawl(pb.DeleteCrawlMessage(value=crawl), timeout=
+                                               C.get_float(conf, "urlfrontier.timeout", 60.0)).value
+            except grpc.RpcError as exc:
+                raise FrontierError(f"URLFrontier DeleteCrawl at {address}: {exc.code().name}: "
+                                    f"{exc.details()}") from exc
+    return n
+
+
 def _record(item: Any) -> FrontierRecord:
     kind = item.WhichOneof("item")
     info = getattr(item, kind).info
@@ -86,7 +115,8 @@ class URLFrontierClient:
     leases_queues = False  # the service holds what it gave out (delay_requestable)
     hands_out_once = True  # no two spout tasks get the same URL: no sharding by key
 
-    def __init__(self, conf: Mapping[str, Any] | None = None, owner: str | None = None) -> None:
+    def __init__(self, conf: Mapping[str, Any] | None = None, owner: str | None = None,
+                 crawl: str | None = None) -> None:
         conf = conf or {}
         if C.get_list(conf, INTEREST_TAGS_KEY, []) or C.get_list(conf, EXCLUDE_TAGS_KEY, []):
             raise C.ConfError("frontier.interest.tags: a URLFrontier service serves no tags; "
@@ -95,7 +125,8 @@ class URLFrontierClient:
             raise C.ConfError(f"{TAG_PRIORITY_KEY}: a URLFrontier service keeps no tags; "
                               "use frontier.backend sqlite or opensearch")
         self.addresses = addresses(conf)
-        self.crawl = C.get_str(conf, "urlfrontier.crawlid", "") or ""
+        # "": none named (the spout takes any crawl's URLs, updates go to DEFAULT)
+        self.crawl = crawl if crawl is not None else (C.get_str(conf, URLFRONTIER_CRAWL_KEY, "") or "")
         self.hold = (C.get_int(conf, "urlfrontier.delay.requestable", 0)
                      or C.get_int(conf, MESSAGE_TIMEOUT_KEY, 120))
         self.timeout = C.get_float(conf, "urlfrontier.timeout", 60.0)

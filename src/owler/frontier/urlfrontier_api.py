@@ -17,10 +17,10 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from owler.frontier.crawls import DEFAULT_CRAWL  # noqa: F401 - the API's name for it
+
 DESCRIPTOR_PATH = Path(__file__).with_name("urlfrontier.desc")
 SERVICE = "urlfrontier.URLFrontier"
-#: The crawl of a URL sent without one (the reference service's ``CrawlID.DEFAULT``).
-DEFAULT_CRAWL = "DEFAULT"
 #: URLFrontier keeps no status, only a next fetch date: this project's client sends a known URL's
 #: status (FETCHED, ERROR, REDIRECTION, FETCH_ERROR) in this metadata key, and its service stores
 #: it as the record's status (a known URL sent without it is FETCHED).
