@@ -25,7 +25,7 @@ class Lines(osf.OpenSearchFrontier):
     def __init__(self, routing: bool):  # noqa: no node: only what the lines need
         self.index, self.routing, self.write_updated, self.tag_rules = "st", routing, True, ()
         self._md_names, self._md_key_sets, self._action_heads = {}, {}, {}
-        self.conf, self._scheduler = {}, None
+        self.conf, self._scheduler, self.crawl = {}, None, osf.DEFAULT_CRAWL
 
 
 def test_actions_with_and_without_routing():

@@ -57,6 +57,7 @@ __all__ = [
     "configured_crawl",
     "crawl_spaces",
     "list_crawls",
+    "space_exists",
     "delete_crawl",
     "DEFAULT_CRAWL",
     "round_robin",
@@ -318,6 +319,20 @@ def crawl_spaces(conf: Mapping[str, Any] | None) -> dict[str, str]:
     else:
         raise FrontierError("a URLFrontier service lists its own crawls (ListCrawls)")
     return dict(sorted(found.items(), key=lambda kv: (kv[0] != DEFAULT_CRAWL, kv[0])))
+
+
+def space_exists(conf: Mapping[str, Any] | None, crawl: str) -> bool:
+    """Whether crawl ``crawl`` has its file or index on the SQLite or OpenSearch frontier."""
+    conf = conf or {}
+    backend = backend_of(conf)
+    if backend == "sqlite":
+        return sqlite_path(C.get_str(conf, SQLITE_PATH_KEY, ".work/frontier.sqlite"),
+                           crawl).is_file()
+    if backend == "opensearch":
+        from owler.frontier.opensearch import index_exists
+
+        return index_exists(conf, crawl)
+    raise FrontierError("a URLFrontier service keeps its own crawls")
 
 
 def list_crawls(conf: Mapping[str, Any] | None) -> list[str]:

@@ -1084,6 +1084,19 @@ def crawl_indices(conf: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def index_exists(conf: Mapping[str, Any], crawl: str) -> bool:
+    """Whether crawl ``crawl``'s status index exists."""
+    name = index_name(str(conn_key(conf, "status", INDEX_NAME, "status")), crawl)
+    client = OSClient(conf, "status")
+    try:
+        status, _ = client.request("HEAD", f"/{name}", ok=(200, 404))
+    except OpenSearchError as exc:
+        raise FrontierError(f"cannot look for the index {name!r}: {exc}") from exc
+    finally:
+        client.close()
+    return status == 200
+
+
 def index_counts(conf: Mapping[str, Any], indices: Iterable[str]) -> dict[str, int]:
     """Documents per index, refreshed first (one count request per index)."""
     client = OSClient(conf, "status")

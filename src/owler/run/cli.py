@@ -79,8 +79,10 @@ def cmd_inject(args) -> int:
         return 1
     finally:
         frontier.close()
+    crawl = getattr(frontier, "crawl", "") or "DEFAULT"
     print(f"owler inject: {n} new URL(s) injected, {len(accepted) - n} already known, "
-          f"{len(errors)} invalid line(s); frontier: {frontier.location}")
+          f"{len(errors)} invalid line(s); frontier: {frontier.location}"
+          + ("" if crawl == "DEFAULT" else f", crawl {crawl!r}"))
     return 0 if accepted else 2
 
 
@@ -114,6 +116,7 @@ def cmd_status(args) -> int:
     if args.json:
         print(json.dumps(doc))
         return 0
+    print(f"crawl: {doc['crawl']}")
     for name in STATUS_NAMES:
         print(f"{name:<12} {doc[name]:>10}")
     print(f"{'total':<12} {doc['total']:>10}")
@@ -121,6 +124,12 @@ def cmd_status(args) -> int:
     print("top queues:")
     for key, count in doc["top_hosts"]:
         print(f"  {count:>8}  {key}")
+    if len(doc["crawls"]) > 1:  # the frontier's crawls side by side
+        print(f"crawls: {'URLs':>10} {'FETCHED':>10} {'due now':>10} {'queues':>8}  crawl")
+        for name, c in doc["crawls"].items():
+            mark = "*" if name == doc["crawl"] else " "
+            print(f"       {c['total']:>10} {c['FETCHED']:>10} {c['due_now']:>10} "
+                  f"{c['queues']:>8} {mark}{name}")
     if "warc2warc" in doc:
         w = doc["warc2warc"]
         f = w["files"]

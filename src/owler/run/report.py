@@ -1,5 +1,6 @@
 """What ``owler status`` shows, and the dashboard's ``status`` with it (:func:`crawl_status`): URLs
-per status, due now, queues; a warc2warc pipeline's progress; the latest metrics of a crawl, read
+per status, due now, queues, of the crawl and of the frontier's other crawls; a warc2warc
+pipeline's progress; the latest metrics of a crawl, read
 back from StormCrawler's metrics index (written by :mod:`owler.task.metrics`).
 
 Config keys: ``metrics.interval`` (the window of "latest"), ``opensearch.metrics.index.name`` and
@@ -8,13 +9,13 @@ the ``opensearch.metrics.<k>`` / ``opensearch.<k>`` connection keys.
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 import time
-from pathlib import Path
 from typing import Any, Mapping
 
 from owler import conf as C
-from owler.constants import FRONTIER_BACKEND_KEY, METRICS_ENABLED_KEY, SQLITE_PATH_KEY, STATUS_NAMES
+from owler.constants import METRICS_ENABLED_KEY, SQLITE_PATH_KEY, STATUS_NAMES
 from owler.osclient import OpenSearchError, OSClient, epoch_of
 from owler.task.metrics import DEFAULT_INTERVAL, INTERVAL_KEY, KIND, index_name, iso_millis
 
@@ -29,36 +30,49 @@ class StatusError(RuntimeError):
 
 
 def crawl_status(conf: dict, now: float | None = None, with_metrics: bool = True) -> dict:
-    """One JSON object: the count of URLs per status (:data:`STATUS_NAMES`) and ``total``,
+    """One JSON object: the crawl the configuration names (``crawl``: ``frontier.crawl.id`` or
+    ``urlfrontier.crawlid``), its count of URLs per status (:data:`STATUS_NAMES`) and ``total``,
     ``due_now``, ``queues``, ``queues_due``, ``top_hosts`` (``[key, URLs]``, 10), ``most_delayed``
-    (``[key, seconds due]``, 5; not through a URLFrontier service), ``frontier``
-    (where it is); ``warc2warc`` when a warc2warc pipeline ran on this frontier; ``metrics`` with
-    ``metrics.opensearch`` (and ``with_metrics``). ``conf`` has absolute paths. Raises
-    :class:`StatusError`."""
-    from owler.frontier import FrontierError, open_frontier
+    (``[key, seconds due]``, 5; not through a URLFrontier service), ``frontier`` (where it is);
+    ``crawls``: per crawl of the frontier (its other crawls too: :mod:`owler.frontier.crawls`)
+    the URLs per status, ``total``, ``due_now`` and ``queues``; ``warc2warc`` when a warc2warc
+    pipeline ran on this frontier; ``metrics`` with ``metrics.opensearch`` (and ``with_metrics``).
+    ``conf`` has absolute paths. Raises :class:`StatusError`."""
+    from owler.frontier import (FrontierError, backend_of, configured_crawl, crawl_spaces,
+                                list_crawls, open_frontier, space_exists)
+    from owler.frontier.crawls import DEFAULT_CRAWL, sqlite_path
     from owler.warc.progress import open_progress
 
-    path = conf.get(SQLITE_PATH_KEY)
-    if conf.get(FRONTIER_BACKEND_KEY, "sqlite") == "sqlite" and not Path(str(path)).exists():
-        raise StatusError(f"no frontier at {path} (run `owler inject SEEDS` first)")
+    now = time.time() if now is None else now
     try:
+        crawl = configured_crawl(conf)
+        backend = backend_of(conf)
+        if backend == "sqlite" and not space_exists(conf, crawl):
+            path = sqlite_path(str(conf.get(SQLITE_PATH_KEY)), crawl)
+            of = "" if crawl == DEFAULT_CRAWL else f" for crawl {crawl!r}"
+            raise StatusError(f"no frontier at {path}{of} (run `owler inject SEEDS` first)")
         frontier = open_frontier(conf)
     except FrontierError as exc:
         raise StatusError(f"cannot use the frontier: {exc}",
                           3 if "cannot reach" in str(exc) else 1) from None
+    except C.ConfError as exc:
+        raise StatusError(str(exc), 2) from None
     try:
-        frontier.refresh()
-        now = time.time() if now is None else now
-        counts = frontier.counts()
-        doc: dict[str, Any] = {name: counts.get(name, 0) for name in STATUS_NAMES}
-        doc["total"] = sum(doc.values())
-        doc["due_now"] = frontier.due_count(now)
-        doc["queues"] = frontier.queue_count()
+        doc: dict[str, Any] = {"crawl": crawl, **_summary(frontier, now)}
         doc["queues_due"] = frontier.queue_count(now)
         doc["top_hosts"] = [[k, c] for k, c in frontier.top_hosts(10)]
         if hasattr(frontier, "most_delayed"):  # not a URLFrontier service: it has no such query
             doc["most_delayed"] = [[k, s] for k, s in frontier.most_delayed(now, 5)]
         doc["frontier"] = frontier.location
+        others = (list_crawls(conf) if backend == "urlfrontier" else list(crawl_spaces(conf)))
+        doc["crawls"] = {}
+        for name in dict.fromkeys([crawl, *others]):
+            if name == crawl:
+                doc["crawls"][name] = {k: doc[k] for k in (*STATUS_NAMES, "total", "due_now",
+                                                           "queues")}
+                continue
+            with contextlib.closing(open_frontier(conf, crawl=name)) as other:
+                doc["crawls"][name] = _summary(other, now)
     except FrontierError as exc:
         raise StatusError(str(exc), 3 if "cannot reach" in str(exc) else 1) from None
     finally:
@@ -75,6 +89,17 @@ def crawl_status(conf: dict, now: float | None = None, with_metrics: bool = True
     if with_metrics and C.get_bool(conf, METRICS_ENABLED_KEY, False):  # the metrics index
         doc["metrics"] = latest_metrics(conf)
     return doc
+
+
+def _summary(frontier: Any, now: float) -> dict[str, Any]:
+    """A crawl's URLs per status, ``total``, ``due_now`` and ``queues``."""
+    frontier.refresh()
+    counts = frontier.counts()
+    out: dict[str, Any] = {name: counts.get(name, 0) for name in STATUS_NAMES}
+    out["total"] = sum(out.values())
+    out["due_now"] = frontier.due_count(now)
+    out["queues"] = frontier.queue_count()
+    return out
 
 
 def latest_metrics(conf: Mapping[str, Any], client: OSClient | None = None) -> dict:

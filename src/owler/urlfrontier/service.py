@@ -38,9 +38,20 @@ BlockQueueUntil, SetDelay, SetActive, GetActive, ListNodes, SetLogLevel
     ``counts`` holds the URLs per status, ``completed`` (never to be fetched again) and, for the
     whole crawl, ``due`` (:data:`~owler.frontier.urlfrontier_api.DUE_COUNT`: due now, held or not).
 
-One crawl: the frontier is one crawl, ``DEFAULT`` (an empty crawl ID means it). A call naming
-another crawl is refused with INVALID_ARGUMENT, except DeleteCrawl (0 deleted) and GetURLs with
-that crawl (nothing to give). SetCrawlLimit answers UNIMPLEMENTED.
+Crawls: every call honours its crawl ID (empty: ``DEFAULT``). Each crawl is a space of its own
+(:mod:`owler.frontier.crawls`: a SQLite file beside ``frontier.sqlite.path``, an OpenSearch index
+beside the status index), made by the first PutURLs (or BlockQueueUntil, SetDelay) that names it;
+the ``DEFAULT`` crawl is the frontier as it was before crawl IDs. GetURLs with ``anyCrawlID``
+serves every crawl in turn. A read of a crawl that has no space answers as an empty crawl
+(GetStats, CountURLs, ListQueues, DeleteQueue, DeleteCrawl: 0), except the calls that return its
+URLs (ListURLs, GetURLStatus), which answer NOT_FOUND naming the crawls there are; a crawl ID that
+names none (a control character, over 255 characters) is INVALID_ARGUMENT, and in PutURLs makes
+the item SKIPPED. DeleteCrawl removes the crawl's file or index (``DEFAULT``'s is emptied) and
+answers how many URLs it held. A URL sent without a key goes to the queue of its host, whatever
+``partition.url.mode`` the crawlers use (the API: "a sensible default like hostname").
+SetCrawlLimit (as the reference service): a queue with a limit is not served once as many of its
+URLs are completed (never to be fetched again) as the limit; 0 lifts it; an unknown queue is
+NOT_FOUND.
 
 Every frontier call runs on one thread of its own (a SQLite connection belongs to one thread; it
 also keeps the holds consistent); a frontier that fails answers UNAVAILABLE.
@@ -58,12 +69,14 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import grpc
 
 from owler import conf as C
-from owler.constants import SERVER_DELAY_KEY, Status
-from owler.frontier import FrontierError, FrontierRecord, StatusUpdate, open_frontier
+from owler.conf import ConfError
+from owler.constants import SERVER_DELAY_KEY, STATUS_NAMES, Status
+from owler.frontier import (FrontierError, FrontierRecord, StatusUpdate, backend_of,
+                            crawl_spaces, delete_crawl, list_crawls, open_frontier, space_exists)
+from owler.frontier.crawls import DEFAULT_CRAWL, CrawlIDError, crawl_id
 from owler.frontier.feed import lease_owner
-from owler.frontier.urlfrontier_api import (DEFAULT_CRAWL, DUE_COUNT, STATUS_KEY, add_service,
-                                            pb)
-from owler.urls import partition_key, partition_mode
+from owler.frontier.urlfrontier_api import DUE_COUNT, STATUS_KEY, add_service, pb
+from owler.urls import partition_key
 
 log = logging.getLogger("owler.urlfrontier.service")
 
@@ -76,11 +89,6 @@ _END = object()
 OK, SKIPPED, FAIL = (pb.AckMessage.Status.Value(n) for n in ("OK", "SKIPPED", "FAIL"))
 
 
-def crawl_of(crawl_id: str) -> str:
-    """A crawl ID as the API normalises it: empty or blank = ``DEFAULT``."""
-    return crawl_id.strip() or DEFAULT_CRAWL
-
-
 def metadata_in(info: Any) -> dict[str, list[str]]:
     return {k: list(v.values) for k, v in info.metadata.items()}
 
@@ -90,13 +98,37 @@ def fill_metadata(info: Any, md: Mapping[str, list[str]]) -> None:
         info.metadata[k].values.extend(str(v) for v in values)
 
 
-def known_item(rec: FrontierRecord) -> Any:
-    """A stored record as the API's ``known`` item: its status in :data:`STATUS_KEY`."""
+def known_item(rec: FrontierRecord, crawl: str) -> Any:
+    """A stored record of ``crawl`` as the API's ``known`` item: its status in
+    :data:`STATUS_KEY`."""
     item = pb.URLItem(known=pb.KnownURLItem(refetchable_from_date=int(rec.next_fetch_date or 0)))
     info = item.known.info
-    info.url, info.key, info.crawlID = rec.url, rec.key, DEFAULT_CRAWL
+    info.url, info.key, info.crawlID = rec.url, rec.key, crawl
     fill_metadata(info, {**rec.metadata, STATUS_KEY: [rec.status.value]})
     return item
+
+
+class _Crawl:
+    """One crawl as the service keeps it: its frontier (a space of its own:
+    :mod:`owler.frontier.crawls`) and the holds, rounds and delays of its queues."""
+
+    def __init__(self, crawl: str, frontier: Any) -> None:
+        self.crawl = crawl
+        self.frontier = frontier
+        self.delays: dict[str, float] = {}  # SetDelay per queue
+        self.limits: dict[str, int] = {}  # SetCrawlLimit per queue
+        self.last_served: dict[str, float] = {}
+        self.holds: dict[str, tuple[float, str]] = {}  # url -> (until, key)
+        self.held: dict[str, set[str]] = {}  # key -> held urls
+        self.round_owner: dict[str, str] = {}  # key -> the client (peer) its round went to
+        self.handover: dict[str, tuple[str, float]] = {}  # key -> (last owner, its turn after)
+        self.dirty = False  # written since the frontier's last refresh
+
+    def forget(self) -> None:
+        """Every queue's state (the crawl was deleted)."""
+        for d in (self.delays, self.limits, self.last_served, self.holds, self.held,
+                  self.round_owner, self.handover):
+            d.clear()
 
 
 class FrontierService:
@@ -104,32 +136,39 @@ class FrontierService:
 
     def __init__(self, conf: Mapping[str, Any], *, address: str = "",
                  clock: Callable[[], float] = time.time) -> None:
+        if backend_of(conf) == "urlfrontier":
+            raise ConfError("frontier.backend: the service serves a SQLite or OpenSearch "
+                            "frontier, not another URLFrontier service")
         self.conf = conf
         self.address = address
         self.clock = clock
-        self.partition_mode = partition_mode(conf)
         self.default_delay = C.get_float(conf, "urlfrontier.default.delay",
                                          C.get_float(conf, SERVER_DELAY_KEY, 1.0))
         self.rounds = C.get_bool(conf, "urlfrontier.service.rounds", True)
         self.batch = max(1, C.get_int(conf, "urlfrontier.service.batch", 500))
-        self.delays: dict[str, float] = {}
-        self.last_served: dict[str, float] = {}
-        self.holds: dict[str, tuple[float, str]] = {}  # url -> (until, key)
-        self.held: dict[str, set[str]] = {}  # key -> held urls
-        self.round_owner: dict[str, str] = {}  # key -> the client (peer) its round went to
-        self.handover: dict[str, tuple[str, float]] = {}  # key -> (last owner, its turn after)
         self.peers: dict[str, float] = {}  # clients asking for URLs -> when they last asked
         self.handover_secs = C.get_float(conf, "urlfrontier.service.handover", 1.5)
         self.active = True
-        self.dirty = False  # written since the frontier's last refresh
+        self.crawls: dict[str, _Crawl] = {}
+        self._next_crawl = 0  # the crawl GetURLs with any crawl ID starts from
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="frontier")
         # the lease owner over OpenSearch: one per service (frontier.crawler.id, else host:pid)
-        owner = lease_owner(conf, "urlfrontier", address or "local")
-        self.frontier = self._run(lambda: open_frontier(conf, owner=owner))
+        self.owner = lease_owner(conf, "urlfrontier", address or "local")
+        # the DEFAULT crawl's frontier opens now: a frontier that cannot be used fails the start
+        self._run(lambda: self._state(DEFAULT_CRAWL, create=True))
+
+    @property
+    def frontier(self) -> Any:
+        """The DEFAULT crawl's frontier."""
+        return self.crawls[DEFAULT_CRAWL].frontier
+
+    def state(self, crawl: str = DEFAULT_CRAWL) -> _Crawl | None:
+        """What the service keeps of ``crawl`` (None: not opened); for tests and tools."""
+        return self.crawls.get(crawl)
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _run(self, fn: Callable[[], Any]) -> Any:
-        """``fn`` on the frontier's thread (every access to the frontier and the holds)."""
+        """``fn`` on the frontier's thread (every access to the frontiers and the holds)."""
         return self._thread.submit(fn).result()
 
     def _call(self, context: Any, fn: Callable[[], Any]) -> Any:
@@ -139,117 +178,168 @@ class FrontierService:
             log.error("frontier: %s", exc)
             context.abort(grpc.StatusCode.UNAVAILABLE, f"frontier: {exc}")
 
-    def _one_crawl(self, crawl_id: str, context: Any) -> None:
-        crawl = crawl_of(crawl_id)
-        if crawl != DEFAULT_CRAWL:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"this frontier holds one crawl, {DEFAULT_CRAWL!r}; not {crawl!r}")
+    def _crawl_of(self, value: str, context: Any) -> str:
+        """A request's crawl ID (empty: DEFAULT); INVALID_ARGUMENT for one that names none."""
+        try:
+            return crawl_id(value)
+        except CrawlIDError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
 
-    def _fresh(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def _state(self, crawl: str, create: bool = False) -> _Crawl | None:
+        """``crawl``'s state with its frontier open (frontier thread); None when the crawl has no
+        space and ``create`` is false (a read of a crawl nobody wrote creates nothing)."""
+        st = self.crawls.get(crawl)
+        if st is not None:
+            return st
+        if not create and not space_exists(self.conf, crawl):
+            return None
+        st = self.crawls[crawl] = _Crawl(crawl, open_frontier(self.conf, owner=self.owner,
+                                                              crawl=crawl))
+        return st
+
+    def _known_crawls(self) -> list[str]:
+        """The crawls with a space (frontier thread), DEFAULT first."""
+        return list(dict.fromkeys([*crawl_spaces(self.conf), *self.crawls]))
+
+    def _fresh(self, fn: Callable[..., Any], st: _Crawl, *args: Any) -> Any:
         """``fn(*args)`` once every write so far is visible to it (OpenSearch: a refresh)."""
-        self.frontier.refresh()
+        st.frontier.refresh()
         return fn(*args)
 
     def close(self) -> None:
         def close() -> None:
-            if getattr(self.frontier, "leases_queues", False):
-                self.frontier.release_all(self.clock())
-            self.frontier.close()
+            for st in self.crawls.values():
+                if getattr(st.frontier, "leases_queues", False):
+                    st.frontier.release_all(self.clock())
+                st.frontier.close()
         self._run(close)
         self._thread.shutdown()
 
     # -- holds (frontier thread) ----------------------------------------------------------------
-    def _release(self, urls: Iterable[str], now: float) -> None:
+    def _release(self, st: _Crawl, urls: Iterable[str], now: float) -> None:
         for url in urls:
-            entry = self.holds.pop(url, None)
+            entry = st.holds.pop(url, None)
             if entry is None:
                 continue
             key = entry[1]
-            left = self.held.get(key)
+            left = st.held.get(key)
             if left is not None:
                 left.discard(url)
                 if not left:
-                    del self.held[key]
+                    del st.held[key]
                     if self.rounds:  # the queue's delay counts from the end of its round
-                        self.last_served[key] = now
-                        owner = self.round_owner.pop(key, None)
+                        st.last_served[key] = now
+                        owner = st.round_owner.pop(key, None)
                         if owner is not None:  # the others' turn first (_take)
-                            self.handover[key] = (owner,
-                                                  now + self._delay(key) + self.handover_secs)
-                    if self.frontier.leases_queues:
-                        self.frontier.release(key, now)
+                            st.handover[key] = (owner,
+                                                now + self._delay(st, key) + self.handover_secs)
+                    if st.frontier.leases_queues:
+                        st.frontier.release(key, now)
 
-    def _expire(self, now: float) -> None:
-        if self.holds:
-            self._release([u for u, (until, _) in self.holds.items() if until <= now], now)
+    def _expire(self, st: _Crawl, now: float) -> None:
+        if st.holds:
+            self._release(st, [u for u, (until, _) in st.holds.items() if until <= now], now)
 
-    def _delay(self, key: str) -> float:
-        return self.delays.get(key, self.default_delay)
+    def _delay(self, st: _Crawl, key: str) -> float:
+        return st.delays.get(key, self.default_delay)
 
-    def _take(self, key: str | None, max_queues: int, per_queue: int, hold: float,
+    def _limited(self, st: _Crawl) -> set[str]:
+        """Queues whose crawl limit (SetCrawlLimit) is reached: as many URLs completed (never to
+        be fetched again) as the limit."""
+        return {k for k, limit in st.limits.items()
+                if st.frontier.count_urls(k, active=False) >= limit}
+
+    def _take(self, st: _Crawl, key: str | None, max_queues: int, per_queue: int, hold: float,
               peer: str = "") -> list[tuple[str, dict, str]]:
         now = self.clock()
-        self._expire(now)
-        self.last_served = {k: t for k, t in self.last_served.items() if t + self._delay(k) > now}
-        skip = set(self.last_served)
+        self._expire(st, now)
+        st.last_served = {k: t for k, t in st.last_served.items() if t + self._delay(st, k) > now}
+        skip = set(st.last_served)
         # handover: while other clients are asking too, a queue whose round just ended goes to
         # one of them first (else the client that polls most often keeps every queue)
         self.peers[peer] = now
         if len(self.peers) > 1:
             self.peers = {p: t for p, t in self.peers.items() if now - t < PEER_TTL}
-        self.handover = {k: h for k, h in self.handover.items() if h[1] > now}
+        st.handover = {k: h for k, h in st.handover.items() if h[1] > now}
         if len(self.peers) > 1:
-            skip.update(k for k, (owner, _) in self.handover.items() if owner == peer)
-        skip.update(k for k, urls in self.held.items() if self.rounds or len(urls) >= per_queue)
+            skip.update(k for k, (owner, _) in st.handover.items() if owner == peer)
+        skip.update(k for k, urls in st.held.items() if self.rounds or len(urls) >= per_queue)
+        if st.limits:
+            skip.update(self._limited(st))
         if key is not None and key in skip:
             return []
-        if self.dirty:  # OpenSearch: the updates so far searchable, or they would look due
-            self.frontier.refresh()
-            self.dirty = False
+        if st.dirty:  # OpenSearch: the updates so far searchable, or they would look due
+            st.frontier.refresh()
+            st.dirty = False
         # without rounds a queue may give more while some of its URLs are held: ask for as many
         # more as are held, the held ones are skipped (exclude)
-        extra = 0 if self.rounds else max((len(v) for v in self.held.values()), default=0)
-        per_bucket = min(per_queue + extra, getattr(self.frontier, "max_per_bucket", 1 << 30))
-        rows = self.frontier.due(now, max_queues, per_bucket, exclude=self.holds.keys(), key=key,
-                                 skip_keys=skip)
+        extra = 0 if self.rounds else max((len(v) for v in st.held.values()), default=0)
+        per_bucket = min(per_queue + extra, getattr(st.frontier, "max_per_bucket", 1 << 30))
+        rows = st.frontier.due(now, max_queues, per_bucket, exclude=st.holds.keys(), key=key,
+                               skip_keys=skip)
         out = []
         served: set[str] = set()
         for url, md, k in rows:
-            if k in skip or url in self.holds or (k not in served and len(served) >= max_queues):
+            if k in skip or url in st.holds or (k not in served and len(served) >= max_queues):
                 continue
-            urls = self.held.setdefault(k, set())
+            urls = st.held.setdefault(k, set())
             if len(urls) >= per_queue:
                 continue
             urls.add(url)
-            self.holds[url] = (now + hold, k)
+            st.holds[url] = (now + hold, k)
             served.add(k)
-            self.round_owner[k] = peer
+            st.round_owner[k] = peer
             out.append((url, md, k))
         if not self.rounds:
             for k in served:
-                self.last_served[k] = now
-        if self.frontier.leases_queues:  # leased by due() and nothing given out: back at once
-            for k in [k for k in self.frontier.leases if k not in self.held]:
-                self.frontier.release(k, now, served=False)
+                st.last_served[k] = now
+        if st.frontier.leases_queues:  # leased by due() and nothing given out: back at once
+            for k in [k for k in st.frontier.leases if k not in st.held]:
+                st.frontier.release(k, now, served=False)
+        return out
+
+    def _take_any(self, key: str | None, max_queues: int, per_queue: int, hold: float,
+                  peer: str) -> list[tuple[str, dict, str, str]]:
+        """GetURLs with any crawl ID: from each crawl in turn (starting one further each call,
+        so that no crawl always comes first) until ``max_queues`` queues gave URLs."""
+        crawls = self._known_crawls()
+        if not crawls:
+            return []
+        start = self._next_crawl % len(crawls)
+        self._next_crawl += 1
+        out: list[tuple[str, dict, str, str]] = []
+        queues = 0
+        for crawl in crawls[start:] + crawls[:start]:
+            if queues >= max_queues:
+                break
+            st = self._state(crawl)
+            if st is None:
+                continue
+            rows = self._take(st, key, max_queues - queues, per_queue, hold, peer)
+            queues += len({k for _, _, k in rows})
+            out.extend((url, md, k, crawl) for url, md, k in rows)
         return out
 
     def _put(self, items: list[Any]) -> list[tuple[str, int]]:
         now = self.clock()
         acks: list[tuple[str, int]] = []
-        updates: list[StatusUpdate] = []
-        positions: list[int] = []
+        by_crawl: dict[str, tuple[list[StatusUpdate], list[int]]] = {}
         for item in items:
             kind = item.WhichOneof("item")
             info = item.discovered.info if kind == "discovered" else item.known.info
             acks.append((item.ID or info.url, OK))
+            try:
+                crawl = crawl_id(info.crawlID)
+            except CrawlIDError:
+                crawl = None
             key = info.key
-            if not key:
+            if not key:  # the API: "a sensible default like hostname", whatever crawlers use
                 try:
-                    key = partition_key(info.url, self.partition_mode)
+                    key = partition_key(info.url, "byHost")
                 except ValueError:
                     key = ""
-            if kind is None or not info.url or not key or len(key) > MAX_KEY:
-                acks[-1] = (acks[-1][0], SKIPPED)
+            if kind is None or not info.url or not key or len(key) > MAX_KEY or crawl is None:
+                acks[-1] = (acks[-1][0], SKIPPED)  # must not be resent: it would fail again
                 continue
             md = metadata_in(info)
             if kind == "discovered":
@@ -263,56 +353,68 @@ class FrontierService:
                     status = Status.FETCHED  # a known URL is not undiscovered again
                 due = item.known.refetchable_from_date
                 update = StatusUpdate(info.url, status, md, float(due) if due else None, key)
+            updates, positions = by_crawl.setdefault(crawl, ([], []))
             updates.append(update)
             positions.append(len(acks) - 1)
-        if updates:
-            self.dirty = True
-            try:
-                failed = set(self.frontier.apply_updates(updates))
-            except FrontierError as exc:
-                log.error("PutURLs: a batch of %d could not be written: %s", len(updates), exc)
-                failed = set(range(len(updates)))
-            for i, pos in enumerate(positions):
-                if i in failed:
-                    acks[pos] = (acks[pos][0], FAIL)
-            # a URL's status written ends its hold; a DISCOVERED (an outlink to a URL being
-            # fetched) changes nothing of a known URL and ends nothing
-            written = [u.url for i, u in enumerate(updates)
-                       if i not in failed and u.status is not Status.DISCOVERED]
-            # OpenSearch: a write is searchable only after the index's refresh; till then the
-            # URL would look due still, so its hold lasts until then (the frontier's min_hold)
-            visible_in = float(getattr(self.frontier, "min_hold", 0.0))
-            if visible_in:
-                for url in written:
-                    if url in self.holds:
-                        self.holds[url] = (now + visible_in, self.holds[url][1])
-            else:
-                self._release(written, now)
+        for crawl, (updates, positions) in by_crawl.items():
+            for pos in self._write(crawl, updates, positions, now):
+                acks[pos] = (acks[pos][0], FAIL)
         return acks
+
+    def _write(self, crawl: str, updates: list[StatusUpdate], positions: list[int],
+               now: float) -> list[int]:
+        """Write one crawl's share of a PutURLs batch; the positions (in the batch) that failed
+        and may be sent again."""
+        try:
+            st = self._state(crawl, create=True)
+        except FrontierError as exc:
+            log.error("PutURLs: crawl %r cannot be opened: %s", crawl, exc)
+            return positions
+        st.dirty = True
+        try:
+            failed = set(st.frontier.apply_updates(updates))
+        except FrontierError as exc:
+            log.error("PutURLs: a batch of %d could not be written: %s", len(updates), exc)
+            failed = set(range(len(updates)))
+        # a URL's status written ends its hold; a DISCOVERED (an outlink to a URL being
+        # fetched) changes nothing of a known URL and ends nothing
+        written = [u.url for i, u in enumerate(updates)
+                   if i not in failed and u.status is not Status.DISCOVERED]
+        # OpenSearch: a write is searchable only after the index's refresh; till then the URL
+        # would look due still, so its hold lasts until then (the frontier's min_hold)
+        visible_in = float(getattr(st.frontier, "min_hold", 0.0))
+        if visible_in:
+            for url in written:
+                if url in st.holds:
+                    st.holds[url] = (now + visible_in, st.holds[url][1])
+        else:
+            self._release(st, written, now)
+        return [positions[i] for i in sorted(failed)]
 
     # -- the API ----------------------------------------------------------------------------------
     def GetURLs(self, request: Any, context: Any) -> Iterator[Any]:
-        if request.WhichOneof("item") == "crawlID" and crawl_of(request.crawlID) != DEFAULT_CRAWL:
-            return
         if not self.active:
             return
         peer = context.peer() or ""
-        rows = self._call(context, lambda: self._take(
-            request.key or None, request.max_queues or DEFAULT_QUEUES,
-            request.max_urls_per_queue or DEFAULT_PER_QUEUE,
-            request.delay_requestable or DEFAULT_HOLD, peer))
-        for url, md, key in rows:
-            info = pb.URLInfo(url=url, key=key, crawlID=DEFAULT_CRAWL)
+        args = (request.key or None, request.max_queues or DEFAULT_QUEUES,
+                request.max_urls_per_queue or DEFAULT_PER_QUEUE,
+                request.delay_requestable or DEFAULT_HOLD, peer)
+        if request.WhichOneof("item") == "anyCrawlID":
+            rows = self._call(context, lambda: self._take_any(*args))
+        else:
+            crawl = self._crawl_of(request.crawlID, context)
+
+            def take() -> list:
+                st = self._state(crawl)
+                return [] if st is None else [(*row, crawl) for row in self._take(st, *args)]
+            rows = self._call(context, take)
+        for url, md, key, crawl in rows:
+            info = pb.URLInfo(url=url, key=key, crawlID=crawl)
             fill_metadata(info, md)
             yield info
 
     def PutURLs(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
         for items in self._batches(request_iterator, context):
-            for item in items:
-                kind = item.WhichOneof("item")
-                if kind is not None:
-                    crawl = getattr(item, kind).info.crawlID
-                    self._one_crawl(crawl, context)
             for ack_id, status in self._call(context, lambda: self._put(items)):
                 yield pb.AckMessage(ID=ack_id, status=status)
 
@@ -358,23 +460,29 @@ class FrontierService:
             yield batch
 
     def GetStats(self, request: Any, context: Any) -> Any:
-        self._one_crawl(request.crawlID, context)
+        crawl = self._crawl_of(request.crawlID, context)
         key = request.key or None
 
         def stats() -> Any:
-            f = self.frontier
+            out = pb.Stats(crawlID=crawl)
+            st = self._state(crawl)
+            if st is None:  # a crawl nobody wrote (or deleted): nothing in it
+                for name in STATUS_NAMES:
+                    out.counts[name] = 0
+                out.counts["completed"] = 0
+                return out
+            f = st.frontier
             f.refresh()  # OpenSearch: every write so far counted
-            self._expire(self.clock())
-            out = pb.Stats(crawlID=DEFAULT_CRAWL)
+            self._expire(st, self.clock())
             out.size = f.count_urls(key, active=True)
             completed = f.count_urls(key, active=False)
             if key is None:
-                out.inProcess = len(self.holds)
+                out.inProcess = len(st.holds)
                 out.numberOfQueues = f.queue_count()
                 out.counts.update(f.counts())
                 out.counts[DUE_COUNT] = f.due_count(self.clock())
             else:
-                out.inProcess = len(self.held.get(key, ()))
+                out.inProcess = len(st.held.get(key, ()))
                 out.numberOfQueues = 1 if out.size or completed else 0
             out.counts["completed"] = completed
             return out
@@ -382,91 +490,141 @@ class FrontierService:
         return self._call(context, stats)
 
     def ListQueues(self, request: Any, context: Any) -> Any:
-        self._one_crawl(request.crawlID, context)
+        crawl = self._crawl_of(request.crawlID, context)
         size = request.size or 100
 
         def listing() -> Any:
-            self.frontier.refresh()
-            keys = self.frontier.list_queues(request.start, size, self.clock(),
-                                             request.include_inactive)
+            st = self._state(crawl)
+            if st is None:
+                return pb.QueueList(start=request.start, crawlID=crawl)
+            st.frontier.refresh()
+            keys = st.frontier.list_queues(request.start, size, self.clock(),
+                                           request.include_inactive)
             return pb.QueueList(values=keys, start=request.start, size=len(keys),
-                                total=self.frontier.queue_count(), crawlID=DEFAULT_CRAWL)
+                                total=st.frontier.queue_count(), crawlID=crawl)
 
         return self._call(context, listing)
 
+    def _known(self, crawl: str, context: Any) -> _Crawl:
+        """``crawl``'s state, or NOT_FOUND naming the crawls there are (a call that reads a
+        crawl's URLs: ListURLs, GetURLStatus)."""
+        st = self._call(context, lambda: self._state(crawl))
+        if st is None:
+            known = self._call(context, lambda: list_crawls(self.conf))
+            context.abort(grpc.StatusCode.NOT_FOUND,
+                          f"unknown crawl {crawl!r}; crawls: {', '.join(known) or 'none'}")
+        return st
+
     def ListURLs(self, request: Any, context: Any) -> Iterator[Any]:
-        self._one_crawl(request.crawlID, context)
+        crawl = self._crawl_of(request.crawlID, context)
+        st = self._known(crawl, context)
         text = request.filter if request.HasField("filter") else None
         ignore = request.ignoreCase if request.HasField("ignoreCase") else False
         records = self._call(context, lambda: self._fresh(
-            self.frontier.list_urls, request.key or None, request.start, request.size or 100,
+            st.frontier.list_urls, st, request.key or None, request.start, request.size or 100,
             text, ignore))
         for rec in records:
-            yield known_item(rec)
+            yield known_item(rec, crawl)
 
     def CountURLs(self, request: Any, context: Any) -> Any:
-        self._one_crawl(request.crawlID, context)
+        crawl = self._crawl_of(request.crawlID, context)
         text = request.filter if request.HasField("filter") else None
         ignore = request.ignoreCase if request.HasField("ignoreCase") else False
-        return pb.Long(value=self._call(context, lambda: self._fresh(
-            self.frontier.count_urls, request.key or None, text, ignore)))
+
+        def count() -> int:
+            st = self._state(crawl)
+            return 0 if st is None else self._fresh(st.frontier.count_urls, st,
+                                                    request.key or None, text, ignore)
+
+        return pb.Long(value=self._call(context, count))
 
     def GetURLStatus(self, request: Any, context: Any) -> Any:
-        self._one_crawl(request.crawlID, context)
-        rec = self._call(context, lambda: self.frontier.get(request.url))
+        crawl = self._crawl_of(request.crawlID, context)
+        st = self._known(crawl, context)
+        rec = self._call(context, lambda: st.frontier.get(request.url))
         if rec is None or (request.key and request.key != rec.key):
-            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown URL {request.url!r}")
-        return known_item(rec)
+            context.abort(grpc.StatusCode.NOT_FOUND,
+                          f"unknown URL {request.url!r} in crawl {crawl!r}")
+        return known_item(rec, crawl)
 
     def DeleteQueue(self, request: Any, context: Any) -> Any:
-        self._one_crawl(request.crawlID, context)
+        crawl = self._crawl_of(request.crawlID, context)
 
         def delete() -> int:
-            n = self.frontier.delete(request.key)
-            self._release(list(self.held.get(request.key, ())), self.clock())
-            self.last_served.pop(request.key, None)
+            st = self._state(crawl)
+            if st is None:
+                return 0
+            n = st.frontier.delete(request.key)
+            self._release(st, list(st.held.get(request.key, ())), self.clock())
+            st.last_served.pop(request.key, None)
+            st.limits.pop(request.key, None)
             return n
 
         return pb.Long(value=self._call(context, delete))
 
     def ListCrawls(self, request: Any, context: Any) -> Any:
-        n = self._call(context, lambda: self._fresh(self.frontier.count_urls))
-        return pb.StringList(values=[DEFAULT_CRAWL] if n else [])
+        def crawls() -> list[str]:
+            for st in self.crawls.values():
+                st.frontier.refresh()
+            return list_crawls(self.conf)
+
+        return pb.StringList(values=self._call(context, crawls))
 
     def DeleteCrawl(self, request: Any, context: Any) -> Any:
-        if crawl_of(request.value) != DEFAULT_CRAWL:
-            return pb.Long(value=0)
+        crawl = self._crawl_of(request.value, context)
 
         def delete() -> int:
-            n = self.frontier.delete(None)
-            self.holds.clear()
-            self.held.clear()
-            self.last_served.clear()
-            self.delays.clear()
-            self.round_owner.clear()
-            self.handover.clear()
-            return n
+            st = self.crawls.pop(crawl, None)
+            if st is not None:
+                st.forget()
+                if crawl == DEFAULT_CRAWL:  # its file or index stays (emptied): still open
+                    n = st.frontier.delete(None)
+                    self.crawls[crawl] = _Crawl(crawl, st.frontier)
+                    return n
+                st.frontier.close()
+            return delete_crawl(self.conf, crawl)
 
         return pb.Long(value=self._call(context, delete))
 
     def BlockQueueUntil(self, request: Any, context: Any) -> Any:
-        self._one_crawl(request.crawlID, context)
-        self._call(context, lambda: self.frontier.block_queue(request.key, float(request.time),
-                                                               self.clock()))
+        crawl = self._crawl_of(request.crawlID, context)
+        self._call(context, lambda: self._state(crawl, create=True).frontier.block_queue(
+            request.key, float(request.time), self.clock()))
         return pb.Empty()
 
     def SetDelay(self, request: Any, context: Any) -> Any:
+        crawl = self._crawl_of(request.crawlID, context)
         delay = request.delay_requestable
 
         def set_delay() -> None:
             if not request.key:
                 self.default_delay = float(delay)
-            elif delay >= 2**31:  # -1 sent as uint32: back to the default
-                self.delays.pop(request.key, None)
+                return
+            st = self._state(crawl, create=True)
+            if delay >= 2**31:  # -1 sent as uint32: back to the default
+                st.delays.pop(request.key, None)
             else:
-                self.delays[request.key] = float(delay)
+                st.delays[request.key] = float(delay)
 
-        self._run(set_delay)
+        self._call(context, set_delay)
+        return pb.Empty()
+
+    def SetCrawlLimit(self, request: Any, context: Any) -> Any:
+        crawl = self._crawl_of(request.crawlID, context)
+
+        def set_limit() -> bool:
+            st = self._state(crawl)
+            if st is None or not st.frontier.count_urls(request.key):
+                return False
+            if request.limit == 0:  # as the reference service: 0 lifts the limit
+                st.limits.pop(request.key, None)
+            else:
+                st.limits[request.key] = int(request.limit)
+            return True
+
+        if not self._call(context, set_limit):
+            context.abort(grpc.StatusCode.NOT_FOUND,
+                          f"no queue {request.key!r} in crawl {crawl!r}")
         return pb.Empty()
 
     def SetActive(self, request: Any, context: Any) -> Any:
