@@ -69,7 +69,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Container, Iterable, Mapping
+from typing import Any, Container, Iterable, Iterator, Mapping
 from urllib.parse import quote
 
 import orjson
@@ -857,23 +857,45 @@ class OpenSearchFrontier:
             raise FrontierError(str(exc)) from exc
         return int(data["count"])
 
+    _URL_ORDER = [{"key": "asc"}, {"nextFetchDate": {"order": "asc", "missing": "_first"}},
+                  {"url": "asc"}]
+
     def list_urls(self, key: str | None, start: int, size: int, text: str | None = None,
                   ignore_case: bool = False) -> list[FrontierRecord]:
-        """The records of :meth:`count_urls` by key, next fetch date, URL (``from``/``size``:
-        at most 10,000 deep)."""
-        data = self._search({"from": start, "size": size, "track_total_hits": False,
-                             "query": self._url_query(key, text, ignore_case, None),
-                             "sort": [{"key": "asc"}, {"nextFetchDate": {"order": "asc",
-                                                                          "missing": "_first"}},
-                                      {"url": "asc"}]})
-        out = []
-        for hit in data["hits"]["hits"]:
-            src = hit["_source"]
-            out.append(FrontierRecord(src["url"], Status(src["status"]),
-                                      epoch_of(src.get("nextFetchDate")),
-                                      src.get("key", DEFAULT_KEY), _read_md(src.get("metadata")),
-                                      0.0))
+        """The records of :meth:`count_urls` by key, next fetch date, URL, ``size`` from
+        ``start`` (any depth: :meth:`iter_urls`)."""
+        out: list[FrontierRecord] = []
+        for page in self.iter_urls(key, start, text, ignore_case, page=min(max(size, 1), 1000)):
+            out.extend(page[:size - len(out)])
+            if len(out) >= size:
+                break
         return out
+
+    def iter_urls(self, key: str | None, start: int = 0, text: str | None = None,
+                  ignore_case: bool = False, page: int = 1000) -> Iterator[list[FrontierRecord]]:
+        """The records of :meth:`list_urls` from ``start`` to the end, a page at a time: a
+        ``search_after`` on (key, next fetch date, URL), as deep as the index goes (``from`` is
+        used only for a first page within the index's result window, 10,000)."""
+        body: dict[str, Any] = {"size": page, "track_total_hits": False,
+                                "query": self._url_query(key, text, ignore_case, None),
+                                "sort": self._URL_ORDER}
+        skip = start
+        if start + page <= 10_000:
+            body["from"], skip = start, 0
+        while True:
+            hits = self._search(body)["hits"]["hits"]
+            if not hits:
+                return
+            body.pop("from", None)
+            body["search_after"] = hits[-1]["sort"]
+            if skip >= len(hits):
+                skip -= len(hits)
+                continue
+            hits, skip = hits[skip:], 0
+            yield [FrontierRecord(h["_source"]["url"], Status(h["_source"]["status"]),
+                                  epoch_of(h["_source"].get("nextFetchDate")),
+                                  h["_source"].get("key", DEFAULT_KEY),
+                                  _read_md(h["_source"].get("metadata")), 0.0) for h in hits]
 
     def delete(self, key: str | None = None) -> int:
         """Remove queue ``key`` (every queue: ``None``) with all its URLs; how many URLs."""
@@ -1070,7 +1092,8 @@ def crawl_indices(conf: Mapping[str, Any]) -> dict[str, str]:
         _, data = client.request(
             "GET", f"/{base},{base}{SEPARATOR}*/_mapping",
             params={"ignore_unavailable": "true", "allow_no_indices": "true",
-                    "filter_path": "*.mappings._meta"})
+                    # (every status index maps url: it answers even without a _meta)
+                    "filter_path": "*.mappings._meta.crawl_id,*.mappings.properties.url.type"})
     except OpenSearchError as exc:
         raise FrontierError(f"cannot list the crawls of {base!r}: {exc}") from exc
     finally:

@@ -88,19 +88,20 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import itertools
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Container, Iterable, Mapping
+from typing import Any, Container, Iterable, Iterator, Mapping
 
 import orjson
 
 from owler import conf as C
 from owler.conf import ConfError
-from owler.constants import (EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY,
-                             SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES, Status)
-from owler.frontier import (DEFAULT_KEY, NEVER, FrontierError, FrontierRecord, StatusUpdate,
-                            Tagger, round_robin, seed_key)
+from owler.constants import (ROUND_DELAY_KEY, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED,
+                             STATUS_NAMES, Status)
+from owler.frontier import (DEFAULT_KEY, NEVER, FrontierError, FrontierRecord, Interest,
+                            StatusUpdate, Tagger, round_robin, seed_key)
 from owler.frontier.crawls import DEFAULT_CRAWL, SEPARATOR, sqlite_path
 from owler.frontier.refresh import REFRESH_KEYS, is_refresh, listed, merge_sitemap_facts
 from owler.urls import partition_mode
@@ -109,6 +110,12 @@ SCHEMA_VERSION = "4"
 
 #: at most this many due rows of one queue are looked at per query when only exclude tags filter
 EXCLUDE_SCAN = 200
+#: with required tags: at most this many due rows of the driving tag looked at per queue and
+#: query, and per query in all (module docstring, "Tags")
+REQUIRED_SCAN = 1000
+REQUIRED_BUDGET = 20_000
+#: due queues of each required tag counted (at most) to choose the driving tag
+DRIVE_COUNT = 10_000
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -133,6 +140,10 @@ _SCHEMA = [
     "CREATE INDEX IF NOT EXISTS tag_queues_next_due ON tag_queues (tag, next_due)",
     # queues the server asked to leave alone until a time (429/503, Retry-After)
     "CREATE TABLE IF NOT EXISTS blocks (key TEXT PRIMARY KEY, until REAL NOT NULL)",
+    # the last round of each queue (frontier.queue.round.delay): not served again before until
+    """CREATE TABLE IF NOT EXISTS rounds (key TEXT PRIMARY KEY, began REAL NOT NULL,
+        until REAL NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS rounds_until ON rounds (until)",
     # windowed counters shared by every task (charge(): the sitemap host budgets)
     """CREATE TABLE IF NOT EXISTS budgets (id TEXT PRIMARY KEY, start REAL NOT NULL,
         used INTEGER NOT NULL)""",
@@ -156,6 +167,18 @@ _BLOCK = """
 INSERT INTO blocks (key, until) VALUES (?, ?)
 ON CONFLICT (key) DO UPDATE SET until = MAX(until, excluded.until)
 """
+
+_ROUND = """
+INSERT INTO rounds (key, began, until) VALUES (?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET began = excluded.began, until = MAX(until, excluded.until)
+"""
+
+
+def _open(table: str) -> str:
+    """The condition (two parameters: now, now) that a queue of ``table`` is neither blocked
+    (``blocks``) nor in the pause of a round (``rounds``)."""
+    return (f" AND {table}.key NOT IN (SELECT key FROM blocks WHERE until > ?) AND NOT EXISTS "
+            f"(SELECT 1 FROM rounds AS r WHERE r.key = {table}.key AND r.until > ?)")
 
 # DISCOVERED never overwrites a known URL; any other status replaces status, date, key, metadata.
 # One statement for both keeps the batch's order (a FETCHED then a DISCOVERED of the same URL).
@@ -274,12 +297,12 @@ class SQLiteFrontier:
         self.tagger = Tagger(conf)
         self.tag_rules = self.tagger.rules
         self._rule_keys = self.tagger.keys
-        exclude = [str(t) for t in C.get_list(conf, EXCLUDE_TAGS_KEY, [])]
-        self.interest = [str(t) for t in C.get_list(conf, INTEREST_TAGS_KEY, [])
-                         if str(t) not in exclude]
-        self.exclude = exclude  # a URL with several tags may have an interest and an excluded one
-        if exclude and not self.interest and C.get_list(conf, INTEREST_TAGS_KEY, []):
-            self.interest = ["\x00none"]  # every interest tag is excluded: nothing is served
+        self.want = Interest.from_conf(conf)
+        self.required = list(self.want.required)
+        self.interest = list(self.want.any)
+        self.exclude = list(self.want.exclude)
+        self._resume: dict[str, tuple[float, str] | None] = {}  # _due_required: per driving tag
+        self.round_delay = max(0.0, C.get_float(conf, ROUND_DELAY_KEY, 0.0))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -541,114 +564,241 @@ class SQLiteFrontier:
         key, then the second of every key, … URLs (or their sha256 ids) in ``exclude`` — the
         spout's in-flight set — are skipped and the next due URLs of the key are taken instead.
 
-        ``frontier.interest.tags`` / ``frontier.interest.exclude.tags`` of the configuration this
-        frontier was opened with restrict the URLs served (module docstring, "Tags"). ``key``:
-        only that queue; ``skip_keys``: not these queues (the next due ones instead).
+        The interest of the configuration this frontier was opened with (required, any-of and
+        excluded tags) restricts the URLs served (module docstring, "Tags"; with required tags
+        the queues are taken in turn from where the last query stopped). A queue in a round's
+        pause (module docstring, "Rounds") or blocked is not served; with
+        ``frontier.queue.round.delay`` every queue served begins a round. ``key``: only that
+        queue; ``skip_keys``: not these queues (the next due ones instead).
         """
         if max_buckets <= 0 or per_bucket <= 0:
             return []
-        if self.interest:
-            return self._due_tagged(now, max_buckets, per_bucket, exclude, key, skip_keys)
-        one = "" if key is None else " AND key = ?"
         cur = self.conn.cursor()
-        cur.execute("BEGIN")  # one snapshot for the whole query
+        # one snapshot for the whole query; with rounds, a write transaction: the queues chosen
+        # and their rounds recorded at once, so that two processes sharing the file never begin
+        # a round on one queue together
+        cur.execute("BEGIN IMMEDIATE" if self.round_delay else "BEGIN")
         try:
-            keys = _first_keys(cur.execute(
-                f"SELECT key FROM queues WHERE next_due <= ?{one} AND key NOT IN "
-                "(SELECT key FROM blocks WHERE until > ?) ORDER BY next_due, key"
-                + ("" if skip_keys else " LIMIT ?"),
-                (now, *(() if key is None else (key,)), now,
-                 *(() if skip_keys else (max_buckets,)))), max_buckets, skip_keys)
-            check_ids = bool(exclude)
-            stale: list[str] = []  # queues whose earliest date is out of date (a URL changed key)
-            buckets: list[list[tuple[str, dict, str]]] = []
-            excluded_tags = frozenset(self.exclude)
-            for key in keys:
-                bucket = []
-                skipped = 0
-                rows = cur.execute(
-                    "SELECT url, metadata, tag FROM urls WHERE key = ? AND next_fetch_date <= ? "
-                    "ORDER BY next_fetch_date, url",
-                    (key, now),
-                )
-                for url, md, tag in rows:
-                    if tag is not None and not excluded_tags.isdisjoint(orjson.loads(tag)):
+            stale: list[str] = []
+            stale_tags: list[tuple[str, str]] = []
+            args = (now, max_buckets, per_bucket, exclude, key, skip_keys)
+            if self.required:
+                buckets, stale_tags = self._due_required(cur, *args)
+            elif self.interest:
+                buckets, stale_tags = self._due_tagged(cur, *args)
+            else:
+                buckets, stale = self._due_plain(cur, *args)
+            if self.round_delay and buckets:
+                self._begin_rounds(cur, [bucket[0][2] for bucket in buckets], now)
+            cur.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        if stale:
+            self._refresh_queues(stale)
+        if stale_tags:
+            with self._write():
+                self.conn.executemany(_REFRESH_TAG_QUEUE, stale_tags)
+                self.conn.executemany(_DROP_EMPTY_TAG_QUEUE, stale_tags)
+        return round_robin(buckets, per_bucket)
+
+    def _begin_rounds(self, cur: sqlite3.Cursor, keys: list[str], now: float) -> None:
+        """Rounds of ``keys`` begin ``now``: no query serves them before ``round_delay`` has
+        passed (inside :meth:`due`'s write transaction; rounds that ended are dropped)."""
+        cur.execute("DELETE FROM rounds WHERE until <= ?", (now,))
+        cur.executemany(_ROUND, [(k, now, now + self.round_delay) for k in keys])
+
+    def _due_plain(self, cur: sqlite3.Cursor, now: float, max_buckets: int, per_bucket: int,
+                   exclude: Container[str], key: str | None, skip_keys: Container[str]
+                   ) -> tuple[list[list[tuple[str, dict, str]]], list[str]]:
+        """:meth:`due` without an interest, or with excluded tags only: the queues from
+        ``queues``, their due URLs from the key index; the buckets, and the queues whose stored
+        earliest date is out of date (a URL changed key)."""
+        one = "" if key is None else " AND key = ?"
+        keys = _first_keys(cur.execute(
+            f"SELECT key FROM queues WHERE next_due <= ?{one}{_open('queues')} ORDER BY next_due, key"
+            + ("" if skip_keys else " LIMIT ?"),
+            (now, *(() if key is None else (key,)), now, now,
+             *(() if skip_keys else (max_buckets,)))), max_buckets, skip_keys)
+        check_ids = bool(exclude)
+        stale: list[str] = []
+        buckets: list[list[tuple[str, dict, str]]] = []
+        excluded_tags = frozenset(self.exclude)
+        for key in keys:
+            bucket = []
+            skipped = 0
+            rows = cur.execute(
+                "SELECT url, metadata, tag FROM urls WHERE key = ? AND next_fetch_date <= ? "
+                "ORDER BY next_fetch_date, url",
+                (key, now),
+            )
+            for url, md, tag in rows:
+                if tag is not None and not excluded_tags.isdisjoint(orjson.loads(tag)):
+                    skipped += 1
+                    if skipped >= EXCLUDE_SCAN:
+                        break
+                    continue
+                if check_ids and (url in exclude or _sha256_hex(url) in exclude):
+                    skipped += 1
+                    continue
+                bucket.append((url, orjson.loads(md), key))
+                if len(bucket) >= per_bucket:
+                    break
+            if bucket:
+                buckets.append(bucket)
+            elif not skipped:
+                stale.append(key)
+        return buckets, stale
+
+    def _due_tagged(self, cur: sqlite3.Cursor, now: float, max_buckets: int, per_bucket: int,
+                    exclude: Container[str], key: str | None, skip_keys: Container[str]
+                    ) -> tuple[list[list[tuple[str, dict, str]]], list[tuple[str, str]]]:
+        """:meth:`due` for any-of interest tags: queues from ``tag_queues``, URLs through
+        ``url_tags``, one index range per tag, merged by date; a URL with an excluded tag is
+        skipped, a URL with two interest tags served once. The buckets, and the stale
+        ``(tag, key)`` queues."""
+        tags = self.interest
+        marks = ",".join("?" * len(tags))
+        one = "" if key is None else " AND key = ?"
+        keys = _first_keys(cur.execute(
+            f"SELECT key, MIN(next_due) AS d FROM tag_queues WHERE tag IN ({marks}) "
+            f"AND next_due <= ?{one}{_open('tag_queues')} GROUP BY key ORDER BY d, key"
+            + ("" if skip_keys else " LIMIT ?"),
+            (*tags, now, *(() if key is None else (key,)), now, now,
+             *(() if skip_keys else (max_buckets,)))), max_buckets, skip_keys)
+        check_ids = bool(exclude)
+        excluded_tags = frozenset(self.exclude)
+        stale: list[tuple[str, str]] = []
+        buckets = []
+        for key in keys:
+            found: dict[str, tuple[float, str]] = {}
+            for tag in tags:
+                got = skipped = 0
+                for url, md, nfd, url_tags in cur.execute(
+                        "SELECT u.url, u.metadata, t.next_fetch_date, u.tag FROM url_tags AS t "
+                        "JOIN urls AS u ON u.id = t.id WHERE t.tag = ? AND t.key = ? AND "
+                        "t.next_fetch_date <= ? ORDER BY t.next_fetch_date, u.url",
+                        (tag, key, now)):
+                    if (check_ids and (url in exclude or _sha256_hex(url) in exclude)) or (
+                            excluded_tags and not excluded_tags.isdisjoint(
+                                orjson.loads(url_tags))):
                         skipped += 1
                         if skipped >= EXCLUDE_SCAN:
                             break
                         continue
-                    if check_ids and (url in exclude or _sha256_hex(url) in exclude):
-                        skipped += 1
-                        continue
-                    bucket.append((url, orjson.loads(md), key))
-                    if len(bucket) >= per_bucket:
+                    found[url] = (nfd, md)
+                    got += 1
+                    if got >= per_bucket:
                         break
-                if bucket:
-                    buckets.append(bucket)
-                elif not skipped:
-                    stale.append(key)
-        finally:
-            cur.execute("COMMIT")
-        if stale:
-            self._refresh_queues(stale)
-        return round_robin(buckets, per_bucket)
+                if not got and not skipped:
+                    stale.append((tag, key))
+            if found:
+                ranked = sorted((nfd, url, md) for url, (nfd, md) in found.items())
+                buckets.append([(url, orjson.loads(md), key)
+                                for _, url, md in ranked[:per_bucket]])
+        return buckets, stale
 
-    def _due_tagged(self, now: float, max_buckets: int, per_bucket: int,
-                    exclude: Container[str], key: str | None = None,
-                    skip_keys: Container[str] = ()
-                    ) -> list[tuple[str, dict[str, list[str]], str]]:
-        """:meth:`due` for a spout with interest tags: queues from ``tag_queues``, URLs through
-        ``url_tags``, one index range per tag, merged by date; a URL with an excluded tag is
-        skipped, a URL with two interest tags served once."""
-        tags = self.interest
+    # -- signatures: required tags (module docstring, "Tags") --------------------------------------
+    def _driving_tag(self, conn: Any, now: float | None) -> str:
+        """The required tag whose rows a query walks: the one with the fewest due queues (each
+        counted up to :data:`DRIVE_COUNT`), the first listed on a tie."""
+        if len(self.required) == 1 or now is None:
+            return self.required[0]
+        best, fewest = self.required[0], -1
+        for tag in self.required:
+            n = conn.execute("SELECT COUNT(*) FROM (SELECT 1 FROM tag_queues WHERE tag = ? AND "
+                             "next_due <= ? LIMIT ?)", (tag, now, DRIVE_COUNT)).fetchone()[0]
+            if fewest < 0 or n < fewest:
+                best, fewest = tag, n
+        return best
+
+    def _signature_sql(self, drive: str, alias: str = "t") -> tuple[str, list[str]]:
+        """An SQL condition, true when the URL of ``url_tags`` row ``alias`` (a row of tag
+        ``drive``) has the signature: every other required tag, one any-of tag, no excluded tag.
+        Each is a probe of ``url_tags``' primary key: the tag rows of one URL share its key, date
+        and id."""
+        parts: list[str] = []
+        args: list[str] = []
+        for tags, negate in ([([t], False) for t in self.required if t != drive]
+                             + [(self.interest if drive not in self.interest else [], False),
+                                (self.exclude, True)]):
+            if tags:
+                part, more = self._tags_sql(tags, alias, negate)
+                parts.append(part)
+                args += more
+        return " AND ".join(parts) or "1", args
+
+    @staticmethod
+    def _tags_sql(tags: list[str], alias: str, negate: bool = False) -> tuple[str, list[str]]:
+        """An SQL condition, true when the URL of ``url_tags`` row ``alias`` has one of ``tags``
+        (``negate``: none of them; no tags: always true)."""
+        if not tags:
+            return "1", []
         marks = ",".join("?" * len(tags))
+        return (f"{'NOT ' if negate else ''}EXISTS (SELECT 1 FROM url_tags AS x WHERE x.tag IN "
+                f"({marks}) AND x.key = {alias}.key AND x.next_fetch_date = "
+                f"{alias}.next_fetch_date AND x.id = {alias}.id)"), list(tags)
+
+    def _due_required(self, cur: sqlite3.Cursor, now: float, max_buckets: int, per_bucket: int,
+                      exclude: Container[str], key: str | None, skip_keys: Container[str]
+                      ) -> tuple[list[list[tuple[str, dict, str]]], list[tuple[str, str]]]:
+        """:meth:`due` for an interest with required tags (module docstring, "Tags"): the due
+        queues of the driving tag (:meth:`_driving_tag`) in order of their earliest date, taken
+        in turn from where the last query stopped; in each, the driving tag's due rows, earliest
+        first, checked against the signature in the index (:meth:`_signature_sql`), at most
+        :data:`REQUIRED_SCAN` rows per queue and :data:`REQUIRED_BUDGET` per query."""
+        drive = self._driving_tag(cur, now)
+        check, check_args = self._signature_sql(drive)
         one = "" if key is None else " AND key = ?"
-        cur = self.conn.cursor()
-        cur.execute("BEGIN")
-        try:
-            keys = _first_keys(cur.execute(
-                f"SELECT key, MIN(next_due) AS d FROM tag_queues WHERE tag IN ({marks}) "
-                f"AND next_due <= ?{one} AND key NOT IN (SELECT key FROM blocks WHERE until > ?) "
-                "GROUP BY key ORDER BY d, key" + ("" if skip_keys else " LIMIT ?"),
-                (*tags, now, *(() if key is None else (key,)), now,
-                 *(() if skip_keys else (max_buckets,)))), max_buckets, skip_keys)
-            check_ids = bool(exclude)
-            excluded_tags = frozenset(self.exclude)
-            stale: list[tuple[str, str]] = []
-            buckets = []
-            for key in keys:
-                found: dict[str, tuple[float, str]] = {}
-                for tag in tags:
-                    got = skipped = 0
-                    for url, md, nfd, url_tags in cur.execute(
-                            "SELECT u.url, u.metadata, t.next_fetch_date, u.tag FROM url_tags AS t "
-                            "JOIN urls AS u ON u.id = t.id WHERE t.tag = ? AND t.key = ? AND "
-                            "t.next_fetch_date <= ? ORDER BY t.next_fetch_date, u.url",
-                            (tag, key, now)):
-                        if (check_ids and (url in exclude or _sha256_hex(url) in exclude)) or (
-                                excluded_tags and not excluded_tags.isdisjoint(
-                                    orjson.loads(url_tags))):
-                            skipped += 1
-                            if skipped >= EXCLUDE_SCAN:
-                                break
-                            continue
-                        found[url] = (nfd, md)
-                        got += 1
-                        if got >= per_bucket:
-                            break
-                    if not got and not skipped:
-                        stale.append((tag, key))
-                if found:
-                    ranked = sorted((nfd, url, md) for url, (nfd, md) in found.items())
-                    buckets.append([(url, orjson.loads(md), key)
-                                    for _, url, md in ranked[:per_bucket]])
-        finally:
-            cur.execute("COMMIT")
-        if stale:
-            with self._write():
-                self.conn.executemany(_REFRESH_TAG_QUEUE, stale)
-                self.conn.executemany(_DROP_EMPTY_TAG_QUEUE, stale)
-        return round_robin(buckets, per_bucket)
+        base = (f"SELECT key, next_due FROM tag_queues WHERE tag = ? AND next_due <= ?{one}"
+                + _open("tag_queues"))
+        args = (drive, now, *(() if key is None else (key,)), now, now)
+        after = self._resume.get(drive) if key is None else None
+        order = " ORDER BY next_due, key"
+        if after is None:
+            queues = self.conn.execute(base + order, args)
+        else:  # where the last query stopped, then from the start up to there
+            queues = itertools.chain(
+                self.conn.execute(base + " AND (next_due, key) > (?, ?)" + order, (*args, *after)),
+                self.conn.execute(base + " AND (next_due, key) <= (?, ?)" + order,
+                                  (*args, *after)))
+        rows_sql = (f"SELECT t.id, {check} FROM url_tags AS t WHERE t.tag = ? AND t.key = ? AND "
+                    "t.next_fetch_date <= ? ORDER BY t.next_fetch_date, t.id LIMIT ?")
+        check_ids = bool(exclude)
+        buckets: list[list[tuple[str, dict, str]]] = []
+        stale: list[tuple[str, str]] = []
+        scanned = 0
+        last = None
+        for k, next_due in queues:
+            if k in skip_keys:
+                continue
+            last = (next_due, k)
+            bucket: list[tuple[str, dict, str]] = []
+            n = 0
+            for uid, ok in cur.execute(rows_sql, (*check_args, drive, k, now, REQUIRED_SCAN)):
+                n += 1
+                if not ok:
+                    continue
+                url, md = self.conn.execute("SELECT url, metadata FROM urls WHERE id = ?",
+                                            (uid,)).fetchone()
+                if check_ids and (url in exclude or _sha256_hex(url) in exclude):
+                    continue
+                bucket.append((url, orjson.loads(md), k))
+                if len(bucket) >= per_bucket:
+                    break
+            scanned += n
+            if bucket:
+                buckets.append(bucket)
+            elif not n:
+                stale.append((drive, k))
+            if len(buckets) >= max_buckets or scanned >= REQUIRED_BUDGET:
+                break
+        else:
+            last = None  # every queue looked at: the next query starts from the most overdue
+        if key is None:
+            self._resume[drive] = last
+        return buckets, stale
 
     def _refresh_queues(self, keys: list[str]) -> None:
         """Recompute (or drop) queues whose stored earliest date is stale. Happens only when a URL
@@ -667,14 +817,22 @@ class SQLiteFrontier:
 
     def due_count(self, now: float) -> int:
         """URLs with ``next_fetch_date <= now`` (through the due queues and the key index), of the
-        interest tags when the frontier was opened with some."""
+        interest when the frontier was opened with one."""
+        if self.required:
+            drive = self._driving_tag(self.conn, now)
+            check, args = self._signature_sql(drive)
+            return self.conn.execute(
+                "SELECT COUNT(*) FROM tag_queues AS q JOIN url_tags AS t ON t.tag = q.tag AND "
+                "t.key = q.key AND t.next_fetch_date <= ? WHERE q.tag = ? AND q.next_due <= ? "
+                f"AND {check}", (now, drive, now, *args)).fetchone()[0]
         if self.interest:
             marks = ",".join("?" * len(self.interest))
+            check, args = self._tags_sql(self.exclude, "t", negate=True)
             return self.conn.execute(
                 "SELECT COUNT(DISTINCT t.id) FROM tag_queues AS q JOIN url_tags AS t ON "
                 "t.tag = q.tag AND t.key = q.key AND t.next_fetch_date <= ? "
-                f"WHERE q.tag IN ({marks}) AND q.next_due <= ?",
-                (now, *self.interest, now)).fetchone()[0]
+                f"WHERE q.tag IN ({marks}) AND q.next_due <= ? AND {check}",
+                (now, *self.interest, now, *args)).fetchone()[0]
         if self.exclude:
             marks = ",".join("?" * len(self.exclude))
             return self.conn.execute(
@@ -690,6 +848,17 @@ class SQLiteFrontier:
     def queue_count(self, now: float | None = None) -> int:
         """Distinct partition keys; with ``now``, only keys that have a due URL (of the interest
         tags when the frontier was opened with some)."""
+        if self.required:
+            drive = self._driving_tag(self.conn, now)
+            check, args = self._signature_sql(drive)
+            if now is None:
+                return self.conn.execute(
+                    f"SELECT COUNT(DISTINCT t.key) FROM url_tags AS t WHERE t.tag = ? AND {check}",
+                    (drive, *args)).fetchone()[0]
+            return self.conn.execute(
+                "SELECT COUNT(DISTINCT t.key) FROM tag_queues AS q JOIN url_tags AS t ON "
+                "t.tag = q.tag AND t.key = q.key AND t.next_fetch_date <= ? WHERE q.tag = ? AND "
+                f"q.next_due <= ? AND {check}", (now, drive, now, *args)).fetchone()[0]
         if self.interest:
             marks = ",".join("?" * len(self.interest))
             return self.conn.execute(
@@ -774,12 +943,33 @@ class SQLiteFrontier:
                                orjson.loads(md), updated)
                 for url, status, nfd, k, md, updated in rows]
 
+    def iter_urls(self, key: str | None, start: int = 0, text: str | None = None,
+                  ignore_case: bool = False, page: int = 1000) -> Iterator[list[FrontierRecord]]:
+        """The records of :meth:`list_urls` from ``start`` to the end, a page at a time: each page
+        one query that continues after the last row of the one before (key, next fetch date,
+        URL), so a deep listing never skips over what it has read (``LIMIT``/``OFFSET`` would)."""
+        where, args = self._url_filter(key, text, ignore_case, None)
+        cols = "SELECT url, status, next_fetch_date, key, metadata, updated FROM urls"
+        order = " ORDER BY key, next_fetch_date, url LIMIT ?"
+        rows = self.conn.execute(f"{cols}{where}{order} OFFSET ?", (*args, page, start)).fetchall()
+        while rows:
+            yield [FrontierRecord(url, Status(status), None if nfd >= NEVER else nfd, k,
+                                  orjson.loads(md), updated)
+                   for url, status, nfd, k, md, updated in rows]
+            if len(rows) < page:
+                return
+            last = rows[-1]
+            after = f"{where} AND" if where else " WHERE"
+            rows = self.conn.execute(
+                f"{cols}{after} (key, next_fetch_date, url) > (?, ?, ?){order}",
+                (*args, last[3], last[2], last[0], page)).fetchall()
+
     def delete(self, key: str | None = None) -> int:
         """Remove queue ``key`` (every queue: ``None``) with all its URLs; how many URLs."""
         one, args = ("", ()) if key is None else (" WHERE key = ?", (key,))
         with self._write():
             n = self.conn.execute(f"DELETE FROM urls{one}", args).rowcount
-            for table in ("queues", "tag_queues", "blocks"):
+            for table in ("queues", "tag_queues", "blocks", "rounds"):
                 self.conn.execute(f"DELETE FROM {table}{one}", args)
         return n
 

@@ -84,6 +84,7 @@ DEFAULT_PER_QUEUE = 100  # GetParams.max_urls_per_queue = 0
 DEFAULT_QUEUES = 10_000  # GetParams.max_queues = 0
 DEFAULT_HOLD = 30  # GetParams.delay_requestable = 0, seconds
 PEER_TTL = 10.0  # seconds a client that asked for URLs counts as sharing the service
+LIST_PAGE = 1000  # records read from the frontier at a time for ListURLs
 MAX_KEY = 255
 _END = object()
 OK, SKIPPED, FAIL = (pb.AckMessage.Status.Value(n) for n in ("OK", "SKIPPED", "FAIL"))
@@ -520,11 +521,19 @@ class FrontierService:
         st = self._known(crawl, context)
         text = request.filter if request.HasField("filter") else None
         ignore = request.ignoreCase if request.HasField("ignoreCase") else False
-        records = self._call(context, lambda: self._fresh(
-            st.frontier.list_urls, st, request.key or None, request.start, request.size or 100,
-            text, ignore))
-        for rec in records:
-            yield known_item(rec, crawl)
+        left = request.size or 100
+        # streamed a page at a time, each read on the frontier thread (a listing of a whole
+        # crawl, DumpURLs' size 2^31 - 1, never sits in memory)
+        pages = self._call(context, lambda: self._fresh(
+            st.frontier.iter_urls, st, request.key or None, request.start, text, ignore,
+            min(left, LIST_PAGE)))
+        while left > 0:
+            page = self._call(context, lambda: next(pages, None))
+            if not page:
+                return
+            for rec in page[:left]:
+                yield known_item(rec, crawl)
+            left -= len(page)
 
     def CountURLs(self, request: Any, context: Any) -> Any:
         crawl = self._crawl_of(request.crawlID, context)
