@@ -134,6 +134,8 @@ SQLITE_PATH_KEY = "frontier.sqlite.path"
 FRONTIER_TAGS_KEY = "frontier.tags"
 INTEREST_TAGS_KEY = "frontier.interest.tags"
 EXCLUDE_TAGS_KEY = "frontier.interest.exclude.tags"
+REQUIRED_TAGS_KEY = "frontier.interest.required.tags"
+ROUND_DELAY_KEY = "frontier.queue.round.delay"
 MIN_DELAY_QUERIES_KEY = "spout.min.delay.queries"
 WARC_DIR_KEY = "warc.dir"
 #: the JVM side of the multilang protocol; the Python components speak what it speaks

@@ -16,7 +16,13 @@ Rules every backend keeps:
 
 Tags (``frontier.tags``, read by both backends through :class:`Tagger`): a map
 ``"<metadata key>=<value>": <tag>``; a URL whose metadata has that value is stored with that tag, and
-a spout can serve only some tags (``frontier.interest.tags`` / ``frontier.interest.exclude.tags``).
+a spout (or a URLFrontier service, ``owler frontier serve --interest``) can serve only some tags:
+its *interest* (:class:`Interest`), a signature of tags: every one of
+``frontier.interest.required.tags``, at least one of ``frontier.interest.tags`` (when any are
+listed) and none of ``frontier.interest.exclude.tags``, the three combinable. Its text form (the
+command line) is ``+tag`` required, ``-tag`` excluded, a bare ``tag`` any-of, separated by spaces or
+commas: ``"+Sitemap +FamilyFriendly -risk:adult"`` serves the URLs tagged both ``Sitemap`` and
+``FamilyFriendly`` and not ``risk:adult`` (OWLer's example of a service's interest).
 A value ``*`` matches any value of the key, and a ``*`` in the tag stands for it:
 ``"lang=*": "lang:*"`` tags a page the language identification found German ``lang:de`` (the
 focused sub-crawls of OWLer's interest partitions; with ``lang`` in ``metadata.transfer`` a page's
@@ -25,9 +31,15 @@ tag its metadata matches. ``frontier.tags.priority`` (a map tag → seconds) mov
 (positive) or down (negative) in its queue: its stored next fetch date is that much earlier or
 later (the sum over its tags), so it is served before or after the URLs it would have queued with.
 
+Tags are computed when a URL is written: a changed rule reaches the URLs already stored only
+through ``owler frontier retag`` (each backend's ``retag``), which rewrites their tags and nothing
+else (status and next fetch date stay; a ``frontier.tags.priority`` shift stays as it was stored
+until the URL's next write).
+
 Config keys read here: ``frontier.backend`` (``sqlite`` | ``opensearch`` | ``urlfrontier``: any
 URLFrontier service, :mod:`owler.frontier.urlfrontier`), ``frontier.tags``,
-``frontier.tags.priority``.
+``frontier.tags.priority``, ``frontier.interest.required.tags``, ``frontier.interest.tags``,
+``frontier.interest.exclude.tags`` (:class:`Interest`).
 """
 
 from __future__ import annotations
@@ -39,7 +51,8 @@ from typing import Any, Container, Iterable, Mapping, Protocol
 
 from owler import conf as C
 from owler.conf import ConfError
-from owler.constants import FRONTIER_BACKEND_KEY, FRONTIER_TAGS_KEY, SQLITE_PATH_KEY, Status
+from owler.constants import (EXCLUDE_TAGS_KEY, FRONTIER_BACKEND_KEY, FRONTIER_TAGS_KEY,
+                             INTEREST_TAGS_KEY, REQUIRED_TAGS_KEY, SQLITE_PATH_KEY, Status)
 from owler.frontier.crawls import (CRAWL_ID_KEY, DEFAULT_CRAWL, URLFRONTIER_CRAWL_KEY,
                                    CrawlIDError, crawl_id, sqlite_path)
 from owler.urls import normalize, partition_key
@@ -64,6 +77,7 @@ __all__ = [
     "seed_key",
     "tag_rules",
     "Tagger",
+    "Interest",
     "WILDCARD",
     "TAG_PRIORITY_KEY",
 ]
@@ -231,6 +245,94 @@ class Tagger:
         if not self.priority:
             return 0.0
         return sum(self.priority.get(t, 0.0) for t in tags)
+
+
+@dataclass(frozen=True)
+class Interest:
+    """What a spout or a service serves, as a signature of tags (the module docstring): URLs with
+    every ``required`` tag, at least one ``any`` tag when there are any, and no ``exclude`` tag.
+    Empty: every URL. Build it with :meth:`from_conf` or :meth:`parse` (both check it)."""
+
+    required: tuple[str, ...] = ()
+    any: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, required: Iterable[str] = (), any: Iterable[str] = (),  # noqa: A002
+           exclude: Iterable[str] = (), where: str = "interest") -> "Interest":
+        """The interest of these tags, each list without repeats; :class:`ConfError` (naming
+        ``where``) for an empty tag or a tag both wanted (required or any-of) and excluded."""
+        lists = []
+        for name, tags in (("required", required), ("any-of", any), ("excluded", exclude)):
+            out: list[str] = []
+            for tag in tags:
+                tag = str(tag).strip()
+                if not tag:
+                    raise ConfError(f"{where}: an empty {name} tag")
+                if tag not in out:
+                    out.append(tag)
+            lists.append(tuple(out))
+        for wanted, name in ((lists[0], "required"), (lists[1], "any-of")):
+            both = [t for t in wanted if t in lists[2]]
+            if both:
+                raise ConfError(f"{where}: tag {both[0]!r} is both {name} and excluded")
+        return cls(*lists)
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any] | None) -> "Interest":
+        """``frontier.interest.required.tags``, ``frontier.interest.tags`` (any-of) and
+        ``frontier.interest.exclude.tags``."""
+        conf = conf or {}
+        return cls.of(C.get_list(conf, REQUIRED_TAGS_KEY, []), C.get_list(conf, INTEREST_TAGS_KEY, []),
+                      C.get_list(conf, EXCLUDE_TAGS_KEY, []),
+                      where=f"{REQUIRED_TAGS_KEY} / {INTEREST_TAGS_KEY} / {EXCLUDE_TAGS_KEY}")
+
+    @classmethod
+    def parse(cls, text: str | None) -> "Interest":
+        """The text form: ``+tag`` required, ``-tag`` excluded, a bare ``tag`` any-of, separated
+        by spaces or commas (``"+Sitemap +FamilyFriendly -risk:adult"``); empty: every URL.
+        :class:`ConfError` for an empty tag (a comma with nothing before or after it), a lone
+        ``+`` or ``-``, a tag with two signs, or a tag both wanted and excluded."""
+        text = "" if text is None else str(text)
+        where = f"interest {text!r}"
+        if not text.strip():
+            return cls()
+        required: list[str] = []
+        any_: list[str] = []
+        exclude: list[str] = []
+        for part in text.split(","):
+            words = part.split()
+            if not words:
+                raise ConfError(f"{where}: an empty tag (a comma with no tag before or after it)")
+            for word in words:
+                sign, tag = (word[0], word[1:]) if word[0] in "+-" else ("", word)
+                if not tag:
+                    raise ConfError(f"{where}: a lone {sign!r} with no tag after it (write "
+                                    f"{sign}tag, without a space)")
+                if tag[0] in "+-":
+                    raise ConfError(f"{where}: {word!r} has two signs (one of + or - per tag)")
+                {"+": required, "-": exclude, "": any_}[sign].append(tag)
+        return cls.of(required, any_, exclude, where=where)
+
+    def __bool__(self) -> bool:
+        return bool(self.required or self.any or self.exclude)
+
+    def matches(self, tags: Iterable[str]) -> bool:
+        """Whether a URL with ``tags`` is of this interest."""
+        tags = set(tags)
+        return (all(t in tags for t in self.required)
+                and (not self.any or not tags.isdisjoint(self.any))
+                and tags.isdisjoint(self.exclude))
+
+    def text(self) -> str:
+        """The text form :meth:`parse` reads (``""``: every URL)."""
+        return " ".join([*(f"+{t}" for t in self.required), *self.any,
+                         *(f"-{t}" for t in self.exclude)])
+
+    def as_conf(self) -> dict[str, list[str]]:
+        """The three configuration keys that give this interest."""
+        return {REQUIRED_TAGS_KEY: list(self.required), INTEREST_TAGS_KEY: list(self.any),
+                EXCLUDE_TAGS_KEY: list(self.exclude)}
 
 
 def seed_key(url: str, mode: str) -> tuple[str, str]:
