@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from owler import conf as C
-from owler.constants import FRONTIER_BACKEND_KEY
+from owler.constants import FRONTIER_BACKEND_KEY, STATUS_NAMES
 
 
 def _conf(args) -> dict:
@@ -42,13 +42,25 @@ def cmd_inject(args) -> int:
     """``owler inject SEEDS_FILE``: add seeds (StormCrawler's seed format, ``-`` for stdin) to the
     frontier as DISCOVERED, due now, through the URL filters and the blacklists; known URLs are left
     as they are. Bad lines and rejected URLs are reported; exit 2 when no seed was accepted, 3 when
-    the frontier cannot be reached."""
+    the frontier cannot be reached. ``--crawl ID``: into that crawl. ``--jsonl FILE``: a dump
+    instead (:func:`cmd_inject_jsonl`)."""
     from owler.blacklist import Blacklist
     from owler.filters import URLFilters
     from owler.frontier import FrontierError
     from owler.seeds import SeedFileError, read_seed_file
 
+    if (args.jsonl is None) == (args.seeds is None):
+        print("owler inject: name a SEEDS_FILE or --jsonl FILE (one of them)", file=sys.stderr)
+        return 2
+    if args.jsonl is not None:
+        return cmd_inject_jsonl(args)
     conf = C.absolute_paths(_conf(args))
+    if args.crawl is not None:
+        from owler.frontier import backend_of
+        from owler.frontier.crawls import CRAWL_ID_KEY, URLFRONTIER_CRAWL_KEY
+
+        conf[URLFRONTIER_CRAWL_KEY if backend_of(conf) == "urlfrontier" else CRAWL_ID_KEY] = \
+            args.crawl
     try:
         seeds, errors = read_seed_file(args.seeds)
     except SeedFileError as exc:
@@ -84,6 +96,66 @@ def cmd_inject(args) -> int:
           f"{len(errors)} invalid line(s); frontier: {frontier.location}"
           + ("" if crawl == "DEFAULT" else f", crawl {crawl!r}"))
     return 0 if accepted else 2
+
+
+def _frontier_exit(exc: Exception) -> int:
+    """3 when the frontier cannot be reached (a service is down), 1 otherwise."""
+    return 3 if "cannot reach" in str(exc) else 1
+
+
+def cmd_inject_jsonl(args) -> int:
+    """``owler inject --jsonl FILE``: the lines of a dump (``owler frontier dump``; ``-`` for
+    stdin) written to the frontier with their status, next fetch date, key and metadata
+    (:mod:`owler.frontier.dump`), each into its crawl (``--crawl`` for all of them). The whole file
+    is checked first: exit 2 with every broken line named, and nothing written, when one is
+    broken (or the file cannot be read); 1 when a write fails (the lines written before it are
+    counted), 3 when the frontier cannot be reached."""
+    from owler.frontier.crawls import CrawlIDError
+    from owler.frontier.dump import (BadDump, DumpFileError, InjectError, Loader, Progress,
+                                     check_dump, format_counts, open_dump, read_dump)
+
+    conf = C.absolute_paths(_conf(args))
+    name = "standard input" if args.jsonl == "-" else args.jsonl
+    try:
+        with open_dump(args.jsonl) as fh:
+            try:
+                total = check_dump(fh)
+            except BadDump as bad:
+                for err in bad.errors:
+                    print(f"owler inject: {name} line {err.lineno}: {err.reason}",
+                          file=sys.stderr)
+                more = bad.count - len(bad.errors)
+                print(f"owler inject: {bad.count} broken line(s) in {name}"
+                      + (f" ({more} more not shown)" if more else "")
+                      + "; nothing was written", file=sys.stderr)
+                return 2
+            fh.seek(0)
+            progress = Progress("owler inject")
+            try:
+                loader = Loader(conf, crawl=args.crawl, progress=progress)
+            except CrawlIDError as exc:
+                print(f"owler inject: --crawl: {exc}", file=sys.stderr)
+                return 2
+            with loader:
+                try:
+                    for lineno, line in read_dump(fh):
+                        loader.add(lineno, line)
+                    loader.flush()
+                    locations = loader.locations()
+                    loader.close()
+                except InjectError as exc:
+                    print(f"owler inject: {exc}; {exc.written} of {total} line(s) were written "
+                          "before it (running the command again writes them again unchanged)",
+                          file=sys.stderr)
+                    return _frontier_exit(exc)
+    except DumpFileError as exc:
+        print(f"owler inject: {exc}", file=sys.stderr)
+        return 2
+    for crawl, counts in loader.written.items():
+        print(f"owler inject: {sum(counts.values())} line(s) of crawl {crawl!r} written to "
+              f"{locations[crawl]}: {format_counts(counts)}")
+    print(f"owler inject: {loader.total} line(s) from {name} in {progress.elapsed():.1f} s")
+    return 0
 
 
 def cmd_run(args) -> int:
@@ -339,12 +411,69 @@ def cmd_frontier(args) -> int:
     return 0
 
 
+def cmd_frontier_dump(args) -> int:
+    """``owler frontier dump``: a crawl's URLs (``--crawl``, else the configured one;
+    ``--all-crawls``) as JSON lines on stdout or in ``--output FILE`` (written whole or not at
+    all), filtered by ``--status`` and ``--key`` (:mod:`owler.frontier.dump`); progress and a
+    summary on stderr. Exit 2 for a crawl the frontier does not have, 3 when the frontier cannot
+    be reached, 1 when the dump fails midway."""
+    import os
+
+    from owler.frontier import FrontierError
+    from owler.frontier.dump import Progress, UnknownCrawl, dump, dump_crawls, format_counts
+
+    conf = C.absolute_paths(_conf(args))
+    try:
+        crawls = dump_crawls(conf, args.crawl, args.all_crawls)
+    except UnknownCrawl as exc:
+        print(f"owler frontier dump: {exc}", file=sys.stderr)
+        return 2
+    except FrontierError as exc:
+        print(f"owler frontier dump: cannot use the frontier: {exc}", file=sys.stderr)
+        return _frontier_exit(exc)
+    progress = Progress("owler frontier dump")
+    target = None if args.output == "-" else Path(args.output)
+    part = None if target is None else target.with_name(f".{target.name}.part-{os.getpid()}")
+    try:
+        if part is None:
+            done = dump(conf, crawls, sys.stdout.buffer, args.status, args.key, progress)
+            sys.stdout.buffer.flush()
+        else:
+            with open(part, "wb") as out:
+                done = dump(conf, crawls, out, args.status, args.key, progress)
+            os.replace(part, target)
+    except FrontierError as exc:
+        print(f"owler frontier dump: {exc}", file=sys.stderr)
+        return _frontier_exit(exc)
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        print(f"owler frontier dump: cannot write {args.output}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
+    finally:
+        if part is not None:
+            part.unlink(missing_ok=True)
+    for d in done:
+        print(f"owler frontier dump: {sum(d.counts.values())} URL(s) of crawl {d.crawl!r} from "
+              f"{d.location}: {format_counts(d.counts)}", file=sys.stderr)
+    print(f"owler frontier dump: {progress.count} URL(s) to "
+          f"{'standard output' if target is None else target} in {progress.elapsed():.1f} s",
+          file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="owler", description="OWLer-py: a StormCrawler port for Apache Storm")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("inject", help="add seed URLs to the frontier")
-    s.add_argument("seeds", metavar="SEEDS_FILE", help="one URL per line, TAB key=value metadata; - for stdin")
+    s = sub.add_parser("inject", help="add seed URLs to the frontier, or a dump's URLs")
+    s.add_argument("seeds", nargs="?", metavar="SEEDS_FILE",
+                   help="one URL per line, TAB key=value metadata; - for stdin")
+    s.add_argument("--jsonl", metavar="FILE", help="instead of seeds: the JSON lines of "
+                   "`owler frontier dump` (- for stdin), with their statuses, dates and keys")
+    s.add_argument("--crawl", metavar="ID", help="into this crawl (--jsonl: instead of each "
+                   "line's; default: frontier.crawl.id / urlfrontier.crawlid, else DEFAULT)")
     _add_conf_args(s)
     s.set_defaults(func=cmd_inject)
 
@@ -400,13 +529,29 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="status: one JSON object")
     s.set_defaults(func=cmd_cluster)
 
-    s = sub.add_parser("frontier", help="serve the frontier as a URLFrontier service (gRPC)")
-    s.add_argument("action", choices=["serve"])
+    s = sub.add_parser("frontier", help="serve the frontier as a URLFrontier service (gRPC), "
+                                        "or dump a crawl's URLs as JSON lines")
+    actions = s.add_subparsers(dest="action", required=True)
+    s = actions.add_parser("serve", help="the frontier as a URLFrontier service (gRPC)")
     _add_conf_args(s)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=7071, help="port (default 7071, URLFrontier's; "
                                                           "0: any free port)")
     s.set_defaults(func=cmd_frontier)
+    s = actions.add_parser("dump", help="a crawl's URLs as JSON lines (url, key, crawl, status, "
+                                        "nextFetchDate, metadata); owler inject --jsonl reads "
+                                        "them back")
+    _add_conf_args(s)
+    which = s.add_mutually_exclusive_group()
+    which.add_argument("--crawl", metavar="ID", help="the crawl (default: frontier.crawl.id / "
+                                                     "urlfrontier.crawlid, else DEFAULT)")
+    which.add_argument("--all-crawls", action="store_true", help="every crawl, one after the other")
+    s.add_argument("--status", action="append", choices=STATUS_NAMES, metavar="NAME",
+                   help="only URLs of this status (repeatable)")
+    s.add_argument("--key", metavar="KEY", help="only URLs of this queue (partition key)")
+    s.add_argument("--output", default="-", metavar="FILE|-",
+                   help="where the lines go (default -: standard output)")
+    s.set_defaults(func=cmd_frontier_dump)
     return p
 
 
