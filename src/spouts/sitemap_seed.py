@@ -19,7 +19,8 @@ in flight.
 
 from __future__ import annotations
 
-from owler.constants import EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY, INTEREST_TAGS_KEY, SITEMAP_SEED
+from owler.constants import (EXCLUDE_TAGS_KEY, FRONTIER_TAGS_KEY, INTEREST_TAGS_KEY,
+                             REQUIRED_TAGS_KEY, SITEMAP_SEED)
 from owler.frontier import tag_rules
 from spouts.frontier import FrontierSpout
 
@@ -29,7 +30,7 @@ class SitemapSeedSpout(FrontierSpout):
 
     def feed_conf(self, storm_conf):
         conf = dict(storm_conf)
-        conf[INTEREST_TAGS_KEY] = []
+        conf[INTEREST_TAGS_KEY] = conf[REQUIRED_TAGS_KEY] = []
         conf[EXCLUDE_TAGS_KEY] = sorted(
             {tag for _, _, tag in tag_rules(storm_conf.get(FRONTIER_TAGS_KEY))} or {"Sitemap"})
         return conf

@@ -12,7 +12,8 @@ lost.
 
 Splitting the queues between the tasks of one spout:
 
-- embedded (SQLite) frontier: by the task's :class:`~owler.task.shard.Shard` of the partition key;
+- embedded (SQLite) frontier: by the task's :class:`~owler.task.shard.Shard` of the partition key
+  (the other tasks' queues are left out by the query itself: ``skip_keys``);
 - a URLFrontier service: not split; the service never gives one URL to two tasks;
 - shared (OpenSearch) frontier: by queue leases (:mod:`owler.frontier.opensearch`). A task serves a
   queue in rounds: it leases the queue, emits its URLs, and releases the lease when all of them are
@@ -62,6 +63,16 @@ def lease_owner(conf: Mapping[str, Any], component: str, task_id: Any) -> str:
         conf.get(STORM_ID_KEY) if conf.get("storm.cluster.mode") == "distributed" else None
     ) or f"{socket.gethostname()}:{os.getpid()}"
     return f"{crawler}/{component}/{task_id}"
+
+
+class _NotMine:
+    """The queues of the other tasks of a split spout, as ``due()``'s ``skip_keys``."""
+
+    def __init__(self, shard: Shard) -> None:
+        self.shard = shard
+
+    def __contains__(self, key: object) -> bool:
+        return not self.shard.owns(str(key))
 
 
 class FrontierFeed:
@@ -132,9 +143,15 @@ class FrontierFeed:
             for url in [u for u, t in self.recent.items() if now - t > self.ttl_purgatory]:
                 del self.recent[url]
         queued = {u for u, _, _ in self.buffer}
+        # an embedded frontier split between tasks: the others' queues left out by the query,
+        # which would otherwise begin rounds (frontier.queue.round.delay) on queues this task
+        # drops, and give fewer queues of its own
+        split = {"skip_keys": _NotMine(self.shard)} if self.shard.total > 1 and not (
+            self.leases or self.all_mine) else {}
         try:
             rows = self.frontier.due(now, self.max_buckets, self.per_bucket,
-                                     exclude=self.in_flight.keys() | queued | self.recent.keys())
+                                     exclude=self.in_flight.keys() | queued | self.recent.keys(),
+                                     **split)
         except FrontierError as exc:
             self._problem("query_failed", f"frontier query failed (retrying in {RETRY_SECS:.0f} "
                                           f"s): {exc}")

@@ -19,9 +19,10 @@ refused again on every replay: it is written once more as ERROR with ``error.cau
 ``status.refused`` and the index's reason (:meth:`_write_refused`), and fails only if that fails.
 The index uses ``translog.durability: request``: a bulk response means the writes are on disk.
 
-The spout's query (:meth:`due`): due documents (``nextFetchDate <= now``, matching the interest
-tags), a terms aggregation on ``key`` ordered by each queue's earliest date, the first URLs of each
-queue by (nextFetchDate, url), as StormCrawler's AggregationSpout.
+The spout's query (:meth:`due`): due documents (``nextFetchDate <= now``, of the interest: a
+``term`` filter per required tag, a ``terms`` filter of the any-of tags, the excluded ones in
+``must_not``), a terms aggregation on ``key`` ordered by each queue's earliest date, the first
+URLs of each queue by (nextFetchDate, url), as StormCrawler's AggregationSpout.
 
 Queues are served in rounds under a lease (:data:`LEASES` index, ``_id`` = key): before a spout task
 serves a queue it takes the queue's lease (create, or overwrite an expired one, with optimistic
@@ -51,7 +52,8 @@ its queues back as soon as their pause ends.
 Config keys: ``opensearch.status.index.name`` (status), ``opensearch.status.routing`` (false: when
 true the partition key is the routing value), ``opensearch.status.shards`` / ``.replicas`` /
 ``.refresh.interval`` (used when the index is created), ``frontier.tags`` (a map
-``"<metadata key>=<value>": <tag>``), ``frontier.interest.tags`` / ``frontier.interest.exclude.tags``,
+``"<metadata key>=<value>": <tag>``), ``frontier.interest.required.tags`` /
+``frontier.interest.tags`` / ``frontier.interest.exclude.tags`` (:class:`owler.frontier.Interest`),
 ``frontier.lease.ttl``, ``frontier.queue.round.delay``, ``fetcher.server.delay``,
 ``partition.url.mode``, and the connection keys of :mod:`owler.osclient`.
 """
@@ -75,12 +77,11 @@ from urllib.parse import quote
 import orjson
 
 from owler import conf as C
-from owler.constants import (DEPTH, ERROR_CAUSE, ERROR_MESSAGE, EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY,
-                             IS_SITEMAP, MESSAGE_TIMEOUT_KEY, MIN_DELAY_QUERIES_KEY, ON_SITEMAP,
-                             SERVER_DELAY_KEY, SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES,
-                             Status)
-from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, StatusUpdate, round_robin,
-                            seed_key, Tagger)
+from owler.constants import (DEPTH, ERROR_CAUSE, ERROR_MESSAGE, IS_SITEMAP, MESSAGE_TIMEOUT_KEY,
+                             MIN_DELAY_QUERIES_KEY, ON_SITEMAP, ROUND_DELAY_KEY, SERVER_DELAY_KEY,
+                             SITEMAP_LAST_MODIFIED, SITEMAP_SEEDED, STATUS_NAMES, Status)
+from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, Interest, StatusUpdate,
+                            round_robin, seed_key, Tagger)
 from owler.frontier.crawls import DEFAULT_CRAWL, SEPARATOR, index_name
 from owler.frontier.refresh import EXT_PREFIXES, REFRESH_KEYS, TRUE, is_refresh, is_sitemap_key
 from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key, epoch_of
@@ -191,11 +192,13 @@ class OpenSearchFrontier:
         self.partition_mode = partition_mode(conf)
         self.tagger = Tagger(conf)
         self.tag_rules = self.tagger.rules
-        self.interest = [str(t) for t in C.get_list(conf, INTEREST_TAGS_KEY, [])]
-        self.not_interest = [str(t) for t in C.get_list(conf, EXCLUDE_TAGS_KEY, [])]
+        self.want = Interest.from_conf(conf)
+        self.required = list(self.want.required)
+        self.interest = list(self.want.any)
+        self.not_interest = list(self.want.exclude)
         self.lease_ttl = C.get_float(conf, "frontier.lease.ttl", 0.0) or (
             C.get_float(conf, MESSAGE_TIMEOUT_KEY, 120) + 60)
-        self.round_delay = C.get_float(conf, "frontier.queue.round.delay", 0.0)
+        self.round_delay = C.get_float(conf, ROUND_DELAY_KEY, 0.0)
         self.server_delay = C.get_float(conf, SERVER_DELAY_KEY, 1.0)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.leases: dict[str, dict] = {}  # key -> {"seq", "term", "until", "start"} held by me
@@ -595,6 +598,9 @@ class OpenSearchFrontier:
         filters: list[dict] = []
         if now is not None:
             filters.append({"range": {"nextFetchDate": {"lte": int(now * 1000)}}})
+        # the interest (owler.frontier.Interest): every required tag, one of the any-of tags,
+        # none of the excluded ones
+        filters.extend({"term": {"tags": tag}} for tag in self.required)
         if self.interest:
             filters.append({"terms": {"tags": self.interest}})
         query: dict[str, Any] = {"filter": filters}

@@ -22,7 +22,10 @@ never given to another task), ``urlfrontier.timeout`` (seconds a call may take, 
 What the API cannot say: a service other than this project's gives no counts per status
 (:meth:`counts` then says so), no due count (``due_count`` is then the number of URLs still to fetch)
 and no shared counters (:meth:`charge` with a limit raises: the sitemap host budget needs the
-SQLite or OpenSearch frontier).
+SQLite or OpenSearch frontier). Nor can a client ask for an interest (tags): a configuration with
+``frontier.interest.*`` is refused here, the interest belongs to the service (``owler frontier
+serve --interest "+Sitemap -risk:adult"``), and ``frontier.queue.round.delay`` is the service's
+too (its own configuration).
 """
 
 from __future__ import annotations
@@ -34,10 +37,9 @@ from typing import Any, Container, Iterable, Mapping
 import grpc
 
 from owler import conf as C
-from owler.constants import (EXCLUDE_TAGS_KEY, INTEREST_TAGS_KEY, MESSAGE_TIMEOUT_KEY,
-                             STATUS_NAMES, Status)
+from owler.constants import MESSAGE_TIMEOUT_KEY, STATUS_NAMES, Status
 from owler.frontier import (DEFAULT_KEY, TAG_PRIORITY_KEY, FrontierError, FrontierRecord,
-                            StatusUpdate, seed_key)
+                            Interest, StatusUpdate, seed_key)
 from owler.frontier.crawls import URLFRONTIER_CRAWL_KEY
 from owler.frontier.urlfrontier_api import DEFAULT_CRAWL, DUE_COUNT, STATUS_KEY, Stub, pb
 from owler.urls import partition_key, partition_mode
@@ -118,9 +120,13 @@ class URLFrontierClient:
     def __init__(self, conf: Mapping[str, Any] | None = None, owner: str | None = None,
                  crawl: str | None = None) -> None:
         conf = conf or {}
-        if C.get_list(conf, INTEREST_TAGS_KEY, []) or C.get_list(conf, EXCLUDE_TAGS_KEY, []):
-            raise C.ConfError("frontier.interest.tags: a URLFrontier service serves no tags; "
-                              "use frontier.backend sqlite or opensearch")
+        want = Interest.from_conf(conf)
+        if want:  # GetURLs has no field for it: the service is started with its interest
+            raise C.ConfError(
+                f"frontier.interest ({want.text()}): a URLFrontier service serves no tags to a "
+                "client that asks for them, the API cannot pass an interest. The interest belongs "
+                f"to the service: owler frontier serve --interest \"{want.text()}\" (or use "
+                "frontier.backend sqlite or opensearch)")
         if conf.get(TAG_PRIORITY_KEY):
             raise C.ConfError(f"{TAG_PRIORITY_KEY}: a URLFrontier service keeps no tags; "
                               "use frontier.backend sqlite or opensearch")
