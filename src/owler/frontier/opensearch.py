@@ -586,6 +586,99 @@ class OpenSearchFrontier:
             raise FrontierError(f"{len(failed)} of {n} seeds could not be written (status {failed[0]})")
         return sum(1 for s in statuses if s < 300)
 
+    def retag(self, batch: int = 1000) -> Iterator[tuple[int, int]]:
+        """Recompute the ``tags`` of every document with the current rules (``frontier.tags``)
+        and write those that changed, ``batch`` documents at a time: a scroll over the index
+        (sorted by ``_doc``, never the whole index at once), and per page one ``_bulk`` of
+        scripted updates of ``tags`` alone, each under the document's sequence number, so a
+        write of the crawl in between is never overwritten: such a document is read again and
+        retagged from what it holds now (three times at most; then it is left as the crawl
+        wrote it). Yields ``(documents looked at, documents retagged)`` per page. Statuses,
+        next fetch dates and metadata stay as they are; so does a ``frontier.tags.priority``
+        shift (a URL gets the shift of its new tags at its next write)."""
+        body = {"size": max(1, int(batch)), "sort": ["_doc"], "seq_no_primary_term": True,
+                "_source": {"includes": ["metadata", "tags"]}, "query": {"match_all": {}}}
+        try:
+            _, data = self.client.request("POST", f"/{self.index}/_search", body,
+                                          params={"scroll": "5m"})
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        scroll = data.get("_scroll_id")
+        try:
+            while True:
+                hits = data["hits"]["hits"]
+                if not hits:
+                    break
+                yield len(hits), self._retag_hits(hits)
+                try:
+                    _, data = self.client.request("POST", "/_search/scroll",
+                                                  {"scroll": "5m", "scroll_id": scroll})
+                except OpenSearchError as exc:
+                    raise FrontierError(str(exc)) from exc
+                scroll = data.get("_scroll_id", scroll)
+        finally:
+            if scroll:
+                try:
+                    self.client.request("DELETE", "/_search/scroll", {"scroll_id": scroll},
+                                        ok=(200, 404))
+                except OpenSearchError as exc:
+                    log.warning("cannot clear the retag scroll: %s", exc)
+        self.refresh()
+
+    _RETAG_SCRIPT = ("if (params.t.isEmpty()) { ctx._source.remove('tags') } "
+                     "else { ctx._source.tags = params.t }")
+
+    def _retag_hits(self, hits: list[dict]) -> int:
+        """Write the tags that changed among ``hits`` (``_source`` with metadata and tags,
+        ``_seq_no``, ``_primary_term``); how many were written."""
+        done = 0
+        for _ in range(4):  # the first write, then up to three after a conflict
+            lines: list[bytes] = []
+            sent: list[dict] = []
+            for hit in hits:
+                src = hit.get("_source") or {}
+                tags = self.tagger.tags(_read_md(src.get("metadata")))
+                old = src.get("tags") or []
+                if tags == (old if isinstance(old, list) else [old]):
+                    continue
+                action = {"_index": self.index, "_id": hit["_id"],
+                          "if_seq_no": hit["_seq_no"], "if_primary_term": hit["_primary_term"]}
+                if hit.get("_routing") is not None:
+                    action["routing"] = hit["_routing"]
+                lines.append(orjson.dumps({"update": action}))
+                lines.append(orjson.dumps({"script": {"lang": "painless", "params": {"t": tags},
+                                                      "source": self._RETAG_SCRIPT}}))
+                sent.append(hit)
+            if not sent:
+                return done
+            try:
+                statuses = self._bulk(_ndjson(lines), len(sent))
+            except OpenSearchError as exc:
+                raise FrontierError(str(exc)) from exc
+            done += sum(1 for st in statuses if st < 300)
+            failed = [st for st in statuses if st >= 300 and st != 409]
+            if failed:
+                raise FrontierError(f"{len(failed)} of {len(sent)} tag updates failed "
+                                    f"(status {failed[0]})")
+            again = [hit for hit, st in zip(sent, statuses) if st == 409]
+            if not again:
+                return done
+            hits = self._reread(again)  # written meanwhile: retagged from what it holds now
+        return done
+
+    def _reread(self, hits: list[dict]) -> list[dict]:
+        """``hits`` as the index holds them now (with their sequence numbers); the documents
+        deleted meanwhile left out."""
+        docs = [{"_id": h["_id"], **({"routing": h["_routing"]} if h.get("_routing") else {})}
+                for h in hits]
+        try:
+            _, data = self.client.request(
+                "POST", f"/{self.index}/_mget", {"docs": docs},
+                params={"_source_includes": "metadata,tags"})
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        return [d for d in data.get("docs", []) if d.get("found")]
+
     def refresh(self) -> None:
         """Make every write so far visible to searches (counts, due)."""
         try:

@@ -20,6 +20,8 @@ Tables
     ``blocks(key, until)``: queues the server asked to leave alone (429/503, Retry-After; written
     with the throttled URL's status, :attr:`StatusUpdate.block_until`): :meth:`SQLiteFrontier.due`
     serves none of their URLs before ``until``. Created when a file is opened, if missing.
+    ``rounds(key, began, until)``: the last round of each queue (below, "Rounds"). Created when a
+    file is opened, if missing.
 
 Tags (schema 4; OWLer's interest tags, as the OpenSearch frontier's ``tags``)
     ``urls.tag``: every tag of the ``frontier.tags`` rules (``"<metadata key>=<value>": tag``,
@@ -27,19 +29,49 @@ Tags (schema 4; OWLer's interest tags, as the OpenSearch frontier's ``tags``)
     array, NULL when none does. With the default rules a URL is ``Sitemap``
     (``isSitemap=true``), ``Feed`` or ``OnSitemap`` (``isDiscoveredOnSitemap=true``; also a
     sitemap listed in an index), tags the sitemap spout serves together. Tags are computed when a
-    URL is written; changing the rules does not re-tag stored URLs. ``frontier.tags.priority``
-    shifts a tagged URL's stored next fetch date (:class:`owler.frontier.Tagger`).
+    URL is written; changing the rules re-tags stored URLs only through :meth:`SQLiteFrontier.retag`
+    (``owler frontier retag``). ``frontier.tags.priority`` shifts a tagged URL's stored next fetch
+    date (:class:`owler.frontier.Tagger`).
     ``url_tags(tag, key, next_fetch_date, id)``: one row per tag of a tagged URL, kept by
     triggers on ``urls`` (an untagged write costs the triggers' ``WHEN`` test only:
     ``bench/bench_frontier.py``), its primary key the index of the interest queries.
-    A spout with ``frontier.interest.tags`` is served only URLs with one of those tags and none of
-    ``frontier.interest.exclude.tags``, and is never starved by untagged URLs however many are
-    due: it reads ``tag_queues(tag, key, next_due)``, maintained like ``queues`` for tagged rows
-    only, and ``url_tags``.
+    A spout's interest (:class:`owler.frontier.Interest`) is a signature: every one of
+    ``frontier.interest.required.tags``, one of ``frontier.interest.tags`` (any-of) and none of
+    ``frontier.interest.exclude.tags``.
+    A spout with any-of tags only is served only URLs with one of those tags and none of the
+    excluded ones, and is never starved by untagged URLs however many are due: it reads
+    ``tag_queues(tag, key, next_due)``, maintained like ``queues`` for tagged rows only, and
+    ``url_tags``.
+    A spout with required tags (``"+Sitemap +FamilyFriendly -risk:adult"``) drives its query from
+    one of them, the one with the fewest due queues (each counted up to :data:`DRIVE_COUNT`): the
+    due ``tag_queues`` of that tag in order of their earliest date, and in each queue that tag's
+    due ``url_tags`` rows, earliest first, each checked against the rest of the signature by
+    probes of ``url_tags``' primary key (a URL's tag rows share its key, date and id: no row of
+    ``urls`` is read for a URL that does not match). Untagged URLs and URLs of other tags never
+    come into it. Bounds: at most :data:`REQUIRED_SCAN` rows of the driving tag per queue and
+    :data:`REQUIRED_BUDGET` in all per query; when the budget runs out the next query goes on
+    from the queue where this one stopped, and comes back to the most overdue queue only once it
+    has been round all of them, so queues whose due URLs lack the rest of the signature never hold
+    back the queues after them (the queues are served in turn rather than most overdue first).
+    What can wait: in one queue, a URL of the signature behind more than :data:`REQUIRED_SCAN`
+    due URLs that carry the driving tag but not the signature waits until enough of those are
+    served (by another spout) or rescheduled.
     A spout with only ``frontier.interest.exclude.tags`` (the sitemap seed spout: untagged URLs)
     reads the ordinary queues and skips excluded rows, looking at most at the first
     :data:`EXCLUDE_SCAN` due URLs of a queue per query (untagged rows behind a longer backlog of
     excluded due rows wait until that backlog is served).
+
+Rounds (``frontier.queue.round.delay``, OWLer's at least five minutes between two rounds on a queue)
+    With a round delay, every queue :meth:`SQLiteFrontier.due` serves begins a round: ``rounds``
+    records when it began and when the next may (``began`` + the delay), and no query serves the
+    queue before then, whatever its interest. Choosing the queues and recording their rounds is
+    one write transaction (``BEGIN IMMEDIATE``), so several spout processes sharing the file
+    never begin a round on one queue together, and the rounds hold across restarts (they are in
+    the file). A spout without a round delay records none but honours the others' (the table is
+    read by every query). A round's size is the spout's URLs per queue per query
+    (``spout.max.urls.per.bucket``; ``resources/owler-rounds.yaml`` is OWLer's profile). Unlike
+    the OpenSearch frontier's leases, a round here does not wait for its URLs to be acked: the
+    next begins ``round.delay`` after this one began (the fetcher keeps the per-queue delay).
 
 Sitemap refresh (how a sitemap's news reaches known URLs without overwriting their status)
     DISCOVERED never overwrites a known URL. A DISCOVERED whose metadata says it comes from a
@@ -81,7 +113,9 @@ Write cost
 
 Config keys read: ``frontier.sqlite.synchronous`` (NORMAL), ``frontier.sqlite.busy.timeout``
 (30 s), ``frontier.sqlite.cache.mb`` (64), ``frontier.sqlite.wal.autocheckpoint`` (50000 pages),
-``partition.url.mode`` (for :meth:`inject`).
+``partition.url.mode`` (for :meth:`inject`), ``frontier.tags``, ``frontier.tags.priority``, the
+interest keys (``frontier.interest.required.tags``, ``frontier.interest.tags``,
+``frontier.interest.exclude.tags``), ``frontier.queue.round.delay`` (seconds, 0: no rounds).
 """
 
 from __future__ import annotations
@@ -992,6 +1026,42 @@ class SQLiteFrontier:
     def tag(self, url: str) -> str | None:
         """The first of :meth:`tags` by name (None: untagged or unknown)."""
         return min(self.tags(url), default=None)
+
+    def retag(self, batch: int = 1000) -> Iterator[tuple[int, int]]:
+        """Recompute the tags of every stored URL with the current rules (``frontier.tags``) and
+        write those that changed, ``batch`` URLs at a time: each batch one query continuing after
+        the last id of the one before (never the whole table at once) and one write
+        transaction with its tag queues, so the crawl may go on meanwhile. Yields ``(URLs
+        looked at, URLs retagged)`` per batch. Statuses, next fetch dates and metadata stay as
+        they are: a ``frontier.tags.priority`` shift stays as it was stored (a URL gets the
+        shift of its new tags at its next write)."""
+        batch = max(1, int(batch))
+        # a row untagged before whose metadata names no rule's key cannot have a tag now
+        names = [orjson.dumps(k).decode() for k in sorted(self._rule_keys)]
+        after = b""  # ids are BLOBs: the empty one sorts before every id
+        while True:
+            with self._write():
+                rows = self.conn.execute(
+                    "SELECT id, key, metadata, tag FROM urls WHERE id > ? ORDER BY id LIMIT ?",
+                    (after, batch)).fetchall()
+                if not rows:
+                    return
+                changed: list[tuple[str | None, bytes]] = []
+                queues: set[tuple[str, str]] = set()
+                for uid, key, md, old in rows:
+                    if old is None and not any(n in md for n in names):
+                        continue
+                    new = self._tags_json(orjson.loads(md))
+                    if new != old:
+                        changed.append((new, uid))
+                        queues.update((t, key) for t in (*orjson.loads(old or "[]"),
+                                                         *orjson.loads(new or "[]")))
+                if changed:  # the triggers move the url_tags rows; the tag queues follow
+                    self.conn.executemany("UPDATE urls SET tag = ? WHERE id = ?", changed)
+                    self.conn.executemany(_REFRESH_TAG_QUEUE, sorted(queues))
+                    self.conn.executemany(_DROP_EMPTY_TAG_QUEUE, sorted(queues))
+            after = rows[-1][0]
+            yield len(rows), len(changed)
 
     def charge(self, counter: str, n: int, limit: int, now: float, period: float) -> int:
         """Take up to ``n`` from ``counter``'s allowance of ``limit`` per ``period`` seconds (a

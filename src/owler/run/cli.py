@@ -374,15 +374,20 @@ def cmd_cluster(args) -> int:
 
 def cmd_frontier(args) -> int:
     """``owler frontier serve``: the configured frontier (SQLite or OpenSearch) as a URLFrontier
-    service on ``--host:--port`` until SIGINT/SIGTERM (:mod:`owler.urlfrontier.service`); exit 2
-    for a frontier that is itself a URLFrontier service or a port that cannot be bound, 3 when
-    the frontier cannot be opened."""
+    service on ``--host:--port`` until SIGINT/SIGTERM (:mod:`owler.urlfrontier.service`), serving
+    only the URLs of ``--interest`` when given (:class:`owler.frontier.Interest`'s text form; it
+    replaces the ``frontier.interest.*`` keys); exit 2 for a frontier that is itself a URLFrontier
+    service, a malformed interest or a port that cannot be bound, 3 when the frontier cannot be
+    opened."""
     import signal
     import threading
 
-    from owler.frontier import FrontierError
+    from owler.frontier import FrontierError, Interest
 
     conf = C.absolute_paths(_conf(args))
+    if args.interest is not None:  # a ConfError names what is wrong with it (exit 2)
+        conf.update(Interest.parse(args.interest).as_conf())
+    want = Interest.from_conf(conf)
     backend = (C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite") or "sqlite").strip().lower()
     if backend not in ("sqlite", "opensearch"):
         print(f"owler frontier serve: frontier.backend {backend!r}: the service serves a "
@@ -402,12 +407,61 @@ def cmd_frontier(args) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"URLFrontier service on {args.host}:{port} over {service.frontier.location}",
-          flush=True)
+    print(f"URLFrontier service on {args.host}:{port} over {service.frontier.location}"
+          + (f"; interest {want.text()}" if want else ""), flush=True)
     stop.wait()
     server.stop(grace=5).wait()
     service.close()
     print("URLFrontier service stopped", flush=True)
+    return 0
+
+
+def cmd_frontier_retag(args) -> int:
+    """``owler frontier retag``: the tags of the URLs already stored recomputed with the current
+    ``frontier.tags`` rules and written where they changed, on a SQLite or OpenSearch frontier
+    (the crawl ``--crawl``, else the configured one), ``--batch`` URLs at a time, with a progress
+    line every ``--progress`` seconds (0: after every batch) and a summary. Statuses, next fetch
+    dates and metadata stay. Exit 2 for a URLFrontier backend or a crawl the frontier does not
+    have, 3 when the frontier cannot be opened or reached, 1 when it fails midway."""
+    from owler.frontier import FrontierError, backend_of, open_frontier
+    from owler.frontier.dump import UnknownCrawl, dump_crawls
+
+    conf = C.absolute_paths(_conf(args))
+    if backend_of(conf) == "urlfrontier":
+        print("owler frontier retag: frontier.backend 'urlfrontier': a service's URLs are "
+              "retagged where it stores them; run this with the service's own configuration "
+              "(its SQLite file or OpenSearch index)", file=sys.stderr)
+        return 2
+    try:
+        crawl = dump_crawls(conf, args.crawl)[0]
+        frontier = open_frontier(conf, crawl=crawl)
+    except UnknownCrawl as exc:
+        print(f"owler frontier retag: {exc}", file=sys.stderr)
+        return 2
+    except FrontierError as exc:
+        print(f"owler frontier retag: cannot use the frontier: {exc}", file=sys.stderr)
+        return 3
+    where = frontier.location
+    seen = retagged = batches = 0
+    start = last = time.monotonic()
+    try:
+        for n, changed in frontier.retag(args.batch):
+            seen, retagged, batches = seen + n, retagged + changed, batches + 1
+            now = time.monotonic()
+            if now - last >= args.progress:
+                last = now
+                print(f"owler frontier retag: {seen:,} URLs seen, {retagged:,} retagged "
+                      f"({seen / max(now - start, 1e-6):,.0f} URLs/s)", flush=True)
+    except FrontierError as exc:
+        print(f"owler frontier retag: {exc}; {retagged:,} of the {seen:,} URLs seen were "
+              "retagged before it (running it again retags the rest; unchanged URLs are not "
+              "written)", file=sys.stderr)
+        return 1
+    finally:
+        frontier.close()
+    print(f"owler frontier retag: {seen:,} URLs seen, {retagged:,} retagged, in {batches:,} "
+          f"batch(es) of at most {args.batch:,}, {time.monotonic() - start:.1f} s; crawl "
+          f"{crawl!r}, frontier: {where}")
     return 0
 
 
@@ -530,14 +584,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_cluster)
 
     s = sub.add_parser("frontier", help="serve the frontier as a URLFrontier service (gRPC), "
-                                        "or dump a crawl's URLs as JSON lines")
+                                        "dump a crawl's URLs as JSON lines, or retag them")
     actions = s.add_subparsers(dest="action", required=True)
     s = actions.add_parser("serve", help="the frontier as a URLFrontier service (gRPC)")
     _add_conf_args(s)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=7071, help="port (default 7071, URLFrontier's; "
                                                           "0: any free port)")
+    s.add_argument("--interest", metavar="SIGNATURE",
+                   help='serve only the URLs of these tags: +tag required, -tag excluded, a bare '
+                        'tag any-of, e.g. "+Sitemap +FamilyFriendly -risk:adult" (replaces the '
+                        'frontier.interest.* keys)')
     s.set_defaults(func=cmd_frontier)
+    s = actions.add_parser("retag", help="re-apply the frontier.tags rules to the URLs already "
+                                         "stored (statuses and dates stay)")
+    _add_conf_args(s)
+    s.add_argument("--crawl", metavar="ID", help="the crawl (default: frontier.crawl.id, else "
+                                                 "DEFAULT)")
+    s.add_argument("--batch", type=int, default=1000, metavar="N",
+                   help="URLs read and written at a time (default 1000)")
+    s.add_argument("--progress", type=float, default=5.0, metavar="SECONDS",
+                   help="seconds between two progress lines (default 5; 0: after every batch)")
+    s.set_defaults(func=cmd_frontier_retag)
     s = actions.add_parser("dump", help="a crawl's URLs as JSON lines (url, key, crawl, status, "
                                         "nextFetchDate, metadata); owler inject --jsonl reads "
                                         "them back")
