@@ -15,7 +15,10 @@ GetURLs
     else ``urlfrontier.default.delay``, else ``fetcher.server.delay``, 1 s). So crawlers sharing
     the service keep a host's politeness between them. With rounds off the service behaves as
     crawler-commons' reference one: a queue is skipped while ``max_urls_per_queue`` of its URLs
-    are held, and its delay counts from when it last gave URLs. A blocked queue
+    are held, and its delay counts from when it last gave URLs. Either way, with
+    ``frontier.queue.round.delay`` (OWLer's rounds, ``resources/owler-rounds.yaml``) a queue is
+    not served again before that many seconds since its last round began (the SQLite and
+    OpenSearch frontiers under the service keep that rule too). A blocked queue
     (BlockQueueUntil) is skipped. While several clients ask for URLs, a queue whose round ended
     goes to another client (another connection: ``context.peer()``) first, for
     ``urlfrontier.service.handover`` seconds (1.5) after its delay: else the client that happens
@@ -70,7 +73,7 @@ import grpc
 
 from owler import conf as C
 from owler.conf import ConfError
-from owler.constants import SERVER_DELAY_KEY, STATUS_NAMES, Status
+from owler.constants import ROUND_DELAY_KEY, SERVER_DELAY_KEY, STATUS_NAMES, Status
 from owler.frontier import (FrontierError, FrontierRecord, StatusUpdate, backend_of,
                             crawl_spaces, delete_crawl, list_crawls, open_frontier, space_exists)
 from owler.frontier.crawls import DEFAULT_CRAWL, CrawlIDError, crawl_id
@@ -123,12 +126,13 @@ class _Crawl:
         self.held: dict[str, set[str]] = {}  # key -> held urls
         self.round_owner: dict[str, str] = {}  # key -> the client (peer) its round went to
         self.handover: dict[str, tuple[str, float]] = {}  # key -> (last owner, its turn after)
+        self.round_began: dict[str, float] = {}  # key -> when its last round began (round.delay)
         self.dirty = False  # written since the frontier's last refresh
 
     def forget(self) -> None:
         """Every queue's state (the crawl was deleted)."""
         for d in (self.delays, self.limits, self.last_served, self.holds, self.held,
-                  self.round_owner, self.handover):
+                  self.round_owner, self.handover, self.round_began):
             d.clear()
 
 
@@ -146,6 +150,7 @@ class FrontierService:
         self.default_delay = C.get_float(conf, "urlfrontier.default.delay",
                                          C.get_float(conf, SERVER_DELAY_KEY, 1.0))
         self.rounds = C.get_bool(conf, "urlfrontier.service.rounds", True)
+        self.round_delay = max(0.0, C.get_float(conf, ROUND_DELAY_KEY, 0.0))
         self.batch = max(1, C.get_int(conf, "urlfrontier.service.batch", 500))
         self.peers: dict[str, float] = {}  # clients asking for URLs -> when they last asked
         self.handover_secs = C.get_float(conf, "urlfrontier.service.handover", 1.5)
@@ -255,7 +260,7 @@ class FrontierService:
         now = self.clock()
         self._expire(st, now)
         st.last_served = {k: t for k, t in st.last_served.items() if t + self._delay(st, k) > now}
-        skip = set(st.last_served)
+        skip = set(st.last_served) | self._round_pause(st, now)
         # handover: while other clients are asking too, a queue whose round just ended goes to
         # one of them first (else the client that polls most often keeps every queue)
         self.peers[peer] = now
@@ -294,10 +299,24 @@ class FrontierService:
         if not self.rounds:
             for k in served:
                 st.last_served[k] = now
+        self._rounds_begin(st, served, now)
         if st.frontier.leases_queues:  # leased by due() and nothing given out: back at once
             for k in [k for k in st.frontier.leases if k not in st.held]:
                 st.frontier.release(k, now, served=False)
         return out
+
+    # -- rounds (frontier.queue.round.delay; the frontier keeps them too) ---------------------------
+    def _round_pause(self, st: _Crawl, now: float) -> set[str]:
+        """The queues whose last round began less than ``frontier.queue.round.delay`` ago."""
+        if not self.round_delay:
+            return set()
+        st.round_began = {k: t for k, t in st.round_began.items() if t + self.round_delay > now}
+        return set(st.round_began)
+
+    def _rounds_begin(self, st: _Crawl, keys: Iterable[str], now: float) -> None:
+        """Rounds of ``keys`` begin ``now`` (they were given URLs)."""
+        if self.round_delay:
+            st.round_began.update((k, now) for k in keys)
 
     def _take_any(self, key: str | None, max_queues: int, per_queue: int, hold: float,
                   peer: str) -> list[tuple[str, dict, str, str]]:
