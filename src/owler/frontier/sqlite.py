@@ -880,8 +880,8 @@ class SQLiteFrontier:
         ).fetchone()[0]
 
     def queue_count(self, now: float | None = None) -> int:
-        """Distinct partition keys; with ``now``, only keys that have a due URL (of the interest
-        tags when the frontier was opened with some)."""
+        """Distinct partition keys; with ``now``, only keys that have a due URL; of the interest
+        when the frontier was opened with one (keys with a URL of it)."""
         if self.required:
             drive = self._driving_tag(self.conn, now)
             check, args = self._signature_sql(drive)
@@ -893,12 +893,35 @@ class SQLiteFrontier:
                 "SELECT COUNT(DISTINCT t.key) FROM tag_queues AS q JOIN url_tags AS t ON "
                 "t.tag = q.tag AND t.key = q.key AND t.next_fetch_date <= ? WHERE q.tag = ? AND "
                 f"q.next_due <= ? AND {check}", (now, drive, now, *args)).fetchone()[0]
+        if self.interest and self.exclude:  # the queues with a URL not excluded
+            marks = ",".join("?" * len(self.interest))
+            check, args = self._tags_sql(self.exclude, "t", negate=True)
+            if now is None:
+                return self.conn.execute(
+                    f"SELECT COUNT(DISTINCT t.key) FROM url_tags AS t WHERE t.tag IN ({marks}) "
+                    f"AND {check}", (*self.interest, *args)).fetchone()[0]
+            return self.conn.execute(
+                "SELECT COUNT(DISTINCT t.key) FROM tag_queues AS q JOIN url_tags AS t ON "
+                "t.tag = q.tag AND t.key = q.key AND t.next_fetch_date <= ? WHERE q.tag IN "
+                f"({marks}) AND q.next_due <= ? AND {check}",
+                (now, *self.interest, now, *args)).fetchone()[0]
         if self.interest:
             marks = ",".join("?" * len(self.interest))
             return self.conn.execute(
                 f"SELECT COUNT(DISTINCT key) FROM tag_queues WHERE tag IN ({marks})"
                 + ("" if now is None else " AND next_due <= ?"),
                 (*self.interest,) + (() if now is None else (now,))).fetchone()[0]
+        if self.exclude:  # the queues with a URL not excluded (every URL read: no tag index)
+            marks = ",".join("?" * len(self.exclude))
+            kept = ("(u.tag IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(u.tag) WHERE value IN "
+                    f"({marks})))")
+            if now is None:
+                return self.conn.execute(f"SELECT COUNT(DISTINCT u.key) FROM urls AS u WHERE "
+                                         f"{kept}", self.exclude).fetchone()[0]
+            return self.conn.execute(
+                "SELECT COUNT(DISTINCT u.key) FROM queues AS q JOIN urls AS u ON u.key = q.key "
+                f"AND u.next_fetch_date <= ? WHERE q.next_due <= ? AND {kept}",
+                (now, now, *self.exclude)).fetchone()[0]
         if now is None:
             return self.conn.execute("SELECT COUNT(*) FROM queues").fetchone()[0]
         return self.conn.execute(
