@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.farm.harness import FarmProcess, min_interval, requests_by_host
+from tests.farm.server import host_addr
 from tests.integration import cli
 from tests.integration.test_opensearch_crawl import (fetched_pages, fetched_urls_in_index,
                                                      index_counts)
@@ -36,11 +37,11 @@ def owler(*args):
 class FrontierService:
     """``owler frontier serve --port 0`` in a process of its own; its output kept."""
 
-    def __init__(self, conf: Path):
+    def __init__(self, conf: Path, *args: str):
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "owler", "frontier", "serve", "--port", "0", "--conf",
-             str(conf)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "OWLER_HOME": str(ROOT)})
+             str(conf), *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, env={**os.environ, "OWLER_HOME": str(ROOT)})
         self.lines: list[str] = []
         first = self.proc.stdout.readline()
         self.lines.append(first)
@@ -127,6 +128,60 @@ def test_two_crawlers_share_one_service_over_opensearch(opensearch, tmp_path):
     doc = json.loads(status.stdout)
     assert {k: doc[k] for k in counts} == counts and doc["due_now"] == 0
     assert doc["frontier"] == f"URLFrontier service {service.address}"
+
+
+def test_two_services_with_interests_split_one_index_between_two_crawlers(opensearch, tmp_path):
+    """OWLer's dynamic partitioning: two services over one status index, each with an interest (a
+    signature of tags), each serving one crawler. The seeds carry their group in metadata, their
+    outlinks inherit it (metadata.transfer) and the index tags every URL with it."""
+    index = f"uf-int-{uuid.uuid4().hex[:8]}"
+    shared = (opensearch.conf_lines(index) + f"fetcher.server.delay: {DELAY}\n"
+              "frontier.lease.ttl: 30\n"
+              'frontier.tags: {"group=*": "group:*", "isSitemap=true": "Sitemap"}\n')
+    service_conf = tmp_path / "service.yaml"
+    service_conf.write_text(shared)
+    services = {"a": FrontierService(service_conf, "--interest", "+group:a"),
+                "b": FrontierService(service_conf, "--interest=-group:a")}
+    try:
+        assert "; interest +group:a" in services["a"].lines[0], services["a"].lines
+        confs = {}
+        for name, svc in services.items():
+            confs[name] = crawler_conf(tmp_path / name, svc.address)
+            with confs[name].open("a") as fh:
+                fh.write(f"http.agent.name: crawler-{name}\nmetadata.transfer: [group]\n")
+        with FarmProcess(8, tmp_path / "access.log") as farm:
+            group = {host_addr(i): "a" if i < 4 else "b" for i in range(8)}
+            seeds = tmp_path / "seeds.txt"
+            seeds.write_text("".join(f"{farm.url(i)}\tgroup={'a' if i < 4 else 'b'}\n"
+                                     for i in range(8)))
+            direct = tmp_path / "direct.yaml"  # the seeds straight into the index, tagged
+            direct.write_text(shared)
+            inject = owler("inject", str(seeds), "--conf", str(direct))
+            assert inject.returncode == 0 and "8 new URL(s)" in inject.stdout, inject.stderr
+            runs = {name: run_crawl(c) for name, c in confs.items()}
+            outs = {name: r.communicate(timeout=600)[0] for name, r in runs.items()}
+            assert {n: r.returncode for n, r in runs.items()} == {"a": 0, "b": 0}, outs
+            assert all("stopped (idle for 10 s)" in o for o in outs.values()), \
+                {n: o[-3000:] for n, o in outs.items()}
+            log = farm.access_log()
+    finally:
+        service_out = {n: s.stop() for n, s in services.items()}
+    pages = [(e["host"], e["path"]) for e in log if e["path"] not in ("/robots.txt", "/slow")]
+    twice = [p for p, n in Counter(pages).items() if n > 1]
+    assert not twice, f"fetched more than once: {twice[:10]}"
+    # each service served its interest only: a host's every request came from one crawler,
+    # the one whose service holds the host's group
+    agents = {(group[e["host"]], e["ua"].split(" ")[0].split("/")[0]) for e in log}
+    assert agents == {("a", "crawler-a"), ("b", "crawler-b")}, agents
+    for host, entries in requests_by_host(log).items():
+        gap = min_interval(entries)
+        if gap is not None:
+            wanted = 2.0 if host in farm.hosts_of("crawldelay") else DELAY
+            assert gap >= wanted - 0.05, (host, gap)
+    # every page served is FETCHED in the one index, nothing left for either service
+    counts = index_counts(opensearch, index)
+    assert counts.get("FETCHED") == len(fetched_pages(log)) and not counts.get("DISCOVERED"), \
+        (counts, service_out)
 
 
 def test_crawl_through_the_service_over_sqlite(tmp_path):

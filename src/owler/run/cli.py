@@ -593,7 +593,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "0: any free port)")
     s.add_argument("--interest", metavar="SIGNATURE",
                    help='serve only the URLs of these tags: +tag required, -tag excluded, a bare '
-                        'tag any-of, e.g. "+Sitemap +FamilyFriendly -risk:adult" (replaces the '
+                        'tag any-of, e.g. "+Sitemap +FamilyFriendly -risk:adult"; one that '
+                        'begins with "-" is given as --interest=-tag (replaces the '
                         'frontier.interest.* keys)')
     s.set_defaults(func=cmd_frontier)
     s = actions.add_parser("retag", help="re-apply the frontier.tags rules to the URLs already "
