@@ -346,7 +346,7 @@ def test_an_unknown_crawl_is_named_with_the_crawls_there_are(opensearch, tmp_pat
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
 
 
-def test_inject_jsonl_without_a_file_or_a_frontier(tmp_path):
+def test_no_dump_file_or_no_frontier_to_reach(tmp_path):
     conf = sqlite_conf(tmp_path, "f")
     proc = owler("inject", "--jsonl", tmp_path / "missing.jsonl", "--conf", conf)
     assert (proc.returncode, proc.stderr) == (
@@ -364,3 +364,12 @@ def test_inject_jsonl_without_a_file_or_a_frontier(tmp_path):
     assert "cannot reach OpenSearch" in proc.stderr
     assert "0 of 1 line(s) were written before it" in proc.stderr
     assert not (tmp_path / "f.sqlite").exists()
+    for backend, address, says in (
+            ("opensearch", "opensearch.addresses", "cannot reach OpenSearch"),
+            ("urlfrontier", "urlfrontier.address", "URLFrontier ListCrawls at 127.0.0.1:")):
+        proc = owler("frontier", "dump", "-o", f"frontier.backend={backend}",
+                     "-o", f"{address}=127.0.0.1:{port}")
+        assert (proc.returncode, proc.stdout) == (3, ""), proc.stderr
+        last = proc.stderr.splitlines()[-1]  # (after the client's retries)
+        assert last.startswith("owler frontier dump: cannot use the frontier: ") and says in last, \
+            proc.stderr

@@ -99,8 +99,8 @@ def cmd_inject(args) -> int:
 
 
 def _frontier_exit(exc: Exception) -> int:
-    """3 when the frontier cannot be reached (a service is down), 1 otherwise."""
-    return 3 if "cannot reach" in str(exc) else 1
+    """3 when the frontier cannot be reached (a node or service is down), 1 otherwise."""
+    return 3 if "cannot reach" in str(exc) or ": UNAVAILABLE:" in str(exc) else 1
 
 
 def cmd_inject_jsonl(args) -> int:
