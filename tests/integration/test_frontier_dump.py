@@ -373,3 +373,16 @@ def test_no_dump_file_or_no_frontier_to_reach(tmp_path):
         last = proc.stderr.splitlines()[-1]  # (after the client's retries)
         assert last.startswith("owler frontier dump: cannot use the frontier: ") and says in last, \
             proc.stderr
+
+
+def test_seeds_go_into_the_crawl_inject_names(tmp_path):
+    conf = sqlite_conf(tmp_path, "f")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.example/\tlang=de\nhttp://b.example/x\n")
+    proc = ok(owler("inject", seeds, "--crawl", "news", "--conf", conf))
+    assert "2 new URL(s) injected" in proc.stdout and "crawl 'news'" in proc.stdout
+    proc = ok(owler("frontier", "dump", "--conf", conf, "--all-crawls"))
+    docs = [orjson.loads(line) for line in proc.stdout.splitlines()]
+    assert [(d["crawl"], d["url"], d["key"], d["status"], d["metadata"]) for d in docs] == [
+        ("news", "http://a.example/", "a.example", "DISCOVERED", {"lang": ["de"]}),
+        ("news", "http://b.example/x", "b.example", "DISCOVERED", {})]
