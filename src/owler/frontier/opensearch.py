@@ -588,8 +588,10 @@ class OpenSearchFrontier:
 
     def retag(self, batch: int = 1000) -> Iterator[tuple[int, int]]:
         """Recompute the ``tags`` of every document with the current rules (``frontier.tags``)
-        and write those that changed, ``batch`` documents at a time: a scroll over the index
-        (sorted by ``_doc``, never the whole index at once), and per page one ``_bulk`` of
+        and write those that changed, ``batch`` documents at a time: a scroll over the index as
+        a refresh before it shows it (sorted by ``_doc``, never the whole index at once; a
+        document the crawl writes afterwards was tagged by the crawl), and per page one
+        ``_bulk`` of
         scripted updates of ``tags`` alone, each under the document's sequence number, so a
         write of the crawl in between is never overwritten: such a document is read again and
         retagged from what it holds now (three times at most; then it is left as the crawl
@@ -598,6 +600,7 @@ class OpenSearchFrontier:
         shift (a URL gets the shift of its new tags at its next write)."""
         body = {"size": max(1, int(batch)), "sort": ["_doc"], "seq_no_primary_term": True,
                 "_source": {"includes": ["metadata", "tags"]}, "query": {"match_all": {}}}
+        self.refresh()  # every document written so far in the scroll's view
         try:
             _, data = self.client.request("POST", f"/{self.index}/_search", body,
                                           params={"scroll": "5m"})
