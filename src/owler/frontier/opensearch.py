@@ -29,7 +29,8 @@ serves a queue it takes the queue's lease (create, or overwrite an expired one, 
 concurrency control: ``if_seq_no``/``if_primary_term``); when the round's URLs are all acked it
 releases the lease with ``until`` = when the queue may be served again (``fetcher.server.delay``
 after the last ack, but not before the index refresh shows the round's new statuses, and at
-least ``frontier.queue.round.delay`` after the round began). Several
+least ``frontier.queue.round.delay`` after the round began: when :meth:`OpenSearchFrontier.due`
+handed its URLs out). Several
 spout tasks and several crawlers on one index therefore never serve one queue at the same time,
 and the per-queue delay holds across all of them. A task that takes over a queue another task
 served last refreshes the index and searches that queue again before it reads its URLs: the round's
@@ -715,6 +716,7 @@ class OpenSearchFrontier:
         """
         if max_buckets <= 0 or per_bucket <= 0:
             return []
+        entered = time.monotonic()
         per_bucket = min(per_bucket, self.max_per_bucket)
         query = self._filters(now)
         if key is not None:
@@ -753,6 +755,11 @@ class OpenSearchFrontier:
                 free = self._search_again(body, query, free, taken_over)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
+        # the rounds begin as their URLs are handed out: the time the query took (a heartbeat, a
+        # refresh, a loaded node) is not taken off frontier.queue.round.delay
+        handed = now + (time.monotonic() - entered)
+        for k in got:
+            self.leases[k]["start"] = handed
         queues: list[list[tuple[str, dict, str]]] = []
         for b in free:
             key = b["key"]
@@ -951,8 +958,10 @@ class OpenSearchFrontier:
     def count_urls(self, key: str | None = None, text: str | None = None,
                    ignore_case: bool = False, active: bool | None = None) -> int:
         """URLs of queue ``key`` (all: ``None``) whose URL contains ``text``; ``active``
-        True/False: only those to be fetched again some day / never."""
+        True/False: only those to be fetched again some day / never. Counts every write made so
+        far: the index is refreshed first (a URL put a moment ago is not yet searchable)."""
         try:
+            self.client.request("POST", f"/{self.index}/_refresh")
             _, data = self.client.request("POST", f"/{self.index}/_count", {
                 "query": self._url_query(key, text, ignore_case, active)})
         except OpenSearchError as exc:
@@ -1000,9 +1009,12 @@ class OpenSearchFrontier:
                                   _read_md(h["_source"].get("metadata")), 0.0) for h in hits]
 
     def delete(self, key: str | None = None) -> int:
-        """Remove queue ``key`` (every queue: ``None``) with all its URLs; how many URLs."""
+        """Remove queue ``key`` (every queue: ``None``) with all its URLs; how many URLs. The
+        index is refreshed first: ``_delete_by_query`` finds only what searches can see, and a URL
+        written a moment ago would otherwise outlive its queue."""
         query = {"match_all": {}} if key is None else {"term": {"key": key}}
         try:
+            self.client.request("POST", f"/{self.index}/_refresh")
             _, data = self.client.request("POST", f"/{self.index}/_delete_by_query",
                                           {"query": query},
                                           params={"refresh": "true", "conflicts": "proceed"})
