@@ -35,7 +35,7 @@ def test_creates_parent_dir_wal_and_schema(tmp_path):
     f.close()
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "4"
+    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "5"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"urls", "meta", "queues"} <= tables
 
@@ -78,7 +78,7 @@ def test_a_schema_1_frontier_is_migrated_with_every_url(tmp_path):
         f.apply_updates([upd("http://a.com/0", Status.FETCHED, NOW + 60)])  # ids are new ones
         assert f.counts()["FETCHED"] == 2 and sum(f.counts().values()) == 2
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "4"
+    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "5"
     assert conn.execute("SELECT typeof(id) FROM urls LIMIT 1").fetchone()[0] == "blob"
 
 
@@ -272,7 +272,12 @@ def test_counts_due_count_top_hosts(fr):
     c = fr.counts()
     assert set(c) == set(STATUS_NAMES)
     assert c == {"DISCOVERED": 6, "FETCHED": 1, "FETCH_ERROR": 1, "REDIRECTION": 1, "ERROR": 1}
-    assert fr.due_count(NOW) == 6  # 5 DISCOVERED (d.com is in the future) + 1 FETCH_ERROR
+    # 5 DISCOVERED + 1 FETCH_ERROR, and d.com, due 10 s later in the same minute: the count is to
+    # the minute (DUE_BUCKET), whether anything is due exact
+    assert fr.due_count(NOW) == 7 and fr.has_due(NOW)
+    assert fr.due_count(NOW - 300) == 0 and not fr.has_due(NOW - 300)
+    assert fr.due_count(NOW + 30) == 7  # NOW + 60 is in the next minute
+    assert fr.due_count(NOW + 600) == 9 == fr.due_count(NOW + 86400)  # never again: not due
     assert fr.top_hosts(2) == [("a.com", 5), ("b.com", 3)]
     assert fr.queue_count() == 4
 

@@ -22,6 +22,14 @@ Tables
     serves none of their URLs before ``until``. Created when a file is opened, if missing.
     ``rounds(key, began, until)``: the last round of each queue (below, "Rounds"). Created when a
     file is opened, if missing.
+    Counters (schema 5; a file of schema 1-4 is counted by one scan when first opened):
+    ``status_counts(status, n)``, ``due_buckets(bucket, n)`` (URLs per minute of their next fetch
+    date, ``bucket`` = the date // :data:`DUE_BUCKET`) and ``key_counts(key, n)`` (with an index by
+    ``n``: the largest queues), written in every write transaction from what its statements did
+    (``_Counted``), so that :meth:`SQLiteFrontier.counts`, :meth:`~SQLiteFrontier.due_count`,
+    :meth:`~SQLiteFrontier.top_hosts` and the whole frontier's ``count_urls`` read a few rows
+    whatever the frontier's size (``owler status``, the progress line, the dashboard's recorder,
+    GetStats), exact after any crash (the transaction is whole or absent).
 
 Tags (schema 4; OWLer's interest tags, as the OpenSearch frontier's ``tags``)
     ``urls.tag``: every tag of the ``frontier.tags`` rules (``"<metadata key>=<value>": tag``,
@@ -103,6 +111,9 @@ Durability
     commit and survives power loss, at the cost of one fsync per batch.
 
 Write cost
+    A DISCOVERED is an ``INSERT OR IGNORE``: a known URL (most outlinks) costs a probe of the id
+    index, never a read of its row. A queue's earliest date is refreshed by one probe of the key
+    index (its first entry), whatever the queue's size.
     A commit writes every B-tree page the batch touched to the WAL; the URL id index and the key
     index take random inserts, so a batch of N new URLs dirties about 2N pages until N approaches
     the index size. Larger batches (``status.updater.batch.size``) are therefore cheaper per URL.
@@ -140,7 +151,7 @@ from owler.frontier.crawls import DEFAULT_CRAWL, SEPARATOR, sqlite_path
 from owler.frontier.refresh import REFRESH_KEYS, is_refresh, listed, merge_sitemap_facts
 from owler.urls import partition_mode
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 
 #: at most this many due rows of one queue are looked at per query when only exclude tags filter
 EXCLUDE_SCAN = 200
@@ -178,6 +189,12 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS rounds (key TEXT PRIMARY KEY, began REAL NOT NULL,
         until REAL NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS rounds_until ON rounds (until)",
+    # schema 5: the URLs per status and per minute of their next fetch date, kept in every write's
+    # own transaction (_Counted; counts() and due_count() read these)
+    "CREATE TABLE IF NOT EXISTS status_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS due_buckets (bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS key_counts (key TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS key_counts_n ON key_counts (n DESC, key)",
     # windowed counters shared by every task (charge(): the sitemap host budgets)
     """CREATE TABLE IF NOT EXISTS budgets (id TEXT PRIMARY KEY, start REAL NOT NULL,
         used INTEGER NOT NULL)""",
@@ -196,6 +213,61 @@ _TRIGGERS = [
     "CREATE TRIGGER IF NOT EXISTS urls_tag_delete AFTER DELETE ON urls "
     f"WHEN old.tag IS NOT NULL BEGIN {_UNTAG_ROWS} END",
 ]
+
+#: width of a ``due_buckets`` bucket, seconds: :meth:`SQLiteFrontier.due_count` counts to it
+DUE_BUCKET = 60
+
+
+def _bucket(column: str) -> str:
+    """SQL: the ``due_buckets`` bucket of a date column (as :func:`_bucket_of`)."""
+    return f"CAST({column} / {DUE_BUCKET} AS INTEGER)"
+
+
+def _bucket_of(date: float) -> int:
+    return int(date / DUE_BUCKET)
+
+
+_ADD_STATUS = ("INSERT INTO status_counts (status, n) VALUES (?, ?) "
+               "ON CONFLICT (status) DO UPDATE SET n = n + excluded.n")
+_ADD_BUCKET = ("INSERT INTO due_buckets (bucket, n) VALUES (?, ?) "
+               "ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n")
+_ADD_KEY = ("INSERT INTO key_counts (key, n) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET n = n + excluded.n")
+
+
+class _Counted:
+    """What one write transaction changes in ``status_counts``, ``due_buckets`` and
+    ``key_counts``: added up in
+    Python from what each statement did (the rows an ``INSERT OR IGNORE`` inserted, the stored
+    status and date of a row before and after it was overwritten) and written before the commit,
+    in the same transaction. (Triggers doing the same cost about 40 % more per new URL:
+    ``bench/bench_frontier_scale.py``, BENCHMARKS.md.)"""
+
+    def __init__(self) -> None:
+        self.status: dict[str, int] = {}
+        self.buckets: dict[int, int] = {}
+        self.keys: dict[str, int] = {}
+
+    def add(self, status: str, date: float, key: str, n: int = 1) -> None:
+        if n:
+            self.status[status] = self.status.get(status, 0) + n
+            b = _bucket_of(date)
+            self.buckets[b] = self.buckets.get(b, 0) + n
+            self.keys[key] = self.keys.get(key, 0) + n
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        for counts, add, table, column in (
+                (self.status, _ADD_STATUS, "status_counts", "status"),
+                (self.buckets, _ADD_BUCKET, "due_buckets", "bucket"),
+                (self.keys, _ADD_KEY, "key_counts", "key")):
+            changed = [(k, n) for k, n in counts.items() if n]
+            if changed:
+                conn.executemany(add, changed)
+                if any(n < 0 for _, n in changed):
+                    conn.executemany(f"DELETE FROM {table} WHERE {column} = ? AND n = 0",
+                                     [(k,) for k, n in changed if n < 0])
+            counts.clear()
+
 
 _BLOCK = """
 INSERT INTO blocks (key, until) VALUES (?, ?)
@@ -234,11 +306,14 @@ INSERT OR IGNORE INTO urls (id, url, status, next_fetch_date, key, metadata, upd
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 
-# Recompute a queue's earliest date from the (key, next_fetch_date) index: one index probe.
-# (A DISCOVERED of a known URL may name a key without rows: HAVING skips it.)
+# Recompute a queue's earliest date from the (key, next_fetch_date) index: one index probe, the
+# first entry of the key (ORDER BY ... LIMIT 1: an aggregate MIN with HAVING read every row of the
+# key, which grew with the largest hosts: bench/bench_frontier_scale.py). A DISCOVERED of a known
+# URL may name a key without rows: the subquery is then empty and nothing is written.
 _REFRESH_QUEUE = """
 INSERT INTO queues (key, next_due)
-SELECT ?1, MIN(next_fetch_date) FROM urls WHERE key = ?1 HAVING MIN(next_fetch_date) IS NOT NULL
+SELECT ?1, d FROM (SELECT next_fetch_date AS d FROM urls WHERE key = ?1
+                   ORDER BY next_fetch_date LIMIT 1) WHERE true
 ON CONFLICT (key) DO UPDATE SET next_due = excluded.next_due
 """
 # New DISCOVERED rows can only lower a queue's earliest date: no index probe needed, and no write
@@ -254,8 +329,8 @@ _DROP_EMPTY_QUEUE = "DELETE FROM queues WHERE key = ?1 AND NOT EXISTS (SELECT 1 
 # the same for (tag, key) queues of tagged rows
 _REFRESH_TAG_QUEUE = """
 INSERT INTO tag_queues (tag, key, next_due)
-SELECT ?1, ?2, MIN(next_fetch_date) FROM url_tags WHERE tag = ?1 AND key = ?2
-HAVING MIN(next_fetch_date) IS NOT NULL
+SELECT ?1, ?2, d FROM (SELECT next_fetch_date AS d FROM url_tags WHERE tag = ?1 AND key = ?2
+                       ORDER BY next_fetch_date LIMIT 1) WHERE true
 ON CONFLICT (tag, key) DO UPDATE SET next_due = excluded.next_due
 """
 _LOWER_TAG_QUEUE = """
@@ -371,7 +446,7 @@ class SQLiteFrontier:
                                   (SCHEMA_VERSION,))
             elif row is not None and row[0] == "3":
                 self._migrate_from_3()
-            elif row is not None and row[0] != SCHEMA_VERSION:
+            elif row is not None and row[0] not in ("4", SCHEMA_VERSION):
                 raise FrontierError(
                     f"{self.path} has frontier schema version {row[0]}, this code expects "
                     f"{SCHEMA_VERSION}; use a new frontier.sqlite.path"
@@ -380,6 +455,8 @@ class SQLiteFrontier:
                 self.conn.execute(stmt)
             if row is not None and row[0] in ("1", "2"):
                 self._tag_stored_urls()
+            if row is not None and row[0] != SCHEMA_VERSION:
+                self._count_stored_urls()
             if row is None:
                 self.conn.execute(
                     "INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
@@ -430,6 +507,20 @@ class SQLiteFrontier:
                           [orjson.dumps(n).decode() for n in names])
         self.conn.execute("INSERT OR REPLACE INTO tag_queues (tag, key, next_due) "
                           "SELECT tag, key, MIN(next_fetch_date) FROM url_tags GROUP BY tag, key")
+
+    def _count_stored_urls(self) -> None:
+        """Schema 1-4 → 5, inside the caller's transaction: the counters of the stored URLs, from
+        one scan (afterwards every write keeps them)."""
+        for table in ("status_counts", "due_buckets", "key_counts"):
+            self.conn.execute(f"DELETE FROM {table}")
+        self.conn.execute("INSERT INTO key_counts (key, n) SELECT key, COUNT(*) FROM urls "
+                          "GROUP BY key")
+        self.conn.execute("INSERT INTO status_counts (status, n) "
+                          "SELECT status, COUNT(*) FROM urls GROUP BY status")
+        self.conn.execute(f"INSERT INTO due_buckets (bucket, n) SELECT "
+                          f"{_bucket('next_fetch_date')} AS b, COUNT(*) FROM urls GROUP BY b")
+        self.conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'",
+                          (SCHEMA_VERSION,))
 
     def _tags_json(self, md: Mapping[str, list[str]]) -> str | None:
         """The stored form of ``md``'s tags: a JSON array, or None when it has none."""
@@ -488,6 +579,7 @@ class SQLiteFrontier:
                 tag_rescheduled.update((tag, key) for tag in tags)
         if not rows and not refreshes:
             return []
+        counted = _Counted()
         with self._write():
             if blocks:
                 self.conn.execute("DELETE FROM blocks WHERE until <= ?", (now,))
@@ -495,11 +587,13 @@ class SQLiteFrontier:
             done = 0
             for pos, u in refreshes:  # in batch order with the plain rows around them
                 if pos > done:
-                    self.conn.executemany(_UPSERT, rows[done:pos])
+                    self._write_rows(rows[done:pos], counted)
                     done = pos
-                self._refresh(u, now, lowered, rescheduled, tag_lowered, tag_rescheduled)
+                self._refresh(u, now, lowered, rescheduled, tag_lowered, tag_rescheduled,
+                              counted)
             if done < len(rows):
-                self.conn.executemany(_UPSERT, rows[done:] if done else rows)
+                self._write_rows(rows[done:] if done else rows, counted)
+            counted.write(self.conn)
             self.conn.executemany(_LOWER_QUEUE, [(k, d) for k, d in lowered.items()
                                                  if k not in rescheduled])
             self.conn.executemany(_REFRESH_QUEUE, [(k,) for k in rescheduled])
@@ -510,8 +604,50 @@ class SQLiteFrontier:
                 self.conn.executemany(_REFRESH_TAG_QUEUE, list(tag_rescheduled))
         return []
 
+    def _write_rows(self, rows: list[tuple], counted: _Counted) -> None:
+        """Rows of :meth:`apply_updates` (no sitemap refresh among them), counted into
+        ``counted``. DISCOVERED as ``INSERT OR IGNORE``, which decides from the id index alone
+        (the upsert read the stored row's page even when it changed nothing: a random page of the
+        table for every known outlink), every other status as the upsert, in batch order.
+
+        The two sets may run one after the other: a URL with another status in the batch ends
+        with the last of those whatever its DISCOVERED rows (an insert that an overwrite replaces,
+        or ignored), so its DISCOVERED rows are left out; the first DISCOVERED row of every other
+        URL is the one that may be inserted. Those are inserted a date bucket at a time, each
+        statement's row count saying how many were new; the overwritten URLs' status, date and
+        key are read before and after."""
+        discovered = Status.DISCOVERED.value
+        others = [r for r in rows if r[2] != discovered]
+        over = {r[0] for r in others}
+        first: dict[bytes, tuple] = {}
+        for r in rows:
+            if r[2] == discovered and r[0] not in over and r[0] not in first:
+                first[r[0]] = r
+        if first:
+            groups: dict[tuple[int, str], list[tuple]] = {}
+            for r in first.values():
+                groups.setdefault((_bucket_of(r[3]), r[4]), []).append(r)
+            for group in groups.values():
+                counted.add(discovered, group[0][3], group[0][4],
+                            self.conn.executemany(_INSERT_NEW, group).rowcount)
+        if others:
+            ids = list(over)
+            for status, nfd, key in self._stored(ids):
+                counted.add(status, nfd, key, -1)
+            self.conn.executemany(_UPSERT, others)
+            for status, nfd, key in self._stored(ids):
+                counted.add(status, nfd, key)
+
+    def _stored(self, ids: list[bytes]) -> Iterator[tuple[str, float, str]]:
+        """The stored status, date and key of the URLs of ``ids`` that exist."""
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            yield from self.conn.execute(
+                "SELECT status, next_fetch_date, key FROM urls WHERE id IN "
+                f"({','.join('?' * len(part))})", part)
+
     def _refresh(self, u: StatusUpdate, now: float, lowered: dict, rescheduled: set,
-                 tag_lowered: dict, tag_rescheduled: set) -> None:
+                 tag_lowered: dict, tag_rescheduled: set, counted: _Counted) -> None:
         """One sitemap refresh inside the write transaction (module docstring)."""
         uid = _url_id(u.url)
         md = u.metadata or {}
@@ -527,6 +663,7 @@ class SQLiteFrontier:
             self.conn.execute(_INSERT_NEW, (uid, u.url, Status.DISCOVERED.value, nfd, key,
                                             _dump(md), now,
                                             orjson.dumps(tags).decode() if tags else None))
+            counted.add(Status.DISCOVERED.value, nfd, key)
             if nfd < lowered.get(key, NEVER + 1):
                 lowered[key] = nfd
             for tag in tags:
@@ -555,6 +692,8 @@ class SQLiteFrontier:
             return
         self.conn.execute("UPDATE urls SET metadata = ?, next_fetch_date = ?, tag = ? WHERE id = ?",
                           (_dump(merged), new_nfd, tag, uid))
+        counted.add(status, old_nfd, key, -1)
+        counted.add(status, new_nfd, key)
         if new_nfd != old_nfd:
             rescheduled.add(key)
         old_tags = orjson.loads(old_tag) if old_tag else []
@@ -579,8 +718,18 @@ class SQLiteFrontier:
         if not rows:
             return 0
         with self._write():
-            # rowcount: the statements' own inserts (total_changes would count the triggers')
-            inserted = self.conn.executemany(_INSERT_NEW, rows).rowcount
+            # rowcount: the statements' own inserts (total_changes would count the triggers');
+            # one date (one bucket), a statement per key
+            counted = _Counted()
+            inserted = 0
+            groups: dict[str, list[tuple]] = {}
+            for r in rows:
+                groups.setdefault(r[4], []).append(r)
+            for key, group in groups.items():
+                n = self.conn.executemany(_INSERT_NEW, group).rowcount
+                counted.add(Status.DISCOVERED.value, float(now), key, n)
+                inserted += n
+            counted.write(self.conn)
             self.conn.executemany(_REFRESH_QUEUE, [(k,) for k in keys])
             self.conn.executemany(_REFRESH_TAG_QUEUE, sorted({
                 (t, r[4]) for r in rows if r[7] is not None for t in orjson.loads(r[7])}))
@@ -843,15 +992,27 @@ class SQLiteFrontier:
 
     # -- statistics ------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
-        """URLs per status; every status name is present (0 when none)."""
+        """URLs per status; every status name is present (0 when none). Read from
+        ``status_counts`` (kept by triggers, exact): a few rows whatever the frontier's size."""
+        out = {name: 0 for name in STATUS_NAMES}
+        for status, n in self.conn.execute("SELECT status, n FROM status_counts"):
+            out[status] = n
+        return out
+
+    def scan_counts(self) -> dict[str, int]:
+        """:meth:`counts` from a scan of every URL (what the counters must equal)."""
         out = {name: 0 for name in STATUS_NAMES}
         for status, n in self.conn.execute("SELECT status, COUNT(*) FROM urls GROUP BY status"):
             out[status] = n
         return out
 
     def due_count(self, now: float) -> int:
-        """URLs with ``next_fetch_date <= now`` (through the due queues and the key index), of the
-        interest when the frontier was opened with one."""
+        """URLs due: without an interest, those whose ``next_fetch_date`` falls before the end of
+        the :data:`DUE_BUCKET` (60 s) bucket that holds ``now``, summed from ``due_buckets``
+        (kept by triggers; one row per minute with URLs due in it): exact to the minute, so a URL
+        due later in the current minute is counted, and the cost grows with the minutes that
+        hold due URLs, not with the URLs. With an interest (the frontier opened with one), the
+        URLs with ``next_fetch_date <= now`` of that interest, counted through its tag rows."""
         if self.required:
             drive = self._driving_tag(self.conn, now)
             check, args = self._signature_sql(drive)
@@ -875,9 +1036,21 @@ class SQLiteFrontier:
                 f"EXISTS (SELECT 1 FROM json_each(u.tag) WHERE value IN ({marks})))",
                 (now, now, *self.exclude)).fetchone()[0]
         return self.conn.execute(
-            "SELECT COUNT(*) FROM queues AS q JOIN urls AS u ON u.key = q.key "
-            "AND u.next_fetch_date <= ?1 WHERE q.next_due <= ?1", (now,)
-        ).fetchone()[0]
+            f"SELECT COALESCE(SUM(n), 0) FROM due_buckets WHERE bucket <= {_bucket('?')} "
+            f"AND bucket < {_bucket('?')}", (now, NEVER)).fetchone()[0]  # never again: not due
+
+    @property
+    def due_resolution(self) -> int:
+        """Seconds to which :meth:`due_count` counts (0: exact)."""
+        return 0 if (self.required or self.interest or self.exclude) else DUE_BUCKET
+
+    def has_due(self, now: float) -> bool:
+        """Whether any URL has ``next_fetch_date <= now`` (exact: the due queues, each checked in
+        the key index until one holds a due URL)."""
+        return self.conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM queues AS q WHERE q.next_due <= ?1 AND EXISTS "
+            "(SELECT 1 FROM urls AS u WHERE u.key = q.key AND u.next_fetch_date <= ?1))", (now,)
+        ).fetchone()[0] == 1
 
     def queue_count(self, now: float | None = None) -> int:
         """Distinct partition keys; with ``now``, only keys that have a due URL; of the interest
@@ -929,10 +1102,10 @@ class SQLiteFrontier:
         ).fetchone()[0]
 
     def top_hosts(self, n: int = 10) -> list[tuple[str, int]]:
-        """The ``n`` partition keys with the most URLs, largest first."""
+        """The ``n`` partition keys with the most URLs, largest first (``key_counts``: the
+        first entries of its index)."""
         return [(k, c) for k, c in self.conn.execute(
-            "SELECT key, COUNT(*) AS c FROM urls GROUP BY key ORDER BY c DESC, key LIMIT ?", (n,)
-        )]
+            "SELECT key, n FROM key_counts ORDER BY n DESC, key LIMIT ?", (n,))]
 
     def most_delayed(self, now: float, n: int = 5) -> list[tuple[str, float]]:
         """The ``n`` queues due the longest, as ``(key, seconds since their first URL was
@@ -984,7 +1157,16 @@ class SQLiteFrontier:
     def count_urls(self, key: str | None = None, text: str | None = None,
                    ignore_case: bool = False, active: bool | None = None) -> int:
         """URLs of queue ``key`` (all queues: ``None``) whose URL contains ``text``; ``active``
-        True/False: only those to be fetched again some day / never."""
+        True/False: only those to be fetched again some day / never. Of the whole frontier
+        (no key, no text): from the counters (the never-again bucket of ``due_buckets``; a date
+        in the minute before :data:`NEVER` counts as never)."""
+        if key is None and not text:
+            total = self.conn.execute("SELECT COALESCE(SUM(n), 0) FROM status_counts").fetchone()[0]
+            if active is None:
+                return total
+            never = self.conn.execute(f"SELECT COALESCE(SUM(n), 0) FROM due_buckets WHERE "
+                                      f"bucket >= {_bucket('?')}", (NEVER,)).fetchone()[0]
+            return total - never if active else never
         where, args = self._url_filter(key, text, ignore_case, active)
         return self.conn.execute(f"SELECT COUNT(*) FROM urls{where}", args).fetchone()[0]
 
@@ -1025,6 +1207,16 @@ class SQLiteFrontier:
         """Remove queue ``key`` (every queue: ``None``) with all its URLs; how many URLs."""
         one, args = ("", ()) if key is None else (" WHERE key = ?", (key,))
         with self._write():
+            if key is None:
+                for table in ("status_counts", "due_buckets", "key_counts"):
+                    self.conn.execute(f"DELETE FROM {table}")
+            else:  # the key's rows, through the key index
+                counted = _Counted()
+                for status, b, n in self.conn.execute(
+                        f"SELECT status, {_bucket('next_fetch_date')} AS b, COUNT(*) FROM urls "
+                        "WHERE key = ? GROUP BY status, b", args):
+                    counted.add(status, b * DUE_BUCKET, key, -n)
+                counted.write(self.conn)
             n = self.conn.execute(f"DELETE FROM urls{one}", args).rowcount
             for table in ("queues", "tag_queues", "blocks", "rounds"):
                 self.conn.execute(f"DELETE FROM {table}{one}", args)

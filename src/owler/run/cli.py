@@ -192,7 +192,8 @@ def cmd_status(args) -> int:
     for name in STATUS_NAMES:
         print(f"{name:<12} {doc[name]:>10}")
     print(f"{'total':<12} {doc['total']:>10}")
-    print(f"due now: {doc['due_now']}   queues: {doc['queues']} ({doc['queues_due']} with URLs due)")
+    within = (f" (or within {doc['due_resolution_s']} s)" if doc.get("due_resolution_s") else "")
+    print(f"due now{within}: {doc['due_now']}   queues: {doc['queues']} ({doc['queues_due']} with URLs due)")
     print("top queues:")
     for key, count in doc["top_hosts"]:
         print(f"  {count:>8}  {key}")

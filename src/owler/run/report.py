@@ -98,6 +98,8 @@ def _summary(frontier: Any, now: float) -> dict[str, Any]:
     out: dict[str, Any] = {name: counts.get(name, 0) for name in STATUS_NAMES}
     out["total"] = sum(out.values())
     out["due_now"] = frontier.due_count(now)
+    # the embedded frontier counts to the minute: URLs due later in the current minute too
+    out["due_resolution_s"] = getattr(frontier, "due_resolution", 0)
     out["queues"] = frontier.queue_count()
     return out
 
