@@ -365,3 +365,14 @@ def test_a_blocked_queue_is_not_served_to_an_interest_spout(tmp_path):
                                       "a.example", block_until=now + 60)])
         assert f.due(now + 1, 10, 10) == []
         assert [u for u, _, _ in f.due(now + 61, 10, 10)] == ["http://a.example/sm.xml"]
+
+
+def test_urls_of_one_date_come_in_the_order_they_were_written(fr):
+    """Ties on the date are broken by the order of writing, which the key index holds (no sort of
+    every URL of the date: a queue injected at one date can hold millions)."""
+    names = ["z", "b", "y", "a", "x", "c"]
+    fr.apply_updates([upd(f"http://a.com/{n}", nfd=NOW) for n in names[:3]])
+    fr.apply_updates([upd(f"http://a.com/{n}", nfd=NOW) for n in names[3:]])
+    got = [u for u, _, _ in fr.due(NOW, 1, 6)]
+    assert got == [f"http://a.com/{n}" for n in names]
+    assert [u for u, _, _ in fr.due(NOW, 1, 2, exclude={got[0]})] == got[1:3]

@@ -743,8 +743,9 @@ class SQLiteFrontier:
         """URLs with ``next_fetch_date <= now`` as ``(url, metadata, key)``.
 
         At most ``max_buckets`` keys (the most overdue first: smallest earliest date, then key) and
-        ``per_bucket`` URLs per key (earliest first), interleaved round-robin: the first URL of every
-        key, then the second of every key, … URLs (or their sha256 ids) in ``exclude`` — the
+        ``per_bucket`` URLs per key (earliest first; of one date, in the order they were
+        written), interleaved round-robin: the first URL of every key, then the second of every
+        key, … URLs (or their sha256 ids) in ``exclude`` — the
         spout's in-flight set — are skipped and the next due URLs of the key are taken instead.
 
         The interest of the configuration this frontier was opened with (required, any-of and
@@ -812,8 +813,11 @@ class SQLiteFrontier:
             bucket = []
             skipped = 0
             rows = cur.execute(
+                # ties by rowid (the order the URLs were written), as the key index has them: a
+                # tie broken by URL made SQLite sort every due URL of the date, a whole queue
+                # when its URLs were injected or discovered at one date
                 "SELECT url, metadata, tag FROM urls WHERE key = ? AND next_fetch_date <= ? "
-                "ORDER BY next_fetch_date, url",
+                "ORDER BY next_fetch_date, rowid",
                 (key, now),
             )
             for url, md, tag in rows:
@@ -861,7 +865,7 @@ class SQLiteFrontier:
                 for url, md, nfd, url_tags in cur.execute(
                         "SELECT u.url, u.metadata, t.next_fetch_date, u.tag FROM url_tags AS t "
                         "JOIN urls AS u ON u.id = t.id WHERE t.tag = ? AND t.key = ? AND "
-                        "t.next_fetch_date <= ? ORDER BY t.next_fetch_date, u.url",
+                        "t.next_fetch_date <= ? ORDER BY t.next_fetch_date, t.id",
                         (tag, key, now)):
                     if (check_ids and (url in exclude or _sha256_hex(url) in exclude)) or (
                             excluded_tags and not excluded_tags.isdisjoint(
