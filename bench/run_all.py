@@ -32,10 +32,13 @@ BENCHMARKS.md (between the `make bench` markers) with the machine and the date.
    median round, and a ratio the median of the ratios of the rounds.
 2. warc2warc against its bare loop (`bench/bench_warc2warc.py`).
 3. The frontier backends (`bench/bench_frontier.py`, `bench/bench_frontier_opensearch.py`).
+   `frontier-scale`: the embedded frontier grown to 0.1 M, 1 M and 10 M URLs on hosts of a Zipf
+   law, every figure at each size (`bench/bench_frontier_scale.py`, about 15 minutes).
 4. The URLFrontier service against the frontier used directly (`bench/bench_urlfrontier.py`).
 
 Usage: .venv/bin/python bench/run_all.py [--only explorative,explorative-nowarc,
-       explorative-warc,scrapy,stormcrawler,bare,bare-nowarc,warc2warc,frontier,urlfrontier]
+       explorative-warc,scrapy,stormcrawler,bare,bare-nowarc,warc2warc,frontier,frontier-scale,
+       urlfrontier]
        [--farms 500x40,3000x6]
        [--delay 1.0] [--concurrency 50] [--repeat N] [-o KEY=VALUE ...] [--no-write]
 """
@@ -118,9 +121,13 @@ def crawl_command(run: str, work: Path, seeds: Path, args) -> list[str]:
     return cmd
 
 
-def run_crawl(name: str, farm_size: tuple[int, int], args) -> dict:
+def run_crawl(name: str, farm_size: tuple[int, int], args, frontier: Path | None = None) -> dict:
+    """One crawl of the farm; ``frontier``: an SQLite frontier file the explorative run starts
+    from (copied; bench/bench_big_frontier.py), instead of an empty one."""
     hosts, pages_per_host = farm_size
-    work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-", dir=getattr(args, "dir", None)))
+    if frontier is not None:
+        shutil.copyfile(frontier, work / "frontier.sqlite")
     try:
         with BenchFarm(hosts, pages_per_host, args.seed, work / "farm.json") as farm:
             seeds = work / "seeds.txt"
@@ -348,7 +355,8 @@ def warc2warc_lines(w: dict) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default=",".join(RUNS) + ",warc2warc,frontier,urlfrontier")
+    ap.add_argument("--only", default=",".join(RUNS)
+                    + ",warc2warc,frontier,frontier-scale,urlfrontier")
     ap.add_argument("--farms", default="500x40,3000x6",
                     help="benchmark farms, HOSTSxPAGES (pages besides the home page), comma-separated")
     ap.add_argument("--seed", type=int, default=1)
@@ -370,7 +378,7 @@ def main() -> None:
                       f"Machine: {machine()}.", ""]
     results: dict = {}
     runs = [name for name in RUNS if name in only]
-    unknown = only - set(RUNS) - {"warc2warc", "frontier", "urlfrontier"}
+    unknown = only - set(RUNS) - {"warc2warc", "frontier", "frontier-scale", "urlfrontier"}
     if unknown:
         raise SystemExit(f"--only: unknown runs {sorted(unknown)}")
     crawls = []
@@ -402,6 +410,15 @@ def main() -> None:
         os_ = run_json(["bench/bench_frontier_opensearch.py", "--json"])
         results["frontier"] = {"sqlite": sq, "opensearch": os_}
         out += ["#### Frontier backends", ""] + frontier_lines(sq, os_) + [""]
+    if "frontier-scale" in only:
+        print("[bench] the embedded frontier at 0.1 M, 1 M and 10 M URLs ...", file=sys.stderr,
+              flush=True)
+        from bench.bench_frontier_scale import table
+
+        scale = run_json(["bench/bench_frontier_scale.py", "--json", "--sizes", "100k,1M,10M"])
+        results["frontier-scale"] = scale
+        out += ["#### The embedded frontier as it grows (`bench/bench_frontier_scale.py`)", "",
+                table(scale["sizes"]), ""]
     if "urlfrontier" in only:
         print("[bench] URLFrontier service ...", file=sys.stderr, flush=True)
         uf = run_json(["bench/bench_urlfrontier.py", "--json"])

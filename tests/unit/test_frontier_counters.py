@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 from owler.constants import SITEMAP_LAST_MODIFIED, Status
@@ -180,3 +181,28 @@ def test_a_schema_4_file_is_counted_once_when_opened(tmp_path):
         assert_counted(f)
         assert f.conn.execute(
             "SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == "5"
+
+
+def test_a_writer_checkpoints_in_a_thread_of_its_own(tmp_path):
+    """The first write starts the checkpoint thread, which copies the WAL into the database
+    while the writer goes on; close() stops it after a last checkpoint. Interval 0: no thread."""
+    path = tmp_path / "f.sqlite"
+    with SQLiteFrontier(path, {"frontier.sqlite.checkpoint.interval": 0.05}) as f:
+        assert f._checkpointer is None  # a reader has none
+        f.apply_updates([StatusUpdate(f"http://a.com/{i}", Status.DISCOVERED, {}, NOW, "a.com")
+                         for i in range(2000)])
+        thread = f._checkpointer._thread
+        assert thread.is_alive()
+        # the database file itself holds the rows once a checkpoint copied them from the WAL
+        # (nothing else checkpoints: the writer's own threshold is 200,000 pages)
+        for _ in range(600):
+            if path.stat().st_size > 200_000:
+                break
+            threading.Event().wait(0.05)
+        assert path.stat().st_size > 200_000 and f._checkpointer.checkpoints > 0
+        assert f.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 4 * 50000
+    assert not thread.is_alive()
+    with SQLiteFrontier(path, {"frontier.sqlite.checkpoint.interval": 0}) as f:
+        f.apply_updates([StatusUpdate("http://b.com/", Status.DISCOVERED, {}, NOW, "b.com")])
+        assert f._checkpointer is None
+        assert f.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 50000

@@ -121,10 +121,18 @@ Write cost
     (copy WAL → database + two fsyncs) rare: a page rewritten by many batches is copied once per
     checkpoint. SQLite's default of 1000 pages checkpoints after nearly every batch; 10000 pages
     cost a third of the write throughput against 50000 (measured).
+    A frontier that writes (the first :meth:`SQLiteFrontier.apply_updates`) checkpoints in a
+    thread of its own with a connection of its own (``PASSIVE``: it never blocks a writer or a
+    reader), every ``frontier.sqlite.checkpoint.interval`` seconds (default 1; 0: none, the
+    committing connection does it as SQLite does); its own connection then checkpoints only when
+    the WAL outgrows four times ``wal.autocheckpoint`` (the thread cannot keep up). Once a
+    frontier holds millions of URLs a batch touches thousands of pages all over the file, and the
+    checkpoint's copy and fsyncs inside the status updater's commit took 40 % of its time at
+    3 M URLs (``bench/bench_frontier_scale.py``, BENCHMARKS.md).
 
 Config keys read: ``frontier.sqlite.synchronous`` (NORMAL), ``frontier.sqlite.busy.timeout``
 (30 s), ``frontier.sqlite.cache.mb`` (64), ``frontier.sqlite.wal.autocheckpoint`` (50000 pages),
-``partition.url.mode`` (for :meth:`inject`), ``frontier.tags``, ``frontier.tags.priority``, the
+``frontier.sqlite.checkpoint.interval`` (1 s), ``partition.url.mode`` (for :meth:`inject`), ``frontier.tags``, ``frontier.tags.priority``, the
 interest keys (``frontier.interest.required.tags``, ``frontier.interest.tags``,
 ``frontier.interest.exclude.tags``), ``frontier.queue.round.delay`` (seconds, 0: no rounds).
 """
@@ -134,8 +142,11 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import itertools
+import logging
 import sqlite3
+import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Container, Iterable, Iterator, Mapping
 
@@ -151,7 +162,10 @@ from owler.frontier.crawls import DEFAULT_CRAWL, SEPARATOR, sqlite_path
 from owler.frontier.refresh import REFRESH_KEYS, is_refresh, listed, merge_sitemap_facts
 from owler.urls import partition_mode
 
+log = logging.getLogger(__name__)
+
 SCHEMA_VERSION = "5"
+CHECKPOINT_INTERVAL_KEY = "frontier.sqlite.checkpoint.interval"
 
 #: at most this many due rows of one queue are looked at per query when only exclude tags filter
 EXCLUDE_SCAN = 200
@@ -403,6 +417,9 @@ class SQLiteFrontier:
         busy = C.get_float(conf, "frontier.sqlite.busy.timeout", 30.0)
         cache_mb = C.get_int(conf, "frontier.sqlite.cache.mb", 64)
         ckpt = C.get_int(conf, "frontier.sqlite.wal.autocheckpoint", 50000)
+        self._ckpt_pages = max(ckpt, 0)
+        self._ckpt_interval = max(C.get_float(conf, CHECKPOINT_INTERVAL_KEY, 1.0), 0.0)
+        self._checkpointer: _Checkpointer | None = None
         self.tagger = Tagger(conf)
         self.tag_rules = self.tagger.rules
         self._rule_keys = self.tagger.keys
@@ -531,10 +548,20 @@ class SQLiteFrontier:
         return _Transaction(self.conn)
 
     # -- writes ----------------------------------------------------------------------------------
+    def _start_checkpointer(self) -> None:
+        """The writer's checkpoints in a thread (module docstring, "Write cost")."""
+        if self._checkpointer is None and self._ckpt_interval > 0 and self._ckpt_pages > 0:
+            self._checkpointer = _Checkpointer(self.path, self._ckpt_interval)
+            # a frontier dropped without close() stops its thread too
+            weakref.finalize(self, self._checkpointer.stop, False)
+            self.conn.execute(f"PRAGMA wal_autocheckpoint = {4 * self._ckpt_pages}")
+
     def apply_updates(self, updates: Iterable[StatusUpdate]) -> list[int]:
         """Write all updates in ONE transaction; returns ``[]`` (no update failed alone) after
         COMMIT, raises (nothing written) on failure. DISCOVERED = insert if unknown; other statuses
         replace the record."""
+        if self._checkpointer is None:
+            self._start_checkpointer()
         now = time.time()
         rows = []
         lowered: dict[str, float] = {}  # key -> earliest date among its new DISCOVERED rows
@@ -1315,6 +1342,10 @@ class SQLiteFrontier:
         return str(self.path.resolve())
 
     def close(self) -> None:
+        checkpointer = getattr(self, "_checkpointer", None)
+        if checkpointer is not None:
+            checkpointer.stop()
+            self._checkpointer = None
         conn = getattr(self, "conn", None)
         if conn is not None:
             conn.close()
@@ -1365,6 +1396,46 @@ def remove_crawl_file(path: Path) -> None:
     """Remove a crawl's file with its WAL and shared-memory files."""
     for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         p.unlink(missing_ok=True)
+
+
+class _Checkpointer:
+    """A daemon thread that checkpoints the WAL of ``path`` (``PASSIVE``) every ``interval``
+    seconds through a connection of its own; :meth:`stop` ends it after one last checkpoint. A
+    checkpoint that fails is logged and tried again at the next interval."""
+
+    def __init__(self, path: Path, interval: float) -> None:
+        self.path = path
+        self.interval = interval
+        self._stop = threading.Event()
+        self.checkpoints = 0  # completed, for tests and curious readers
+        self._thread = threading.Thread(target=self._run, name=f"checkpoint {path.name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=30, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            log.warning("no checkpoint thread for %s: %s", self.path, exc)
+            return
+        try:
+            while True:
+                stopping = self._stop.wait(self.interval)
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    self.checkpoints += 1
+                except sqlite3.Error as exc:
+                    log.warning("checkpoint of %s: %s", self.path, exc)
+                if stopping:
+                    return
+        finally:
+            conn.close()
+
+    def stop(self, wait: bool = True) -> None:
+        self._stop.set()
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join(60)
 
 
 class _Transaction:

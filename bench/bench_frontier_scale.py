@@ -1,0 +1,227 @@
+"""How the embedded frontier's costs grow with its size: one SQLite frontier filled step by step to
+each of ``--sizes`` URLs, every figure measured again at each size.
+
+    .venv/bin/python bench/bench_frontier_scale.py [--sizes 100k,1M,10M] [--keys-per-url 0.05]
+        [--batch N] [--dir DIR] [--json]
+
+The web's shape, not a closed farm's: partition keys (hosts) drawn from a Zipf law (exponent 1)
+over ``size × --keys-per-url`` keys at the largest size (500,000 hosts for 10 M URLs), so that a few
+hosts hold a large share (the first about 7 %) and most hold a handful; keys and URLs are drawn from
+a seeded generator. The status updater's stream is made of fetched pages, as a crawl's is: a
+FETCHED (rescheduled a day later) followed by its ``--links`` outlinks as DISCOVERED, ``--internal``
+of them to the page's own host, each new with probability ``--new-share`` (OWLer discovered nine
+new URLs per page fetched; the default, 0.15 of 60 links, is that) and otherwise a known URL, which
+the frontier ignores. The frontier is filled to each size with pages whose links are all new.
+
+At each size:
+
+- **status updates/s**: 20 batches of ``--batch`` updates (``status.updater.batch.size``) of that
+  stream, timed on their own;
+- **URLs served/s**: ``due(now, 1000 queues, 10 per queue)`` as the spout calls it, for 3 s;
+- **monitoring reads**, ms each (median of 5): ``counts()`` (``owler status``, the dashboard's
+  recorder), ``due_count()`` (every progress line of ``owler run``), ``queue_count()`` with and
+  without ``now``, ``most_delayed()``;
+- **disk**: the database's pages per URL (``page_count``, those not yet checkpointed from the
+  WAL included) and the WAL file (``frontier.sqlite.wal.autocheckpoint`` bounds it), and the process's **peak RSS** (this process: the frontier's page
+  cache, ``frontier.sqlite.cache.mb``, and the benchmark's own list of keys, 4 bytes a URL).
+
+Prints a markdown table with the ratio of each figure at the largest size to the smallest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import itertools
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from array import array
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from owler import conf as C  # noqa: E402
+from owler.conf import load_conf  # noqa: E402
+from owler.constants import Status  # noqa: E402
+from owler.frontier import StatusUpdate  # noqa: E402
+from owler.frontier.sqlite import SQLiteFrontier  # noqa: E402
+
+MD = {"depth": ["2"], "url.path": ["https://www.example.org/parent/page.html"]}
+FETCHED_MD = {"signature": ["abc"], **MD}
+MEASURED = 20  # batches timed at each size
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().lower()
+    mult = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
+    return int(float(text[:-1] if mult > 1 else text) * mult)
+
+
+class Web:
+    """Hosts with a Zipf law of sizes, and the status updater's stream of fetched pages.
+
+    URL ``j`` of host ``k`` is ``https://h<k>.example<k % 97>.com/p/<j>/page.html``; a host's URLs
+    are numbered as they are discovered (``count[k]``), so a known URL is drawn back by number and
+    nothing per URL is kept in memory."""
+
+    def __init__(self, keys: int, seed: int = 42, links: int = 60, internal: float = 0.8,
+                 new_share: float = 0.15) -> None:
+        self.rnd = random.Random(seed)
+        self.cum = list(itertools.accumulate(1.0 / (i + 1) for i in range(keys)))
+        self.total = self.cum[-1]
+        self.count = array("I", bytes(4 * keys))
+        self.urls = 0
+        self.links, self.internal, self.new_share = links, internal, new_share
+
+    def host(self) -> int:
+        return min(bisect.bisect_left(self.cum, self.rnd.random() * self.total), len(self.cum) - 1)
+
+    @staticmethod
+    def url(k: int, j: int) -> tuple[str, str]:
+        key = f"h{k}.example{k % 97}.com"
+        return f"https://{key}/p/{j}/page.html", key
+
+    def link(self, k: int, new: bool) -> tuple[str, str, bool]:
+        """A link to host ``k``: a new URL, or (when the host has any) a known one."""
+        if new or not self.count[k]:
+            j = self.count[k]
+            self.count[k] += 1
+            self.urls += 1
+            return (*self.url(k, j), True)
+        return (*self.url(k, self.rnd.randrange(self.count[k])), False)
+
+    def batch(self, size: int, now: float, new_share: float | None = None) -> list[StatusUpdate]:
+        """Fetched pages until ``size`` updates: each a FETCHED (rescheduled a day later) and its
+        ``links`` outlinks as DISCOVERED, ``internal`` of them to its own host, each a new URL with
+        probability ``new_share`` (else a known one, which the frontier ignores)."""
+        share = self.new_share if new_share is None else new_share
+        rnd = self.rnd
+        out: list[StatusUpdate] = []
+        while len(out) < size:
+            k = self.host()
+            url, key, _ = self.link(k, False)
+            out.append(StatusUpdate(url, Status.FETCHED, FETCHED_MD, now + 86400, key))
+            for _ in range(self.links):
+                target = k if rnd.random() < self.internal else self.host()
+                url, key, _ = self.link(target, rnd.random() < share)
+                out.append(StatusUpdate(url, Status.DISCOVERED, MD, now - rnd.random() * 3600, key))
+        return out
+
+
+def median_ms(fn, n: int = 5) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def measure(fr: SQLiteFrontier, web: Web, path: Path, batch: int, now: float) -> dict:
+    t_write = 0.0
+    written = 0
+    for _ in range(MEASURED):
+        b = web.batch(batch, now)
+        t0 = time.perf_counter()
+        fr.apply_updates(b)
+        t_write += time.perf_counter() - t0
+        written += len(b)
+    served = calls = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 3.0 or calls < 3:
+        served += len(fr.due(now, 1000, 10))
+        calls += 1
+    t_due = time.perf_counter() - t0
+    rows = sum(fr.counts().values())
+    wal = path.with_name(path.name + "-wal")
+    return {
+        "urls": rows,
+        "updates_per_s": round(written / t_write),
+        "served_per_s": round(served / t_due),
+        "due_ms": round(t_due / calls * 1000, 1),
+        "counts_ms": round(median_ms(fr.counts), 2),
+        "due_count_ms": round(median_ms(lambda: fr.due_count(now)), 2),
+        "queue_count_ms": round(median_ms(fr.queue_count), 2),
+        "due_queue_count_ms": round(median_ms(lambda: fr.queue_count(now)), 2),
+        "most_delayed_ms": round(median_ms(lambda: fr.most_delayed(now, 5)), 2),
+        # the database's pages, those still in the WAL too (the file alone lags a checkpoint)
+        "disk_bytes_per_url": round(fr.conn.execute("PRAGMA page_count").fetchone()[0]
+                                    * fr.conn.execute("PRAGMA page_size").fetchone()[0] / rows),
+        "wal_mb": round(wal.stat().st_size / 1e6 if wal.exists() else 0),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "keys": fr.queue_count(),
+    }
+
+
+ROWS = [("status updates/s", "updates_per_s"), ("URLs served/s by due()", "served_per_s"),
+        ("due() ms per call (1,000 queues × 10)", "due_ms"), ("counts() ms", "counts_ms"),
+        ("due_count() ms", "due_count_ms"), ("queue_count() ms", "queue_count_ms"),
+        ("queue_count(now) ms", "due_queue_count_ms"), ("most_delayed() ms", "most_delayed_ms"),
+        ("database bytes per URL", "disk_bytes_per_url"), ("WAL MB", "wal_mb"), ("peak RSS MB (this process)", "peak_rss_mb")]
+
+
+def table(results: list[dict]) -> str:
+    head = "| SQLite frontier | " + " | ".join(
+        f"{r['urls'] / 1e6:g} M URLs / {r['keys']:,} keys" for r in results) + " | largest ÷ smallest |"
+    lines = [head, "|---|" + "---:|" * (len(results) + 1)]
+    for label, name in ROWS:
+        vals = [r[name] for r in results]
+        ratio = vals[-1] / vals[0] if vals[0] else float("nan")
+        lines.append(f"| {label} | " + " | ".join(f"{v:,}" for v in vals) + f" | {ratio:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="100k,1M,10M", help="frontier sizes, growing (k, M)")
+    ap.add_argument("--keys-per-url", type=float, default=0.05,
+                    help="hosts per URL at the largest size (default 0.05: 500,000 for 10 M)")
+    ap.add_argument("--links", type=int, default=60, help="outlinks per fetched page")
+    ap.add_argument("--internal", type=float, default=0.8, help="share of links to the same host")
+    ap.add_argument("--new-share", type=float, default=0.15, help="share of links that are new")
+    ap.add_argument("--batch", type=int,
+                    default=C.get_int(load_conf(), "status.updater.batch.size", 5000))
+    ap.add_argument("--dir", default=None, help="where to put the database (default: a temp dir)")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args()
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    if sizes != sorted(sizes):
+        ap.error("--sizes must grow")
+    web = Web(max(1000, int(sizes[-1] * args.keys_per_url)), links=args.links,
+              internal=args.internal, new_share=args.new_share)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-frontier-scale-", dir=args.dir))
+    path = tmp / "frontier.sqlite"
+    now = time.time()
+    results = []
+    try:
+        fr = SQLiteFrontier(path, {})
+        for size in sizes:
+            t0 = time.perf_counter()
+            # the fill: pages whose links are all new, up to where the measured batches end at size
+            while web.urls < size - MEASURED * args.batch * web.new_share:
+                fr.apply_updates(web.batch(args.batch, now, new_share=1.0))
+            fill = time.perf_counter() - t0
+            r = measure(fr, web, path, args.batch, now)
+            r["fill_s"] = round(fill)
+            results.append(r)
+            print(f"[scale] {json.dumps(r)}", file=sys.stderr, flush=True)
+        fr.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        print(json.dumps({"sizes": results}))
+        return
+    print(f"SQLite frontier, batches of {args.batch}, Python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs\n")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
