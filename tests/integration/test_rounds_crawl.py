@@ -160,8 +160,14 @@ def test_two_rounds_on_one_host_begin_no_closer_than_the_round_delay(backend, tm
         seen = rounds_of(by_host[host])
         times = [[round(e["t"] - seen[0][0]["t"], 2) for e in r] for r in seen]
         pages = [[e["path"] for e in r if e["path"] != "/robots.txt"] for r in seen]
-        # full rounds of PER_ROUND URLs, the rest in the last; robots.txt once, in the first
-        assert [len(p) for p in pages] == [4, 4, 4, 2], (host, pages, times)
+        # full rounds of PER_ROUND URLs, the rest in the last; robots.txt once, in the first.
+        # The warm host's first round goes through the cold topology: on a loaded machine its
+        # URLs can reach the farm split, the first alone (CI once logged 1, 4, 4, 4, 1); its
+        # rounds are then only bounded by the round's size.
+        if host == warm:
+            assert max(len(p) for p in pages) <= PER_ROUND, (host, pages, times)
+        else:
+            assert [len(p) for p in pages] == [4, 4, 4, 2], (host, pages, times)
         assert sorted(p for r in pages for p in r) == sorted(PAGES), (host, pages)
         assert [e["path"] for e in seen[0]].count("/robots.txt") == 1
         assert sum(e["path"] == "/robots.txt" for e in by_host[host]) == 1

@@ -25,7 +25,11 @@ STATUSES = [Status.FETCHED, Status.FETCH_ERROR, Status.ERROR, Status.REDIRECTION
 
 
 def scanned_due(f: SQLiteFrontier, now: float) -> int:
-    """due_count's answer from every URL: those due before the end of ``now``'s minute."""
+    """due_count's answer from every URL: those due before the end of ``now``'s minute, when one
+    is due by ``now`` (else 0)."""
+    if not f.conn.execute("SELECT COUNT(*) FROM urls WHERE next_fetch_date <= ?",
+                          (now,)).fetchone()[0]:
+        return 0
     end = (int(now // DUE_BUCKET) + 1) * DUE_BUCKET
     return f.conn.execute("SELECT COUNT(*) FROM urls WHERE next_fetch_date < ?",
                           (end,)).fetchone()[0]
@@ -105,6 +109,9 @@ def test_due_count_counts_to_the_minute_and_never_counts_never(tmp_path):
                          StatusUpdate("http://a.com/4", Status.ERROR, {}, None, "a.com")])
         assert f.due_count(start - 1) == 0
         assert f.due_count(start) == 2 and f.has_due(start)  # /2 is due within the minute
+        f.apply_updates([StatusUpdate("http://a.com/1", Status.FETCHED, {}, start + 30, "a.com")])
+        assert f.due_count(start + 29) == 0 and not f.has_due(start + 29)  # none due yet: exact
+        assert f.due_count(start + 30) == 2
         assert f.due_count(start + 60) == 3
         assert f.due_count(NEVER - 1) == 3  # ERROR: never again
         assert f.due_resolution == DUE_BUCKET

@@ -275,6 +275,8 @@ def test_counts_due_count_top_hosts(fr):
     # 5 DISCOVERED + 1 FETCH_ERROR, and d.com, due 10 s later in the same minute: the count is to
     # the minute (DUE_BUCKET), whether anything is due exact
     assert fr.due_count(NOW) == 7 and fr.has_due(NOW)
+    # at NOW - 97.5 only a.com/2 is due (NOW - 98), and the minute counts its neighbours too
+    assert fr.due_count(NOW - 97.5) == 5 and fr.due_count(NOW - 98.5) == 0
     assert fr.due_count(NOW - 300) == 0 and not fr.has_due(NOW - 300)
     assert fr.due_count(NOW + 30) == 7  # NOW + 60 is in the next minute
     assert fr.due_count(NOW + 600) == 9 == fr.due_count(NOW + 86400)  # never again: not due

@@ -1024,7 +1024,7 @@ class SQLiteFrontier:
     # -- statistics ------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         """URLs per status; every status name is present (0 when none). Read from
-        ``status_counts`` (kept by triggers, exact): a few rows whatever the frontier's size."""
+        ``status_counts`` (kept with every write, exact): a few rows whatever the frontier's size."""
         out = {name: 0 for name in STATUS_NAMES}
         for status, n in self.conn.execute("SELECT status, n FROM status_counts"):
             out[status] = n
@@ -1040,9 +1040,10 @@ class SQLiteFrontier:
     def due_count(self, now: float) -> int:
         """URLs due: without an interest, those whose ``next_fetch_date`` falls before the end of
         the :data:`DUE_BUCKET` (60 s) bucket that holds ``now``, summed from ``due_buckets``
-        (kept by triggers; one row per minute with URLs due in it): exact to the minute, so a URL
-        due later in the current minute is counted, and the cost grows with the minutes that
-        hold due URLs, not with the URLs. With an interest (the frontier opened with one), the
+        (one row per minute with URLs due in it): exact to the minute, so a URL due later in the
+        current minute is counted, and the cost grows with the minutes that hold due URLs, not
+        with the URLs; but 0 when no URL is due yet (:meth:`has_due`, exact), which is what
+        ``owler run``'s idle check and a service's clients ask. With an interest (the frontier opened with one), the
         URLs with ``next_fetch_date <= now`` of that interest, counted through its tag rows."""
         if self.required:
             drive = self._driving_tag(self.conn, now)
@@ -1066,6 +1067,8 @@ class SQLiteFrontier:
                 "AND u.next_fetch_date <= ? WHERE q.next_due <= ? AND (u.tag IS NULL OR NOT "
                 f"EXISTS (SELECT 1 FROM json_each(u.tag) WHERE value IN ({marks})))",
                 (now, now, *self.exclude)).fetchone()[0]
+        if not self.has_due(now):  # 0 is exact: idle checks (owler run, a service's client)
+            return 0
         return self.conn.execute(
             f"SELECT COALESCE(SUM(n), 0) FROM due_buckets WHERE bucket <= {_bucket('?')} "
             f"AND bucket < {_bucket('?')}", (now, NEVER)).fetchone()[0]  # never again: not due
