@@ -61,6 +61,13 @@ def opensearch_conf(path: Path, node, name: str) -> Path:
     return conf
 
 
+def backend_conf(backend: str, path: Path, request, name: str) -> Path:
+    """The conf of a frontier on ``backend`` (the OpenSearch node of the worker when needed)."""
+    if backend == "sqlite":
+        return sqlite_conf(path, name)
+    return opensearch_conf(path, request.getfixturevalue("opensearch"), name)
+
+
 def crawl_updates(n: int, tag: str = "") -> list[StatusUpdate]:
     """``n`` URLs over :data:`HOSTS` hosts, the five statuses in turn; every seventh FETCHED,
     FETCH_ERROR or ERROR never to be fetched again; dates with quarter seconds."""
@@ -238,10 +245,7 @@ class Service:
 
 @pytest.mark.parametrize("backend", ["sqlite", "opensearch"])
 def test_a_dump_through_frontier_serve_equals_the_direct_dump(backend, tmp_path, request):
-    if backend == "sqlite":
-        conf = sqlite_conf(tmp_path, "served")
-    else:
-        conf = opensearch_conf(tmp_path, request.getfixturevalue("opensearch"), "served")
+    conf = backend_conf(backend, tmp_path, request, "served")
     for crawl, n in (("DEFAULT", 2500), ("news", 700)):
         with open_frontier(load_conf(conf), crawl=crawl) as f:
             f.apply_updates(crawl_updates(n, tag=crawl))
@@ -308,10 +312,7 @@ def broken_dump(path: Path) -> tuple[Path, list[tuple[int, str]]]:
 
 @pytest.mark.parametrize("backend", ["sqlite", "opensearch"])
 def test_a_dump_with_broken_lines_names_them_and_writes_nothing(backend, tmp_path, request):
-    if backend == "sqlite":
-        conf = sqlite_conf(tmp_path, "dest")
-    else:
-        conf = opensearch_conf(tmp_path, request.getfixturevalue("opensearch"), "dest")
+    conf = backend_conf(backend, tmp_path, request, "dest")
     stored = StatusUpdate("http://b.example/0", Status.ERROR, {"keep": ["me"]}, None,
                           "b.example")
     with open_frontier(load_conf(conf)) as f:

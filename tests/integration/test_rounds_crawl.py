@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import pytest
 
 from tests.farm.harness import FarmProcess, requests_by_host
 from tests.integration import cli
+from tests.integration.test_urlfrontier_crawl import FrontierService
 from tests.integration.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,30 +46,6 @@ LATENCY = 0.5
 
 def owler(*args):
     return cli.owler(*args, check=False)
-
-
-class Service:
-    """``owler frontier serve --port 0 --conf CONF`` in a process of its own."""
-
-    def __init__(self, conf: Path):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "owler", "frontier", "serve", "--port", "0", "--conf",
-             str(conf)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "OWLER_HOME": str(ROOT)})
-        first = self.proc.stdout.readline()
-        match = re.match(r"URLFrontier service on (127\.0\.0\.1:\d+) over ", first)
-        if not match:
-            self.proc.kill()
-            raise AssertionError(f"owler frontier serve did not start: {first}"
-                                 f"{self.proc.stdout.read()}")
-        self.address = match.group(1)
-        self.lines = [first]
-        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
-
-    def stop(self) -> str:
-        self.proc.terminate()
-        assert self.proc.wait(60) == 0, "".join(self.lines)
-        return "".join(self.lines)
 
 
 def common(work: Path) -> str:
@@ -112,7 +87,7 @@ def test_two_rounds_on_one_host_begin_no_closer_than_the_round_delay(backend, tm
         service_conf = tmp_path / "service.yaml"
         service_conf.write_text(rounds + f"frontier.sqlite.path: {tmp_path / 'frontier.sqlite'}\n"
                                 f"fetcher.server.delay: {DELAY}\n")
-        service = Service(service_conf)
+        service = FrontierService(service_conf)
         text = (common(work) + "frontier.backend: urlfrontier\n"
                 f"urlfrontier.address: {service.address}\n"
                 f"urlfrontier.max.urls.per.bucket: {PER_ROUND}\n")
