@@ -958,10 +958,9 @@ class OpenSearchFrontier:
     def count_urls(self, key: str | None = None, text: str | None = None,
                    ignore_case: bool = False, active: bool | None = None) -> int:
         """URLs of queue ``key`` (all: ``None``) whose URL contains ``text``; ``active``
-        True/False: only those to be fetched again some day / never. Counts every write made so
-        far: the index is refreshed first (a URL put a moment ago is not yet searchable)."""
+        True/False: only those to be fetched again some day / never (what the last refresh
+        made searchable: :meth:`refresh` first to count a URL put a moment ago)."""
         try:
-            self.client.request("POST", f"/{self.index}/_refresh")
             _, data = self.client.request("POST", f"/{self.index}/_count", {
                 "query": self._url_query(key, text, ignore_case, active)})
         except OpenSearchError as exc:

@@ -270,13 +270,13 @@ class FrontierService:
         if len(self.peers) > 1:
             skip.update(k for k, (owner, _) in st.handover.items() if owner == peer)
         skip.update(k for k, urls in st.held.items() if self.rounds or len(urls) >= per_queue)
+        if st.dirty:  # OpenSearch: the updates so far searchable, or they would look due (and
+            st.frontier.refresh()  # the crawl limits would miss the last completed URLs)
+            st.dirty = False
         if st.limits:
             skip.update(self._limited(st))
         if key is not None and key in skip:
             return []
-        if st.dirty:  # OpenSearch: the updates so far searchable, or they would look due
-            st.frontier.refresh()
-            st.dirty = False
         # without rounds a queue may give more while some of its URLs are held: ask for as many
         # more as are held, the held ones are skipped (exclude)
         extra = 0 if self.rounds else max((len(v) for v in st.held.values()), default=0)
@@ -642,6 +642,8 @@ class FrontierService:
 
         def set_limit() -> bool:
             st = self._state(crawl)
+            if st is not None:
+                st.frontier.refresh()  # OpenSearch: a queue put a moment ago is searchable
             if st is None or not st.frontier.count_urls(request.key):
                 return False
             if request.limit == 0:  # as the reference service: 0 lifts the limit
