@@ -12,7 +12,10 @@ Starts its own node (`owler services up` machinery) in a temp folder on ``--port
    ``--rows`` URLs: 80 % DISCOVERED (70 % new URLs, 10 % known: create conflicts) and 20 % FETCHED
    overwrites, the mix of the SQLite benchmark. They write as the status updater does
    (``opensearch.status.concurrentRequests`` 1): one batch on its way while the next is built
-   (``owler.frontier.pipeline.OneInFlight``).
+   (``owler.frontier.pipeline.OneInFlight``), and as its frontier (``round_results``) the queues
+   index learns the dates of the new URLs written (a second ``_bulk`` per batch). The keys are
+   drawn uniformly: nearly every new URL of a batch is of another queue, more than a crawl's
+   batches have (most links of a page are to its own host).
    The bare peer: the first writer's batches, serialized beforehand, posted as plain ``_bulk``
    requests with urllib3 into a fresh index of the same mapping (no per-item results read): the
    node's own limit for this load, in the same run. Before anything is timed, the node is warmed
@@ -26,7 +29,8 @@ Starts its own node (`owler services up` machinery) in a temp folder on ``--port
 2. Client cost: ``apply_updates`` of the same batches with a client that sends nothing and
    answers "no errors" at once (µs per update: the lines, the request's body, the answer's check).
 3. Reads: a spout's rounds, ``due(now, 50 buckets, 10 per bucket)`` (lease taken per queue) then
-   every queue released, for 10 s: URLs served/s and ms per round.
+   every queue released as the spout releases a round's queue (``defer``: written with the next
+   ``due``), each paused after its round, for 10 s: URLs served/s and ms per round.
 
 Prints a markdown table (goal: ≥ 20,000 status updates/s into one local node).
 """
@@ -146,10 +150,11 @@ def main() -> None:
         bulk_url = f"http://127.0.0.1:{args.port}/_bulk?filter_path=errors"
         # warm the node's JIT first (a scratch index, deleted): the first phase must not pay it
         warm = OpenSearchFrontier({**conf, "opensearch.status.index.name": "warmup"}, owner="x")
+        warm.round_results = True
         for b in work[0][: max(1, len(work[0]) // 3)]:
             warm.apply_updates(b)
         warm.close()
-        http.request("DELETE", f"http://127.0.0.1:{args.port}/warmup,warmup_leases")
+        http.request("DELETE", f"http://127.0.0.1:{args.port}/warmup,warmup_leases,warmup_queues")
         # 1b. the bare peer: pre-serialized bodies, plain urllib3, a fresh index each pass
         bare_fr = OpenSearchFrontier({**conf, "opensearch.status.index.name": "bare"}, owner="b")
         bodies = []
@@ -164,7 +169,8 @@ def main() -> None:
         bare_fr.close()
 
         def drop(index: str) -> None:
-            http.request("DELETE", f"http://127.0.0.1:{args.port}/{index},{index}_leases")
+            http.request("DELETE",
+                         f"http://127.0.0.1:{args.port}/{index},{index}_leases,{index}_queues")
 
         def bare_pass(index: str) -> float:
             """The bodies posted into a fresh index ``index``: updates/s."""
@@ -183,6 +189,8 @@ def main() -> None:
             tasks) into a fresh index: (updates/s, client CPU s per update, the frontiers)."""
             fronts = [OpenSearchFrontier({**conf, "opensearch.status.index.name": index},
                                          owner=f"w{i}") for i in range(args.writers)]
+            for f in fronts:  # (as the status updater opens it: owler.status.FrontierWriter)
+                f.round_results = True
             written = [0] * args.writers
 
             def writer(i: int) -> None:
@@ -267,8 +275,8 @@ def main() -> None:
             got = spout.due(time.time(), 50, 10)
             served += len(got)
             rounds += 1
-            for key in list(spout.leases):
-                spout.release(key, time.time(), served=False)
+            for key in list(spout.leases):  # each round ends (its pause), as the spout's do
+                spout.release(key, time.time(), defer=True)
         t_read = time.perf_counter() - t0
         due_total = spout.due_count(time.time())
         for f in fronts + [spout]:

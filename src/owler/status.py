@@ -418,6 +418,8 @@ class FrontierWriter:
             self.retry_at = time.time() + RETRY_SECS
             self.on_unavailable(exc)
             return False
+        if hasattr(self.frontier, "round_results"):  # (OpenSearch: module docstring there)
+            self.frontier.round_results = True
         self._pipe = OneInFlight(self.frontier) if self.pipelined else None
         return True
 

@@ -482,3 +482,167 @@ def test_status_updater_acks_a_batch_once_it_is_in_the_index_with_the_next_on_it
         assert bolt.close() == 0
     counters = json.loads((tmp_path / "run" / "status-1.json").read_text())["counters"]
     assert counters["committed"] == 14 and counters["update_failed"] == 3
+
+
+# --- the queues index (issue 45): the spout picks queues there, not from every due URL ---------
+def queue_doc(opensearch, conf, key) -> dict | None:
+    """A queue's document in the queues index (``due`` and ``w`` in epoch seconds), or None."""
+    index = conf["opensearch.status.index.name"]
+    status, doc = opensearch.request("GET", f"/{index}_queues/_doc/{key}")
+    if status == 404:
+        return None
+    return {k: v / 1000 for k, v in doc["_source"].items()}
+
+
+@pytest.mark.parametrize("path", ["queues index", "due URLs"])
+def test_queues_paused_after_their_round_do_not_starve_the_others(conf, path):
+    """OWLer pauses a queue five minutes after its round (frontier.queue.round.delay). The
+    queues with the oldest URLs, paused, must not fill every answer: each query gives queues
+    not served yet until every queue had its round. Both ways of picking queues: the queues
+    index, and the aggregation of due URLs that an interest uses."""
+    c = {**conf, "frontier.queue.round.delay": 300}
+    if path == "due URLs":  # (an interest the queues' dates do not know: every URL matches)
+        c["frontier.interest.exclude.tags"] = ["NoSuchTag"]
+    now = time.time()
+    with open_frontier(c, owner="t1") as f:
+        f.apply_updates([upd(f"http://q{q:02d}.example/{i}", "DISCOVERED", now - 1000 + q,
+                             f"q{q:02d}.example") for q in range(60) for i in range(5)])
+        f.refresh()
+        served = []
+        for n in range(6):
+            rows = f.due(now + n, 10, 2)
+            keys = sorted({k for _, _, k in rows})
+            assert len(rows) == 20 and len(keys) == 10, (n, keys)
+            served += keys
+            for k in keys:
+                f.release(k, now + n, defer=True)
+        # the oldest first, each queue once
+        assert served == [f"q{q:02d}.example" for q in range(60)]
+        assert f.due(now + 6, 10, 2) == []  # every queue paused for its round delay
+        # (the rounds began when due() handed their URLs out: a little after now + n)
+        f.refresh()
+        assert {k for _, _, k in f.due(now + 330, 10, 2)} == {
+            f"q{q:02d}.example" for q in range(10)}
+
+
+def test_the_queues_index_follows_the_status_writes(conf, opensearch):
+    """A queue's date: lowered by every URL written (a known URL sent as DISCOVERED again is
+    not written: no change), raised to the end of its pause when its round ends, and set to its
+    earliest URL's date once a spout found nothing due in it (the document goes when no URL
+    of it will ever be fetched again)."""
+    c = {**conf, "fetcher.server.delay": 0.5}
+    now = time.time()
+    with open_frontier(c, owner="t1") as f:
+        f.apply_updates([upd("http://a.example/1", "DISCOVERED", now - 50, "a.example"),
+                         upd("http://a.example/2", "DISCOVERED", now - 20, "a.example"),
+                         upd("http://b.example/1", "FETCHED", now + 3600, "b.example"),
+                         upd("http://n.example/1", "ERROR", None, "n.example")])
+        assert queue_doc(opensearch, c, "a.example")["due"] == int(now - 50)  # whole seconds
+        assert queue_doc(opensearch, c, "b.example")["due"] == int(now + 3600)
+        assert queue_doc(opensearch, c, "n.example") is None  # nothing to fetch, ever
+        written = queue_doc(opensearch, c, "a.example")["w"]
+        assert written == pytest.approx(time.time(), abs=5)
+        # known: not written, the queue keeps its date
+        f.apply_updates([upd("http://b.example/1", "DISCOVERED", now - 100, "b.example")])
+        assert queue_doc(opensearch, c, "b.example")["due"] == int(now + 3600)
+        f.refresh()
+        assert {k for _, _, k in f.due(now, 10, 10)} == {"a.example"}
+        # the round: both URLs fetched (the status updater's results of a round lower nothing),
+        # then the queue released (its pause: 2 s)
+        f.round_results = True
+        f.apply_updates([upd(f"http://a.example/{i}", "FETCHED", now + 7200, "a.example")
+                         for i in (1, 2)])
+        assert queue_doc(opensearch, c, "a.example")["w"] == written
+        released = time.time()
+        f.release("a.example", released)
+        assert queue_doc(opensearch, c, "a.example")["due"] == pytest.approx(released + 2,
+                                                                             abs=0.002)
+        # the spout picks it, finds nothing due: dated by its earliest URL (once no URL of it
+        # was written for the refresh interval + 2 s, w being kept to the second)
+        f.refresh()
+        later = max(released + 2.01, written + 3.01)
+        assert f.due(later, 10, 10) == []
+        assert queue_doc(opensearch, c, "a.example")["due"] == int(now + 7200)
+        assert f.due(later, 10, 10) == []  # (not picked again)
+        f.release("a.example", later, served=False)  # (as the spout gives it back)
+        # the URLs of a queue dropped (ERROR, never again): its document goes
+        f.apply_updates([upd("http://b.example/1", "ERROR", None, "b.example")])
+        f.refresh()
+        assert f.due(now + 3601, 10, 10) == []
+        f.release("b.example", now + 3601, served=False)
+        assert queue_doc(opensearch, c, "b.example") is None
+        # a new URL brings it back at once
+        f.apply_updates([upd("http://b.example/2", "DISCOVERED", now, "b.example")])
+        f.refresh()
+        assert [u for u, _, _ in f.due(now + 3602, 10, 10)] == ["http://b.example/2"]
+        # a queue with a URL written less than the refresh interval + 2 s ago is not
+        # dated again (that URL may not be searchable yet), and given back it keeps its date
+        f.apply_updates([upd("http://c.example/1", "DISCOVERED", now - 5, "c.example")])
+        f.apply_updates([upd("http://c.example/1", "FETCHED", now + 600, "c.example"),
+                         upd("http://c.example/2", "DISCOVERED", now + 30, "c.example")])
+        f.refresh()
+        t = queue_doc(opensearch, c, "c.example")["w"]
+        assert f.due(t + 2.9, 10, 10) == []
+        f.release("c.example", t + 2.9, served=False)
+        assert queue_doc(opensearch, c, "c.example")["due"] == int(now - 5)
+        assert f.due(t + 3.1, 10, 10) == []
+        assert queue_doc(opensearch, c, "c.example")["due"] == int(now + 30)
+
+
+def test_an_index_of_an_older_version_gets_its_queues_index(conf, opensearch, caplog):
+    """A status index written before the queues index existed (a user's crawl of yesterday)
+    is read as it is: the first frontier to open it builds the queues index from it. While
+    another process builds it, a frontier picks queues from the due URLs; a build left
+    unfinished for 15 minutes is done again."""
+    index = conf["opensearch.status.index.name"]
+    now = time.time()
+    with open_frontier(conf, owner="old") as f:
+        f.apply_updates([upd(f"http://h{h}.example/{i}", "DISCOVERED", now - 100 * h - i,
+                             f"h{h}.example") for h in range(30) for i in range(3)]
+                        + [upd("http://z.example/", "FETCHED", now + 600, "z.example"),
+                           upd("http://x.example/", "ERROR", None, "x.example")])
+    opensearch.request("DELETE", f"/{index}_queues")
+    with caplog.at_level("INFO", logger="owler.frontier.opensearch"):
+        with open_frontier(conf, owner="new") as f:
+            assert f.queues_ready
+            assert f"building {index}_queues" in caplog.text and "31 queues" in caplog.text
+            f.refresh()
+            assert queue_doc(opensearch, conf, "h7.example")["due"] == int(now - 702)
+            assert queue_doc(opensearch, conf, "z.example")["due"] == int(now + 600)
+            assert queue_doc(opensearch, conf, "x.example") is None
+            assert {k for _, _, k in f.due(now, 3, 10)} == {f"h{h}.example" for h in (27, 28, 29)}
+            for k in list(f.leases):
+                f.release(k, now, served=False)
+    # another process is building it (since a moment ago): the due URLs are aggregated
+    opensearch.request("PUT", f"/{index}_queues/_mapping", {"_meta": {
+        "built": False, "since": int(time.time() * 1000)}})
+    with open_frontier(conf, owner="meanwhile") as f:
+        assert not f.queues_ready
+        assert {k for _, _, k in f.due(now, 2, 10)} == {"h28.example", "h29.example"}
+    # its build died 16 minutes ago: done again
+    opensearch.request("PUT", f"/{index}_queues/_mapping", {"_meta": {
+        "built": False, "since": int((time.time() - 960) * 1000)}})
+    with open_frontier(conf, owner="later") as f:
+        assert f.queues_ready
+        _, data = opensearch.request("GET", f"/{index}_queues/_mapping")
+        assert data[f"{index}_queues"]["mappings"]["_meta"]["built"] is True
+
+
+def test_a_deleted_queue_is_served_again_at_once_when_it_comes_back(conf):
+    """Deleting a queue (or the whole crawl, as URLFrontier's DeleteCrawl) also forgets what the
+    task knew of it: its pause after a round, a release not written yet. (URLFrontier's own
+    suite found it: RightOrder, after NeverRefetched served the same key.)"""
+    now = time.time()
+    with open_frontier({**conf, "frontier.queue.round.delay": 300}, owner="t1") as f:
+        for scope in ("a.example", None):
+            f.apply_updates([upd("http://a.example/1", "DISCOVERED", now - 10, "a.example")])
+            f.refresh()
+            assert [u for u, _, _ in f.due(now, 10, 10)] == ["http://a.example/1"]
+            f.release("a.example", now, defer=True)  # paused for 300 s
+            assert "a.example" in f.held
+            f.delete(scope)
+            f.apply_updates([upd("http://a.example/2", "DISCOVERED", now - 5, "a.example")])
+            f.refresh()
+            assert [u for u, _, _ in f.due(now, 10, 10)] == ["http://a.example/2"], scope
+            f.release("a.example", now, served=False)
+            f.delete(None)

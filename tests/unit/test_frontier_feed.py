@@ -119,9 +119,10 @@ class LeasedFrontier:
             self.leases[key] = now
         return out
 
-    def release(self, key, now, served=True):
+    def release(self, key, now, served=True, defer=False):
         self.leases.pop(key, None)
         self.released.append((key, served))
+        self.deferred = defer
 
     def release_all(self, now):
         self.released.extend((k, False) for k in self.leases)
@@ -145,6 +146,7 @@ def test_a_leased_queue_is_released_when_every_url_of_its_round_is_done(conf):
     assert fr.released == [("b.org", False)]
     feed.fail("http://a.org/2", NOW + 1)
     assert fr.released[-1] == ("a.org", True)
+    assert fr.deferred  # the round's end is written with the next ones (one request)
     # an acked URL stays out of queries for spout.ttl.purgatory (the index refreshes later)
     assert "http://a.org/1" not in drain(feed, NOW + 5)
     feed.close()
@@ -160,6 +162,21 @@ def test_lease_owner_is_unique_per_task_and_stable_on_a_cluster():
 
 
 # --- the status updater's side -------------------------------------------------------------------
+def test_the_status_updater_tells_the_frontier_its_statuses_are_the_rounds_results(conf):
+    """The OpenSearch frontier dates a queue from the new URLs the status updater writes and
+    from the end of each round, not from every result of a round (owler.frontier.opensearch)."""
+    class Shared:
+        round_results = False
+
+        def apply_updates(self, updates):
+            return []
+
+    opened = Shared()
+    writer = FrontierWriter(conf, StatusUpdater(conf, DefaultScheduler(conf)),
+                            opener=lambda c: opened)
+    assert writer.frontier is opened and opened.round_results is True
+
+
 def test_the_frontier_writer_remembers_only_what_was_written(conf):
     updater = StatusUpdater(conf, DefaultScheduler(conf))
 

@@ -24,6 +24,7 @@ def test_iso_is_strftime_of_the_second_for_any_time():
 class Lines(osf.OpenSearchFrontier):
     def __init__(self, routing: bool):  # noqa: no node: only what the lines need
         self.index, self.routing, self.write_updated, self.tag_rules = "st", routing, True, ()
+        self.queues_index, self.round_results = "st_queues", False
         self._md_names, self._md_key_sets, self._action_heads = {}, {}, {}
         self.conf, self._scheduler, self.crawl = {}, None, osf.DEFAULT_CRAWL
 
@@ -52,7 +53,7 @@ def test_metadata_keys_with_dots_are_stored_as_stormcrawler_names_them():
 
 class Recorder:
     """A client that keeps the body of each request and answers with ``answer`` (bytes), or
-    with the next of ``answer`` when it is a list."""
+    with the next of ``answer`` when it is a list (once they are used up: no errors)."""
 
     def __init__(self, answer):
         self.answers = list(answer) if isinstance(answer, list) else None
@@ -60,7 +61,8 @@ class Recorder:
 
     def request(self, method, path, body=None, params=None, raw=False, **kw):
         self.bodies.append(body)
-        answer = self.answers.pop(0) if self.answers is not None else self.answer
+        answer = (self.answers.pop(0) if self.answers else b'{"errors":false}'
+                  ) if self.answers is not None else self.answer
         return 200, (answer if raw else orjson.loads(answer))
 
 
@@ -94,6 +96,66 @@ def test_apply_updates_sends_the_lines_of_action_and_doc(monkeypatch):
                                                        1_700_000_000.25)
 
 
+def _queue_lines(body: bytes) -> dict[str, tuple[int, int]]:
+    """The queues a lowering request writes: key -> (date, written at)."""
+    lines = [orjson.loads(x) for x in body.splitlines()]
+    out = {}
+    for action, doc in zip(lines[0::2], lines[1::2]):
+        assert action["update"]["_index"] == "st_queues"
+        assert doc["upsert"] == {"due": doc["script"]["params"]["d"],
+                                 "w": doc["script"]["params"]["w"]}
+        out[action["update"]["_id"]] = (doc["upsert"]["due"], doc["upsert"]["w"])
+    return out
+
+
+def test_the_queues_learn_the_dates_of_the_urls_written_and_only_those(monkeypatch):
+    """After the statuses, one request lowers each queue's date to the earliest date written
+    in it; a DISCOVERED already known (409), a failed item or a status
+    without a date changes no queue."""
+    monkeypatch.setattr(osf.time, "time", lambda: 1_700_000_000.25)
+    from owler.constants import Status
+    from owler.frontier import StatusUpdate
+    ups = [StatusUpdate("http://a/1", Status.DISCOVERED, {}, 1e9 + 5, "a"),
+           StatusUpdate("http://a/2", Status.FETCHED, {}, 1e9 + 0.5, "a"),
+           StatusUpdate("http://b/1", Status.DISCOVERED, {}, 1e9, "b"),   # known: 409
+           StatusUpdate("http://c/1", Status.ERROR, {}, None, "c"),       # never again
+           StatusUpdate("http://d/1", Status.FETCHED, {}, 1e9, "d"),      # failed: 503
+           StatusUpdate("http://e/1", Status.DISCOVERED, {}, 2e9, "e")]
+    f = Lines(False)
+    f.client = Recorder([_answer([201, 200, 409, 200, 503, 201]), b'{"errors":false}'])
+    assert f.apply_updates(ups) == [4]
+    # (dates to the second, as the documents have them)
+    assert _queue_lines(f.client.bodies[1]) == {"a": (1_000_000_000_000, 1_700_000_000_250),
+                                                "e": (2_000_000_000_000, 1_700_000_000_250)}
+    # nothing written: no second request
+    f.client = Recorder([_answer([409, 409, 409, 200, 503, 409])])
+    assert f.apply_updates(ups) == [4] and len(f.client.bodies) == 1
+    # a queue the node refuses fails the whole batch (its tuples are replayed)
+    f = Lines(False)
+    f.client = Recorder([_answer([201] * 6), orjson.dumps({"errors": True, "items": [
+        {"update": {"status": 429, "error": {"reason": "busy"}}}]})])
+    with pytest.raises(osf.FrontierError, match="cannot write 1 queue"):
+        f.apply_updates(ups)
+
+
+def test_the_status_updaters_rounds_results_lower_no_queue():
+    """The status updater's statuses other than DISCOVERED are its spouts' rounds' results,
+    which date their queues when the rounds end: they lower nothing. Another writer's (a
+    service's PutURLs, an import) do."""
+    from owler.constants import Status
+    from owler.frontier import StatusUpdate
+    ups = [StatusUpdate("http://c/1", Status.FETCHED, {}, 1e9, "c"),
+           StatusUpdate("http://d/1", Status.DISCOVERED, {}, 1e9, "d")]
+    f = Lines(False)
+    f.client = Recorder([_answer([200, 201])])
+    f.apply_updates(ups)
+    assert set(_queue_lines(f.client.bodies[1])) == {"c", "d"}
+    f.round_results = True
+    f.client = Recorder([_answer([200, 201])])
+    f.apply_updates(ups)
+    assert set(_queue_lines(f.client.bodies[1])) == {"d"}
+
+
 def _answer(statuses, error="x"):
     items = [{"create": {"status": s, **({"error": {"type": error, "reason": 'a "status":200'}}
                                           if s >= 300 else {})}} for s in statuses]
@@ -102,7 +164,7 @@ def _answer(statuses, error="x"):
 
 def test_bulk_answer_conflicts_are_success_and_failures_are_positions():
     f = Lines(False)
-    f.client = Recorder(_answer([201, 409, 200, 409]))
+    f.client = Recorder([_answer([201, 409, 200, 409])])
     assert f.apply_updates(_updates()) == []
     f.client = Recorder([_answer([201, 404, 409, 503])])
     assert f.apply_updates(_updates()) == [1, 3]
@@ -125,7 +187,8 @@ def test_a_request_is_sent_as_its_sealed_body():
     assert req.body is None and req.seal() == b"\n".join(req.lines) + b"\n"
     assert len(req.lines) == 8
     f.client = Recorder(b'{"errors":false}')
-    assert f.send_updates(req) == [] and f.client.bodies == [req.body]
+    assert f.send_updates(req) == [] and f.client.bodies[0] == req.body
+    assert set(_queue_lines(f.client.bodies[1])) == {"a", "c"}  # (b's ERROR has no date)
 
 
 def test_statuses_are_counted_only_when_every_item_succeeded_or_conflicted():
@@ -160,6 +223,9 @@ def test_a_refused_status_is_written_again_as_an_error_with_the_reason(monkeypat
     f.client = Recorder([_answer([400, 400, 409, 503], bad), _answer([201, 400], bad)])
     assert f.apply_updates(_updates()) == [1, 3]  # the second is refused even as ERROR
     again = [orjson.loads(line) for line in f.client.bodies[1].splitlines()]
+    # the queue learns the date the ERROR was written with, not the refused status's
+    assert _queue_lines(f.client.bodies[2]) == {
+        "a": ((1_700_000_000 + 44640 * 60) * 1000, 1_700_000_000_000)}
     # the DISCOVERED stays create-only (a known URL is never overwritten); the FETCHED overwrites
     assert [list(a) for a in again[0::2]] == [["create"], ["index"]]
     assert again[0]["create"]["_id"] == osf._sha256("http://a/1")
@@ -177,7 +243,8 @@ def test_a_refused_status_is_written_again_as_an_error_with_the_reason(monkeypat
     assert again[3]["status"] == "ERROR" and again[3]["url"] == "http://a/2"
     # a 400 that is not about the document (a closed index) is failed, not rewritten
     f.client = Recorder([_answer([400, 201, 201, 201], "index_closed_exception")])
-    assert f.apply_updates(_updates()) == [0] and len(f.client.bodies) == 1
+    assert f.apply_updates(_updates()) == [0] and len(f.client.bodies) == 2
+    assert set(_queue_lines(f.client.bodies[1])) == {"a", "c"}  # the statuses written
 
 
 class MappingClient:

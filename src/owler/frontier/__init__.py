@@ -174,7 +174,8 @@ class Frontier(Protocol):
     #: ``True`` when spout tasks take queues under leases (:meth:`release` ends a round)
     leases_queues: bool
 
-    def release(self, key: str, now: float, served: bool = True) -> None: ...
+    def release(self, key: str, now: float, served: bool = True, defer: bool = False
+                ) -> None: ...
 
     def release_all(self, now: float) -> None: ...
 

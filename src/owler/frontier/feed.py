@@ -179,7 +179,7 @@ class FrontierFeed:
             self.round_left[key] = left
             return
         self.round_left.pop(key, None)
-        self.frontier.release(key, now)
+        self.frontier.release(key, now, defer=True)
 
     # -- what the spout calls ---------------------------------------------------------------------
     def next(self, now: float) -> tuple[str, dict] | None:

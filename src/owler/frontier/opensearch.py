@@ -19,10 +19,36 @@ refused again on every replay: it is written once more as ERROR with ``error.cau
 ``status.refused`` and the index's reason (:meth:`_write_refused`), and fails only if that fails.
 The index uses ``translog.durability: request``: a bulk response means the writes are on disk.
 
-The spout's query (:meth:`due`): due documents (``nextFetchDate <= now``, of the interest: a
-``term`` filter per required tag, a ``terms`` filter of the any-of tags, the excluded ones in
-``must_not``), a terms aggregation on ``key`` ordered by each queue's earliest date, the first
-URLs of each queue by (nextFetchDate, url), as StormCrawler's AggregationSpout.
+The spout's query (:meth:`due`), in two searches. The first picks the queues: the earliest
+``due`` of the queues index (``<index>_queues``, one document per key, below) up to now, a sorted
+search over queues whose cost does not grow with the URLs (an aggregation of every due URL by key,
+as StormCrawler's AggregationSpout does, took 0.54 s at 2 M URLs). The task takes the leases of
+those queues, and the second search reads the first URLs by (nextFetchDate, url) of the queues it
+got, and of those only (a ``top_hits`` per queue, the costly part of an aggregation). With an
+interest (a ``term`` filter per required tag, a ``terms`` filter of the any-of tags, the excluded
+ones in ``must_not``: the queues' dates do not know tags), for one ``key``, and while the queues
+index is being built, the first search is the terms aggregation of the due URLs on ``key``
+ordered by each queue's earliest date, with nothing else below it. Either way, queues that may
+not be taken are left out by the first search: this task's rounds in progress, and the queues it
+knows are paused or blocked until a later time (its own pauses after a round, the pauses and
+blocks of others its lease requests met; remembered up to :data:`_HELD_HORIZON` seconds).
+Without that, the queues with the oldest URLs, paused after their round, would fill every answer
+and the task would serve nothing until their pause ended (``frontier.queue.round.delay`` is five
+minutes in OWLer).
+
+The queues index: a queue's ``due`` is a lower bound of the earliest next fetch date of its URLs.
+:meth:`send_updates` lowers it after each bulk from the items written (a DISCOVERED already known
+is not: it would make a queue due whose URLs are not), with ``w`` = when; for the status updater
+(``round_results``) only from the DISCOVERED, its other statuses being the results of rounds, whose
+queues are dated when the rounds end (a document neither date nor ``w``, kept to the second,
+changes is not written again). Taking a lease raises it
+to the lease's end (no other task picks the queue meanwhile); a round's end sets it to the end of
+the pause; a queue given back unserved gets its date before the lease back; and a spout that
+leased a queue and found nothing due in it (:meth:`_settle_queues`) sets it to the queue's
+earliest date or deletes the document. A status updater killed between its bulk and the queues'
+request leaves a queue's date later than a DISCOVERED it created (the replay is a conflict): that
+URL waits until the queue's date. An index of an older version gets its queues index built once
+(:meth:`_build_queues`).
 
 Queues are served in rounds under a lease (:data:`LEASES` index, ``_id`` = key): before a spout task
 serves a queue it takes the queue's lease (create, or overwrite an expired one, with optimistic
@@ -98,6 +124,9 @@ REQUIRED_FIELDS = {"url": ("keyword",), "key": ("keyword",), "status": ("keyword
 #: owner of the lease document of a queue held for a throttling server (no task has this name)
 BLOCK_OWNER = "_blocked_"
 _MAX_TERMS = 60_000  # keys in one terms query (an index allows 65,536: index.max_terms_count)
+#: seconds a task trusts what it learnt of a queue's pause or block (OpenSearchFrontier.held): a
+#: block may be lifted early by another process (URLFrontier's BlockQueueUntil)
+_HELD_HORIZON = 60.0
 _FILTER_BULK = "errors,items.*.status,items.*.error.type,items.*.error.reason"
 #: an item's status in a ``_bulk`` answer filtered by _FILTER_BULK (the only "status" key there)
 _ITEM_STATUS = re.compile(rb'"status":(\d+)')
@@ -143,6 +172,9 @@ class BulkRequest:
     blocks: dict[str, float] = dataclasses.field(default_factory=dict)
     #: the updates, by position (what a refused document is rewritten from)
     updates: list = dataclasses.field(default_factory=list)
+    #: by position: the next fetch date written (epoch ms, the tags' shift taken off; None: no
+    #: date) for the queues index (OpenSearchFrontier._lower_queues)
+    dues: list = dataclasses.field(default_factory=list)
     #: the lines joined, once the request is complete (:meth:`seal`)
     body: bytes | None = None
 
@@ -156,6 +188,7 @@ class BulkRequest:
         self.lines += other.lines
         self.count += other.count
         self.updates += other.updates
+        self.dues += other.dues
         for key, until in other.blocks.items():
             self.block(key, until)
 
@@ -188,6 +221,23 @@ class OpenSearchFrontier:
         self.crawl = crawl
         self.index = index_name(str(conn_key(conf, "status", INDEX_NAME, "status")), crawl)
         self.leases_index = f"{self.index}_leases"
+        self.queues_index = f"{self.index}_queues"
+        self.queues_ready = False  # the queues index holds every queue (_ensure_queues)
+        self._queues_checked = 0.0  # when queues_ready was last read from the index
+        #: the queues of the last pick: key -> (its date then, in epoch ms: w, when a URL of it
+        #: was last written, None when picked from the due URLs) (_pick_queues)
+        self._picked: dict[str, tuple[int, int | None]] = {}
+        #: key -> (seq, term, date) of the queue's document as this task's lease raised it
+        #: (_acquire; None: no document), for _settle_queues and release
+        self._raised: dict[str, tuple[int, int, int] | None] = {}
+        #: releases not written yet (release(defer=True)): served -> key -> (lease, until,
+        #: the queue's script and its params or None)
+        self._releasing: dict[bool, dict[str, tuple[dict, float, tuple | None]]] = {}
+        self._releasing_since = 0.0
+        self._written_due: int | None = None  # (_doc_dict)
+        #: the statuses written other than DISCOVERED are the results of the spouts' rounds (the
+        #: status updater says so): their queues are dated when the rounds end, not by the writes
+        self.round_results = False
         self._budgets_ready = False  # <index>_budgets checked (charge())
         self.routing = C.get_bool(conf, "opensearch.status.routing", False)
         self.partition_mode = partition_mode(conf)
@@ -203,6 +253,9 @@ class OpenSearchFrontier:
         self.server_delay = C.get_float(conf, SERVER_DELAY_KEY, 1.0)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.leases: dict[str, dict] = {}  # key -> {"seq", "term", "until", "start"} held by me
+        #: key -> until when (epoch s) no task may take the queue, as this task last learnt it
+        #: (its own pauses, others' pauses and blocks): left out of the spout's first search
+        self.held: dict[str, float] = {}
         # sharing with other tasks (module docstring)
         self.handover = 1.5 * C.get_float(conf, MIN_DELAY_QUERIES_KEY, 2000) / 1000.0
         self.beat_every = min(10.0, self.lease_ttl / 3)
@@ -241,6 +294,7 @@ class OpenSearchFrontier:
             if self.crawl != DEFAULT_CRAWL:  # the crawl the index holds (list_crawls reads it)
                 body.setdefault("mappings", {}).setdefault("_meta", {})["crawl_id"] = self.crawl
             self._create_index(self.index, body)
+        status_created = status == 404
         self._check_mapping()
         status, _ = self.client.request("HEAD", f"/{self.leases_index}", ok=(200, 404))
         template = _load_template("leases.json")
@@ -249,13 +303,148 @@ class OpenSearchFrontier:
         else:  # an index of an older version: add the fields it lacks (a no-op otherwise)
             self.client.request("PUT", f"/{self.leases_index}/_mapping",
                                 {"properties": template["mappings"]["properties"]})
+        self._ensure_queues(conf, status_created)
 
-    def _create_index(self, name: str, body: dict) -> None:
+    def _create_index(self, name: str, body: dict) -> bool:
+        """Create index ``name``; False when another process created it first."""
         status, data = self.client.request("PUT", f"/{name}", body, ok=(200, 201, 400))
         if status == 400:
             err = (data or {}).get("error") or {}
             if not (isinstance(err, dict) and err.get("type") == "resource_already_exists_exception"):
                 raise FrontierError(f"cannot create index {name!r}: {err}")  # created meanwhile: fine
+            return False
+        return True
+
+    # -- the queues index --------------------------------------------------------------------------
+    def _ensure_queues(self, conf: Mapping[str, Any], empty: bool) -> None:
+        """Create the queues index if missing: at once complete when the status index was
+        ``empty`` (just created), else filled from the status index by this process
+        (:meth:`_build_queues`); another process's build is waited for by :meth:`_queues_usable`."""
+        status, _ = self.client.request("HEAD", f"/{self.queues_index}", ok=(200, 404))
+        if status == 404:
+            body = _load_template("queues.json")
+            replicas = conn_key(conf, "status", "replicas")
+            if replicas is not None:
+                body["settings"]["index"]["number_of_replicas"] = replicas
+            body["mappings"]["_meta"] = {"built": empty, "since": int(time.time() * 1000)}
+            if self._create_index(self.queues_index, body) and not empty:
+                self._build_queues()
+        self._queues_usable(time.time())
+
+    def _queues_usable(self, now: float) -> bool:
+        """Whether the spout may pick queues from the queues index (it holds them all), read
+        again every 30 s while it does not. A build that has not finished within 15 minutes (its
+        process died) is done again by this process."""
+        if self.queues_ready or now - self._queues_checked < 30:
+            return self.queues_ready
+        self._queues_checked = now
+        _, data = self.client.request("GET", f"/{self.queues_index}/_mapping")
+        meta = (next(iter((data or {}).values()), {}).get("mappings") or {}).get("_meta") or {}
+        if not meta.get("built") and now * 1000 - int(meta.get("since") or 0) > 900_000:
+            self.client.request("PUT", f"/{self.queues_index}/_mapping",
+                                {"_meta": {"built": False, "since": int(now * 1000)}})
+            self._build_queues()
+            meta = {"built": True}
+        self.queues_ready = bool(meta.get("built"))
+        return self.queues_ready
+
+    def _build_queues(self) -> None:
+        """Fill the queues index from the status index (one of an older version): the earliest
+        next fetch date of each key, a composite aggregation page by page. Status writes meanwhile
+        lower the queues they touch as usual; both take the earlier date."""
+        log.info("building %s from %s (once, for an index of an older version)",
+                 self.queues_index, self.index)
+        started, after, n = time.monotonic(), None, 0
+        self.client.request("POST", f"/{self.index}/_refresh")  # (every URL written so far)
+        while True:
+            comp: dict[str, Any] = {"size": 20_000, "sources": [{"k": {"terms": {"field": "key"}}}]}
+            if after:
+                comp["after"] = after
+            _, data = self.client.request("POST", f"/{self.index}/_search", {
+                "size": 0, "query": {"exists": {"field": "nextFetchDate"}},
+                "aggs": {"q": {"composite": comp, "aggs": {"m": {"min": {
+                    "field": "nextFetchDate"}}}}}})
+            agg = data["aggregations"]["q"]
+            if not agg["buckets"]:
+                break
+            self._lower_queues([(b["key"]["k"], int(b["m"]["value"])) for b in agg["buckets"]],
+                               written=0)
+            n += len(agg["buckets"])
+            after = agg.get("after_key")
+            if not after:
+                break
+        self.client.request("PUT", f"/{self.queues_index}/_mapping", {"_meta": {"built": True}})
+        log.info("%s: %d queues in %.1f s", self.queues_index, n, time.monotonic() - started)
+
+    #: a status write's date into its queue's document: the earlier date wins; ``w`` moves when
+    #: it is a second old (nothing is written when neither changes)
+    _LOWER_SCRIPT = orjson.dumps(
+        "boolean lower = ctx._source.due == null || ctx._source.due > params.d;"
+        " boolean later = ctx._source.w == null || ctx._source.w < params.w - 1000;"
+        " if (lower) { ctx._source.due = params.d }"
+        " if (later) { ctx._source.w = params.w }"
+        " if (!lower && !later) { ctx.op = 'none' }")
+
+    def _lower_queues(self, dues: Iterable[tuple[str, int | None]], written: int | None = None
+                      ) -> None:
+        """Give each queue of ``dues`` (key, next fetch date written in epoch ms or None) the
+        earliest of those dates if it is earlier than its own, and ``w`` = ``written`` (epoch
+        ms; now by default), kept to the second: a document neither changes is not written
+        again (most URLs a page links to are of its own host). Raises OpenSearchError when the
+        node refused one. (A process does not skip a queue it lowered a moment ago: another
+        process may have deleted the document since, as URLFrontier's DeleteQueue does.)"""
+        first: dict[str, int] = {}
+        for key, due in dues:
+            if due is not None and (key not in first or due < first[key]):
+                first[key] = due
+        if not first:
+            return
+        w = int(time.time() * 1000) if written is None else written
+        head = b'{"update":{"_index":%s,"_id":' % orjson.dumps(self.queues_index)
+        lines = []
+        for key, due in first.items():
+            lines.append(head + orjson.dumps(key) + b',"retry_on_conflict":5}}')
+            lines.append(b'{"script":{"source":%s,"params":{"d":%d,"w":%d}},'
+                         b'"upsert":{"due":%d,"w":%d}}' % (self._LOWER_SCRIPT, due, w, due, w))
+        _, res = self.client.request("POST", "/_bulk", _ndjson(lines),
+                                     params={"filter_path": "errors,items.*.status,"
+                                                            "items.*.error.reason"})
+        if res and res.get("errors"):
+            bad = [next(iter(i.values())) for i in res.get("items", [])
+                   if next(iter(i.values())).get("status", 500) >= 300]
+            if bad:
+                raise OpenSearchError(f"cannot write {len(bad)} queue(s) of {self.queues_index}: "
+                                      f"{bad[0]}")
+
+    def _settle_queues(self, keys: list[str], now: float) -> None:
+        """Queues the spout leased and found nothing due in: their date becomes the earliest
+        next fetch date of their URLs (the document is deleted when none has one), written under
+        the sequence number the lease's raise left, so a status write since (which lowers the
+        date) wins.
+        A queue with a URL written within the refresh interval + 2 s (``w`` is kept to the
+        second) is left as it is: that URL may not be searchable yet."""
+        searchable = int((now - self.refresh_secs - 2.0) * 1000)
+        keys = [k for k in keys if self._raised.get(k) and self._picked.get(k, (0, None))[1]
+                is not None and self._picked[k][1] <= searchable]
+        if not keys:
+            return
+        _, data = self.client.request("POST", f"/{self.index}/_search", {
+            "size": 0, "track_total_hits": False, "query": {"bool": {"filter": [
+                {"terms": {"key": keys}}, {"exists": {"field": "nextFetchDate"}}]}},
+            "aggs": {"q": {"terms": {"field": "key", "size": len(keys)},
+                           "aggs": {"m": {"min": {"field": "nextFetchDate"}}}}}})
+        first = {b["key"]: int(b["m"]["value"]) for b in data["aggregations"]["q"]["buckets"]}
+        lines = []
+        for key in keys:
+            seq, term, _ = self._raised.pop(key)
+            action = {"_index": self.queues_index, "_id": key, "if_seq_no": seq,
+                      "if_primary_term": term}
+            if key in first:
+                lines += [orjson.dumps({"index": action}), orjson.dumps(
+                    {"due": max(first[key], int(now * 1000)), "w": self._picked[key][1]})]
+            else:
+                lines.append(orjson.dumps({"delete": action}))
+        self.client.request("POST", "/_bulk", _ndjson(lines), params={"filter_path": "errors"})
 
     def _refresh_interval(self) -> float:
         _, data = self.client.request("GET", f"/{self.index}/_settings/index.refresh_interval")
@@ -341,6 +530,8 @@ class OpenSearchFrontier:
                 nfd -= self.tagger.shift(tags)
         if nfd is not None:
             doc["nextFetchDate"] = _iso(nfd)
+        # (the date as written, for the queues index: prepare_updates reads it at once)
+        self._written_due = None if nfd is None else int(nfd // 1) * 1000  # (as _iso has it)
         return doc
 
     def _doc(self, url: str, status: str, md: Mapping[str, list[str]], nfd: float | None,
@@ -428,7 +619,7 @@ class OpenSearchFrontier:
         it): a caller may build the next batch's while the node indexes the one before
         (:class:`owler.frontier.pipeline.OneInFlight`)."""
         req = BulkRequest(updates=list(updates))
-        lines = req.lines
+        lines, dues = req.lines, req.dues
         now = time.time()
         n = 0
         for u in req.updates:
@@ -439,11 +630,15 @@ class OpenSearchFrontier:
             status = st._value_ if type(st) is Status else str(st)  # not the enum's property
             md = u.metadata or {}
             if status == "DISCOVERED" and not REFRESH_KEYS.isdisjoint(md) and is_refresh(status, md):
+                # (its upsert's date: the script may give a known URL that date or keep its own,
+                # which the queue's date already counts)
                 lines += self._refresh_lines(u, now)
-                continue
-            op = "create" if status == "DISCOVERED" else "index"
-            lines.append(self._action(op, _sha256(u.url), u.key))
-            lines.append(self._doc(u.url, status, md, u.next_fetch_date, u.key, now))
+            else:
+                op = "create" if status == "DISCOVERED" else "index"
+                lines.append(self._action(op, _sha256(u.url), u.key))
+                lines.append(self._doc(u.url, status, md, u.next_fetch_date, u.key, now))
+            dues.append((u.key, self._written_due if status == "DISCOVERED"
+                         or not self.round_results else None))
         req.count = n
         return req
 
@@ -453,16 +648,17 @@ class OpenSearchFrontier:
         if not req.count:
             return []
         errors: dict[int, Any] = {}
-        failed: list[int] = []
         try:
-            statuses = self._bulk(req.seal(), req.count, errors, exact=False)
-            if statuses is not None:
-                refused = [i for i, e in errors.items() if statuses[i] == 400
-                           and i < len(req.updates) and isinstance(e, dict)
-                           and e.get("type") in _DOCUMENT_ERRORS]
-                if refused:
-                    self._write_refused(req, refused, errors, statuses)
-                failed = [i for i, s in enumerate(statuses) if s >= 300 and s != 409]
+            # (each item's status: the queues index learns the dates of the URLs written, not
+            # those of the DISCOVERED already known)
+            statuses = self._bulk(req.seal(), req.count, errors)
+            refused = [i for i, e in errors.items() if statuses[i] == 400
+                       and i < len(req.updates) and isinstance(e, dict)
+                       and e.get("type") in _DOCUMENT_ERRORS]
+            if refused:
+                self._write_refused(req, refused, errors, statuses)
+            failed = [i for i, s in enumerate(statuses) if s >= 300 and s != 409]
+            self._lower_queues([req.dues[i] for i, s in enumerate(statuses) if s < 300])
             if req.blocks:
                 self._block(req.blocks)
         except OpenSearchError as exc:
@@ -500,6 +696,8 @@ class OpenSearchFrontier:
             lines.append(self._action(op, _sha256(u.url), u.key))
             nfd = self._scheduler.schedule(Status.ERROR, md, now)
             lines.append(self._doc(u.url, Status.ERROR.value, md, nfd, u.key, now))
+            if i < len(req.dues) and req.dues[i][1] is not None:
+                req.dues[i] = (u.key, self._written_due)
         again = self._bulk(_ndjson(lines), len(refused))
         for i, s in zip(refused, again):
             statuses[i] = s
@@ -570,16 +768,19 @@ class OpenSearchFrontier:
         """Seeds as DISCOVERED, due ``now``, never overwriting; returns how many were new."""
 
         lines: list[bytes] = []
+        dues: list[tuple[str, int | None]] = []
         n = 0
         for url, md in seeds:
             norm, key = seed_key(url, self.partition_mode)
             lines.append(self._action("create", _sha256(norm), key))
             lines.append(self._doc(norm, Status.DISCOVERED.value, dict(md or {}), now, key))
+            dues.append((key, self._written_due))
             n += 1
         if not n:
             return 0
         try:
             statuses = self._bulk(_ndjson(lines), n)
+            self._lower_queues([d for d, s in zip(dues, statuses) if s < 300])
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
         failed = [s for s in statuses if s >= 300 and s != 409]
@@ -686,7 +887,7 @@ class OpenSearchFrontier:
     def refresh(self) -> None:
         """Make every write so far visible to searches (counts, due)."""
         try:
-            self.client.request("POST", f"/{self.index}/_refresh")
+            self.client.request("POST", f"/{self.index},{self.queues_index}/_refresh")
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
 
@@ -719,40 +920,21 @@ class OpenSearchFrontier:
         entered = time.monotonic()
         per_bucket = min(per_bucket, self.max_per_bucket)
         query = self._filters(now)
-        if key is not None:
-            query["bool"]["filter"].append({"term": {"key": key}})
-        # queues of my rounds in progress and those the caller skips: left out by the query, not
-        # by asking for that many more buckets (each bucket costs its top_hits)
-        skipped = sorted(set(self.leases).union(skip_keys)) if skip_keys else sorted(self.leases)
-        size = max_buckets
-        if len(skipped) <= _MAX_TERMS:
-            if skipped:
-                query["bool"].setdefault("must_not", []).append({"terms": {"key": skipped}})
-        else:  # beyond a terms query's limit: more buckets, the skipped ones dropped below
-            size = min(max_buckets + len(skipped), 65_536)
-        body = {
-            "size": 0, "track_total_hits": False, "query": query,
-            "aggs": {"queues": {
-                "terms": {"field": "key", "size": size,
-                          "order": {"first": "asc"}},
-                "aggs": {
-                    "first": {"min": {"field": "nextFetchDate"}},
-                    "docs": {"top_hits": {
-                        "size": per_bucket + per_bucket // 2 + 2,
-                        "sort": [{"nextFetchDate": "asc"}, {"url": "asc"}],
-                        "_source": {"includes": ["url", "metadata"]}}},
-                }}},
-        }
         try:
+            self.flush_releases()
             self._heartbeat(now)
             self._renew(now)
-            _, data = self.client.request("POST", f"/{self.index}/_search", body)
-            buckets = data["aggregations"]["queues"]["buckets"]
-            free = [b for b in buckets if b["key"] not in self.leases
-                    and b["key"] not in skip_keys][:max_buckets]
-            got, taken_over = self._acquire([b["key"] for b in free], now)
+            keys = self._pick_queues(query, now, max_buckets, skip_keys, key)
+            got, taken_over = self._acquire(keys, now)
             if taken_over:
-                free = self._search_again(body, query, free, taken_over)
+                # another task served these last: it let go once its round's writes were
+                # durable and the refresh interval had passed, but a loaded node may refresh
+                # later than that (two crawlers once fetched the same two URLs): refreshed now,
+                # the second search reads the queues after those writes
+                self.client.request("POST", f"/{self.index}/_refresh")
+            hits = self._first_urls(query, [k for k in keys if k in got], per_bucket)
+            # picked from the queues index and found empty: dated again
+            self._settle_queues([k for k in keys if k in got and not hits.get(k)], now)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
         # the rounds begin as their URLs are handed out: the time the query took (a heartbeat, a
@@ -761,47 +943,103 @@ class OpenSearchFrontier:
         for k in got:
             self.leases[k]["start"] = handed
         queues: list[list[tuple[str, dict, str]]] = []
-        for b in free:
-            key = b["key"]
-            if key not in got:
+        for k in keys:
+            if k not in got:
                 continue
             rows = []
-            for hit in b["docs"]["hits"]["hits"]:
+            for hit in hits.get(k, ()):
                 src = hit.get("_source") or {}
                 url = src.get("url")
                 if not isinstance(url, str) or url in exclude:
                     continue
-                rows.append((url, _read_md(src.get("metadata")), key))
+                rows.append((url, _read_md(src.get("metadata")), k))
                 if len(rows) >= per_bucket:
                     break
             queues.append(rows)
         return round_robin(queues, per_bucket)
 
+    def _pick_queues(self, query: dict, now: float, max_buckets: int,
+                     skip_keys: Container[str], key: str | None) -> list[str]:
+        """The first search of :meth:`due`: up to ``max_buckets`` queues with due URLs, the
+        earliest first, but those this task holds, knows to be held (:attr:`held`) or is told to
+        skip. From the queues index (module docstring), or, for an interest (which the queues'
+        dates do not know) and while the queues index is being built, from the due URLs."""
+        for k in [k for k, until in self.held.items() if until <= now]:
+            del self.held[k]
+        skipped = set(self.leases).union(self.held)
+        if skip_keys:
+            skipped.update(skip_keys)
+        self._picked = {}
+        query = {"bool": dict(query["bool"])}
+        if key is not None:  # (one queue: whether it has a URL due, from its URLs)
+            query["bool"]["filter"] = [*query["bool"]["filter"], {"term": {"key": key}}]
+        elif not (self.required or self.interest or self.not_interest) and self._queues_usable(now):
+            return self._pick_from_queues(now, max_buckets, skipped)
+        size = max_buckets
+        if len(skipped) <= _MAX_TERMS:
+            if skipped:
+                query["bool"]["must_not"] = [*query["bool"].get("must_not", ()),
+                                             {"terms": {"key": sorted(skipped)}}]
+        else:  # beyond a terms query's limit: more buckets, the skipped ones dropped below
+            size = min(max_buckets + len(skipped), 65_536)
+        _, data = self.client.request("POST", f"/{self.index}/_search", {
+            "size": 0, "track_total_hits": False, "query": query,
+            "aggs": {"queues": {
+                "terms": {"field": "key", "size": size, "order": {"first": "asc"}},
+                "aggs": {"first": {"min": {"field": "nextFetchDate"}}}}}})
+        for b in data["aggregations"]["queues"]["buckets"]:
+            if b["key"] not in skipped and len(self._picked) < max_buckets:
+                self._picked[b["key"]] = (int(b["first"]["value"]), None)
+        return list(self._picked)
+
+    def _pick_from_queues(self, now: float, max_buckets: int, skipped: set[str]) -> list[str]:
+        """The queues index's queues due by ``now``, the earliest first, but ``skipped``; what
+        each document held is kept for :meth:`_settle_queues`."""
+        query: dict[str, Any] = {"bool": {"filter": [
+            {"range": {"due": {"lte": int(now * 1000)}}}]}}
+        size = max_buckets
+        if len(skipped) <= _MAX_TERMS:
+            if skipped:
+                query["bool"]["must_not"] = [{"ids": {"values": sorted(skipped)}}]
+        else:  # (index.max_result_window: 10,000)
+            size = min(max_buckets + len(skipped), 10_000)
+        _, data = self.client.request("POST", f"/{self.queues_index}/_search", {
+            "size": size, "track_total_hits": False,
+            "_source": ["due", "w"], "sort": [{"due": "asc"}], "query": query})
+        for hit in data["hits"]["hits"]:
+            if hit["_id"] not in skipped and len(self._picked) < max_buckets:
+                src = hit.get("_source") or {}
+                self._picked[hit["_id"]] = (int(src.get("due") or 0), int(src.get("w") or 0))
+        return list(self._picked)
+
+    def _first_urls(self, query: dict, keys: list[str], per_bucket: int
+                    ) -> dict[str, list[dict]]:
+        """The second search of :meth:`due`: the first URLs of each of ``keys`` by
+        (nextFetchDate, url), a few more than ``per_bucket`` (the caller's ``exclude`` may drop
+        some); key -> hits."""
+        if not keys:
+            return {}
+        query = {"bool": {**query["bool"], "filter": [*query["bool"]["filter"],
+                                                      {"terms": {"key": keys}}]}}
+        _, data = self.client.request("POST", f"/{self.index}/_search", {
+            "size": 0, "track_total_hits": False, "query": query,
+            "aggs": {"queues": {
+                "terms": {"field": "key", "size": len(keys)},
+                "aggs": {"docs": {"top_hits": {
+                    "size": per_bucket + per_bucket // 2 + 2,
+                    "sort": [{"nextFetchDate": "asc"}, {"url": "asc"}],
+                    "_source": {"includes": ["url", "metadata"]}}}}}}})
+        return {b["key"]: b["docs"]["hits"]["hits"]
+                for b in data["aggregations"]["queues"]["buckets"]}
+
     # -- queue leases ------------------------------------------------------------------------------
     def _lease_doc(self, until: float, active: bool) -> bytes:
         return orjson.dumps({"owner": self.owner, "until": int(until * 1000), "active": active})
 
-    def _search_again(self, body: dict, query: dict, buckets: list[dict], keys: set[str]
-                      ) -> list[dict]:
-        """The buckets of ``keys``, queues another task served last, searched again after a
-        refresh. The other task let go of a queue once its round's status writes were durable,
-        and waited the refresh interval besides, but a loaded node can refresh later than that;
-        the first search may then still show the URLs it has just fetched as due. Refreshing
-        after taking the lease makes those writes searchable before they are read."""
-        self.client.request("POST", f"/{self.index}/_refresh")
-        again = dict(body, query={"bool": {**query["bool"], "filter": [
-            *query["bool"]["filter"], {"terms": {"key": sorted(keys)}}]}})
-        again["aggs"] = {"queues": dict(body["aggs"]["queues"], terms=dict(
-            body["aggs"]["queues"]["terms"], size=len(keys)))}
-        _, data = self.client.request("POST", f"/{self.index}/_search", again)
-        fresh = {b["key"]: b for b in data["aggregations"]["queues"]["buckets"]}
-        empty = {"hits": {"hits": []}}
-        return [fresh.get(b["key"], {"key": b["key"], "docs": empty}) if b["key"] in keys else b
-                for b in buckets]
-
     def _acquire(self, keys: list[str], now: float) -> tuple[set[str], set[str]]:
         """The leases of ``keys`` this task could take, and those of them another task held
-        last (its round's statuses may not be searchable yet: :meth:`_search_again`)."""
+        last (its round's statuses may not be searchable yet: :meth:`due` refreshes first). The
+        pauses and blocks met are remembered in :attr:`held`."""
         if not keys:
             return set(), set()
         _, data = self.client.request("POST", f"/{self.leases_index}/_mget", {"ids": keys})
@@ -822,8 +1060,10 @@ class OpenSearchFrontier:
                 # after a round: the others' turn first
                 free_at = (0 if src.get("active") else int(src.get("until", 0)) + handover_ms
                            ) if mine else int(src.get("until", 0))
-                if free_at > now_ms:
-                    continue  # another task's round, or the queue's pause after a round
+                if free_at > now_ms:  # another task's round, or the queue's pause or block
+                    if not src.get("active"):  # a pause or a block ends then (or later)
+                        self.held[key] = min(free_at / 1000, now + _HELD_HORIZON)
+                    continue
                 if not mine:
                     others.add(key)
                 lines.append(b'{"index":{"_index":%s,"_id":%s,"if_seq_no":%d,"if_primary_term":%d}}'
@@ -833,16 +1073,27 @@ class OpenSearchFrontier:
             tried.append(key)
         if not tried:
             return set(), set()
+        # the queues' dates raised to the leases' end in the same request: the other tasks do
+        # not pick them while they are served (a lease lost to another task at the same moment
+        # is raised by that task as well)
+        until_ms = int((now + self.lease_ttl) * 1000)
+        for key in tried:
+            lines.append(b'{"update":{"_index":%s,"_id":%s,"retry_on_conflict":5}}' % (
+                orjson.dumps(self.queues_index), orjson.dumps(key)))
+            lines.append(b'{"script":{"source":%s,"params":{"u":%d}}}' % (
+                orjson.dumps(self._RAISE_SCRIPT), until_ms))
         _, res = self.client.request("POST", "/_bulk", _ndjson(lines),
                                      params={"filter_path": "items.*.status,items.*._seq_no,"
                                                             "items.*._primary_term"})
+        items = [next(iter(item.values())) for item in res.get("items", [])]
         got = set()
-        for key, item in zip(tried, res.get("items", [])):
-            r = next(iter(item.values()))
+        for key, r, q in zip(tried, items, items[len(tried):]):
             if r.get("status") in (200, 201):
                 self.leases[key] = {"seq": r["_seq_no"], "term": r["_primary_term"],
                                     "until": now + self.lease_ttl, "start": now}
                 got.add(key)
+                self._raised[key] = ((q["_seq_no"], q["_primary_term"], until_ms)
+                                     if q.get("status") == 200 and "_seq_no" in q else None)
         return got, got & others
 
     def _task_id(self) -> str:
@@ -870,8 +1121,19 @@ class OpenSearchFrontier:
             if res is None:  # lost (expired and taken): the round goes on, the next one waits
                 log.warning("lease of queue %s lost", key)
                 self.leases.pop(key, None)
+                self._raised.pop(key, None)
             else:
                 self.leases[key].update(seq=res[0], term=res[1], until=now + self.lease_ttl)
+
+    #: a queue's date raised to the end of a lease (_acquire): no other task picks it meanwhile
+    _RAISE_SCRIPT = ("if (ctx._source.due == null || ctx._source.due < params.u) "
+                     "{ ctx._source.due = params.u } else { ctx.op = 'none' }")
+    #: a round ended: the queue's date is the end of its pause (an earlier date a status write
+    #: gave it meanwhile would not be served before then either)
+    _PAUSE_SCRIPT = "ctx._source.due = params.u"
+    #: a queue given back unserved: its date before the lease, unless a write changed it since
+    _GIVE_BACK_SCRIPT = ("if (ctx._source.due == params.r) { ctx._source.due = params.u } "
+                         "else { ctx.op = 'none' }")
 
     def _write_leases(self, keys: list[str], until: float, active: bool
                       ) -> list[tuple[int, int] | None]:
@@ -890,26 +1152,66 @@ class OpenSearchFrontier:
             out.append((r["_seq_no"], r["_primary_term"]) if r.get("status") in (200, 201) else None)
         return out
 
-    def release(self, key: str, now: float, served: bool = True) -> None:
+    def release(self, key: str, now: float, served: bool = True, defer: bool = False) -> None:
         """End this task's round on ``key``: the queue may be served again (by anyone)
         ``fetcher.server.delay`` from now, but not before the index refresh has made the round's
         status writes searchable (refresh interval + 1 s), and no earlier than
-        ``frontier.queue.round.delay`` after the round began; at once when nothing was ``served``. Errors are logged: the lease then
-        expires after ``frontier.lease.ttl``."""
-        lease = self.leases.get(key)
+        ``frontier.queue.round.delay`` after the round began; at once when nothing was
+        ``served``. Errors are logged: the lease then expires after ``frontier.lease.ttl``.
+
+        With ``defer`` (the spout, as its rounds end one ack after another) the lease is written
+        with the next releases, in one request: at the next :meth:`due`, or with a release half a
+        second after the first one waiting, or by :meth:`flush_releases`. Meanwhile the queue is
+        leased for the other tasks, and this one knows it paused (:attr:`held`)."""
+        lease = self.leases.pop(key, None)
         if lease is None:
             return
         until = max(now + max(self.server_delay, self.min_hold),
                     lease["start"] + self.round_delay) if served else now
+        if until > now:
+            self.held[key] = min(until, now + _HELD_HORIZON)
+        if not self._releasing:
+            self._releasing_since = now
+        raised = self._raised.pop(key, None)
+        if served:
+            script = (self._PAUSE_SCRIPT, {"u": int(until * 1000)})
+        elif raised is not None and key in self._picked:  # (what the pick read)
+            script = (self._GIVE_BACK_SCRIPT, {"r": raised[2], "u": self._picked[key][0]})
+        else:
+            script = None
+        self._releasing.setdefault(served, {})[key] = (lease, until, script)
+        if not defer or now - self._releasing_since >= 0.5:
+            self.flush_releases()
+
+    def flush_releases(self) -> None:
+        """Write the releases :meth:`release` keeps (one request)."""
+        if not self._releasing:
+            return
+        waiting, self._releasing = self._releasing, {}
+        lines: list[bytes] = []
+        for leases in waiting.values():
+            for key, (lease, until, script) in leases.items():
+                lines.append(b'{"index":{"_index":%s,"_id":%s,"if_seq_no":%d,'
+                             b'"if_primary_term":%d}}' % (orjson.dumps(self.leases_index),
+                                                         orjson.dumps(key), lease["seq"],
+                                                         lease["term"]))
+                lines.append(self._lease_doc(until, False))
+                if script is not None:  # (a queue without a document: 404)
+                    lines.append(b'{"update":{"_index":%s,"_id":%s,"retry_on_conflict":5}}' % (
+                        orjson.dumps(self.queues_index), orjson.dumps(key)))
+                    lines.append(orjson.dumps({"script": {"source": script[0],
+                                                          "params": script[1]}}))
         try:
-            self._write_leases([key], until, False)
+            self.client.request("POST", "/_bulk", _ndjson(lines),
+                                params={"filter_path": "errors"})
         except OpenSearchError as exc:
-            log.warning("cannot release the lease of queue %s: %s", key, exc)
-        self.leases.pop(key, None)
+            log.warning("cannot release the leases of %d queue(s): %s",
+                        sum(len(x) for x in waiting.values()), exc)
 
     def release_all(self, now: float) -> None:
         for key in list(self.leases):
-            self.release(key, now)
+            self.release(key, now, defer=True)
+        self.flush_releases()
 
     # -- what a URLFrontier service needs beyond the spout (owler.urlfrontier.service) -------------
     def list_queues(self, start: int, size: int, now: float, include_inactive: bool = False
@@ -1021,15 +1323,27 @@ class OpenSearchFrontier:
                 self.client.request("POST", f"/{self.leases_index}/_delete_by_query",
                                     {"query": {"bool": {"must_not": [{"term": {"task": True}}]}}},
                                     params={"refresh": "true", "conflicts": "proceed"})
+                self.client.request("POST", f"/{self.queues_index}/_delete_by_query",
+                                    {"query": {"match_all": {}}},
+                                    params={"refresh": "true", "conflicts": "proceed"})
             else:
-                self.client.request("DELETE", f"/{self.leases_index}/_doc/{quote(key, safe='')}",
-                                    ok=(200, 404))
+                for index in (self.leases_index, self.queues_index):
+                    self.client.request("DELETE", f"/{index}/_doc/{quote(key, safe='')}",
+                                        ok=(200, 404))
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
+        # what this task knew of the queues (their pauses, its releases) went with them
         if key is None:
             self.leases.clear()
+            self.held.clear()
+            self._raised.clear()
+            self._releasing.clear()
         else:
             self.leases.pop(key, None)
+            self.held.pop(key, None)
+            self._raised.pop(key, None)
+            for waiting in self._releasing.values():
+                waiting.pop(key, None)
         return int(data.get("deleted", 0))
 
     def block_queue(self, key: str, until: float, now: float) -> None:
@@ -1043,6 +1357,10 @@ class OpenSearchFrontier:
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
         self.leases.pop(key, None)
+        self.held.pop(key, None)
+        self._raised.pop(key, None)
+        for waiting in self._releasing.values():  # (the block is the queue's document now)
+            waiting.pop(key, None)
 
     # -- statistics ----------------------------------------------------------------------------------
     def _search(self, body: dict) -> dict:
@@ -1108,6 +1426,7 @@ class OpenSearchFrontier:
                               src.get("key", DEFAULT_KEY), _read_md(src.get("metadata")), 0.0)
 
     def close(self) -> None:
+        self.flush_releases()
         if self.next_beat:  # announced: leave (else the others wait until it expires)
             try:
                 self.client.request("DELETE", f"/{self.leases_index}/_doc/"
@@ -1250,10 +1569,10 @@ def index_counts(conf: Mapping[str, Any], indices: Iterable[str]) -> dict[str, i
 
 
 def drop_crawl_indices(conf: Mapping[str, Any], index: str) -> None:
-    """Delete a crawl's status index with its leases and budgets indices."""
+    """Delete a crawl's status index with its leases, budgets and queues indices."""
     client = OSClient(conf, "status")
     try:
-        for name in (index, f"{index}_leases", f"{index}_budgets"):
+        for name in (index, f"{index}_leases", f"{index}_budgets", f"{index}_queues"):
             client.request("DELETE", f"/{name}", ok=(200, 404))
     except OpenSearchError as exc:
         raise FrontierError(f"cannot delete the index {index!r}: {exc}") from exc

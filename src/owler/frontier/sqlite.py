@@ -1331,7 +1331,8 @@ class SQLiteFrontier:
     # -- shared-frontier protocol: a local file has no leases and no refresh lag ---------------
     leases_queues = False
 
-    def release(self, key: str, now: float, served: bool = True) -> None:
+    def release(self, key: str, now: float, served: bool = True, defer: bool = False
+                ) -> None:
         """Nothing to give back: SQLite spout tasks split the queues by hash, not by lease."""
 
     def release_all(self, now: float) -> None:

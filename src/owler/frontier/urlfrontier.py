@@ -345,7 +345,8 @@ class URLFrontierClient:
         return _record(item)
 
     # -- nothing to do here: the service holds, the API has no leases or refresh -------------------
-    def release(self, key: str, now: float, served: bool = True) -> None:
+    def release(self, key: str, now: float, served: bool = True, defer: bool = False
+                ) -> None:
         pass
 
     def release_all(self, now: float) -> None:
