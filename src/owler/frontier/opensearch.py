@@ -424,8 +424,10 @@ class OpenSearchFrontier:
         A queue with a URL written within the refresh interval + 2 s (``w`` is kept to the
         second) is left as it is: that URL may not be searchable yet."""
         searchable = int((now - self.refresh_secs - 2.0) * 1000)
-        keys = [k for k in keys if self._raised.get(k) and self._picked.get(k, (0, None))[1]
-                is not None and self._picked[k][1] <= searchable]
+        def quiet(k: str) -> bool:  # leased with its document raised, picked from the index
+            w = self._picked[k][1] if k in self._picked else None
+            return bool(self._raised.get(k)) and w is not None and w <= searchable
+        keys = [k for k in keys if quiet(k)]
         if not keys:
             return
         _, data = self.client.request("POST", f"/{self.index}/_search", {
@@ -975,13 +977,8 @@ class OpenSearchFrontier:
             query["bool"]["filter"] = [*query["bool"]["filter"], {"term": {"key": key}}]
         elif not (self.required or self.interest or self.not_interest) and self._queues_usable(now):
             return self._pick_from_queues(now, max_buckets, skipped)
-        size = max_buckets
-        if len(skipped) <= _MAX_TERMS:
-            if skipped:
-                query["bool"]["must_not"] = [*query["bool"].get("must_not", ()),
-                                             {"terms": {"key": sorted(skipped)}}]
-        else:  # beyond a terms query's limit: more buckets, the skipped ones dropped below
-            size = min(max_buckets + len(skipped), 65_536)
+        size = _leave_out(query, {"terms": {"key": sorted(skipped)}}, len(skipped),
+                          max_buckets, 65_536)
         _, data = self.client.request("POST", f"/{self.index}/_search", {
             "size": 0, "track_total_hits": False, "query": query,
             "aggs": {"queues": {
@@ -997,12 +994,8 @@ class OpenSearchFrontier:
         each document held is kept for :meth:`_settle_queues`."""
         query: dict[str, Any] = {"bool": {"filter": [
             {"range": {"due": {"lte": int(now * 1000)}}}]}}
-        size = max_buckets
-        if len(skipped) <= _MAX_TERMS:
-            if skipped:
-                query["bool"]["must_not"] = [{"ids": {"values": sorted(skipped)}}]
-        else:  # (index.max_result_window: 10,000)
-            size = min(max_buckets + len(skipped), 10_000)
+        size = _leave_out(query, {"ids": {"values": sorted(skipped)}}, len(skipped),
+                          max_buckets, 10_000)  # (index.max_result_window: 10,000)
         _, data = self.client.request("POST", f"/{self.queues_index}/_search", {
             "size": size, "track_total_hits": False,
             "_source": ["due", "w"], "sort": [{"due": "asc"}], "query": query})
@@ -1081,7 +1074,7 @@ class OpenSearchFrontier:
             lines.append(b'{"update":{"_index":%s,"_id":%s,"retry_on_conflict":5}}' % (
                 orjson.dumps(self.queues_index), orjson.dumps(key)))
             lines.append(b'{"script":{"source":%s,"params":{"u":%d}}}' % (
-                orjson.dumps(self._RAISE_SCRIPT), until_ms))
+                self._RAISE_SCRIPT, until_ms))
         _, res = self.client.request("POST", "/_bulk", _ndjson(lines),
                                      params={"filter_path": "items.*.status,items.*._seq_no,"
                                                             "items.*._primary_term"})
@@ -1126,8 +1119,8 @@ class OpenSearchFrontier:
                 self.leases[key].update(seq=res[0], term=res[1], until=now + self.lease_ttl)
 
     #: a queue's date raised to the end of a lease (_acquire): no other task picks it meanwhile
-    _RAISE_SCRIPT = ("if (ctx._source.due == null || ctx._source.due < params.u) "
-                     "{ ctx._source.due = params.u } else { ctx.op = 'none' }")
+    _RAISE_SCRIPT = orjson.dumps("if (ctx._source.due == null || ctx._source.due < params.u) "
+                                 "{ ctx._source.due = params.u } else { ctx.op = 'none' }")
     #: a round ended: the queue's date is the end of its pause (an earlier date a status write
     #: gave it meanwhile would not be served before then either)
     _PAUSE_SCRIPT = "ctx._source.due = params.u"
@@ -1135,13 +1128,17 @@ class OpenSearchFrontier:
     _GIVE_BACK_SCRIPT = ("if (ctx._source.due == params.r) { ctx._source.due = params.u } "
                          "else { ctx.op = 'none' }")
 
+    def _lease_action(self, key: str, lease: dict) -> bytes:
+        """The ``_bulk`` action that overwrites ``key``'s lease held by this task (under the
+        sequence number it wrote)."""
+        return b'{"index":{"_index":%s,"_id":%s,"if_seq_no":%d,"if_primary_term":%d}}' % (
+            orjson.dumps(self.leases_index), orjson.dumps(key), lease["seq"], lease["term"])
+
     def _write_leases(self, keys: list[str], until: float, active: bool
                       ) -> list[tuple[int, int] | None]:
         lines = []
         for key in keys:
-            lease = self.leases[key]
-            lines.append(b'{"index":{"_index":%s,"_id":%s,"if_seq_no":%d,"if_primary_term":%d}}' % (
-                orjson.dumps(self.leases_index), orjson.dumps(key), lease["seq"], lease["term"]))
+            lines.append(self._lease_action(key, self.leases[key]))
             lines.append(self._lease_doc(until, active))
         _, res = self.client.request("POST", "/_bulk", _ndjson(lines),
                                      params={"filter_path": "items.*.status,items.*._seq_no,"
@@ -1191,10 +1188,7 @@ class OpenSearchFrontier:
         lines: list[bytes] = []
         for leases in waiting.values():
             for key, (lease, until, script) in leases.items():
-                lines.append(b'{"index":{"_index":%s,"_id":%s,"if_seq_no":%d,'
-                             b'"if_primary_term":%d}}' % (orjson.dumps(self.leases_index),
-                                                         orjson.dumps(key), lease["seq"],
-                                                         lease["term"]))
+                lines.append(self._lease_action(key, lease))
                 lines.append(self._lease_doc(until, False))
                 if script is not None:  # (a queue without a document: 404)
                     lines.append(b'{"update":{"_index":%s,"_id":%s,"retry_on_conflict":5}}' % (
@@ -1578,6 +1572,17 @@ def drop_crawl_indices(conf: Mapping[str, Any], index: str) -> None:
         raise FrontierError(f"cannot delete the index {index!r}: {exc}") from exc
     finally:
         client.close()
+
+
+def _leave_out(query: dict, clause: dict, n: int, wanted: int, most: int) -> int:
+    """Leave ``n`` queues out of the bool ``query`` with ``clause`` (a terms or ids query of
+    them); beyond a terms query's limit (:data:`_MAX_TERMS`) ask for that many more answers
+    instead, at most ``most``, and let the caller drop them. The number of answers to ask for."""
+    if n > _MAX_TERMS:
+        return min(wanted + n, most)
+    if n:
+        query["bool"]["must_not"] = [*query["bool"].get("must_not", ()), clause]
+    return wanted
 
 
 def _duration(value: Any, default: float) -> float:
