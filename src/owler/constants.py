@@ -63,6 +63,10 @@ QUEUE_BLOCK_UNTIL = "_queue.block.until"
 #: the robots.txt Crawl-delay (seconds) the fetcher keeps for the URL's queue: the status updater
 #: tells a URLFrontier service (SetDelay), so crawlers sharing it keep it between them. Transient.
 QUEUE_CRAWL_DELAY = "_queue.crawl.delay"
+#: the crawl a URL was given from when the spout serves any crawl (a URLFrontier client without
+#: ``urlfrontier.crawlid``): it travels with the URL and goes to its outlinks, so that their
+#: statuses are written to that crawl; the client sends it as the item's crawl ID, never stored
+CRAWL_ID = "crawl.id"
 #: When a status's URL was fetched, epoch seconds, when it was not just now (an archived record's
 #: WARC-Date): the status updater schedules from it. Never stored unless metadata.persist lists it.
 FETCH_TIME = "fetch.time"

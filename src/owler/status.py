@@ -47,7 +47,7 @@ from owler import conf as C
 from owler import outlinks as outlink
 from owler import urls
 from owler.conf import ConfError
-from owler.constants import (ANCHORS, DEPTH, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE,
+from owler.constants import (ANCHORS, CRAWL_ID, DEPTH, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE,
                              FETCH_ERROR_COUNT, FETCH_TIME, FRONTIER_BACKEND_KEY, IS_SITEMAP,
                              MAX_DEPTH, METADATA_TRANSFER_KEY, ON_SITEMAP, QUEUE_BLOCK_UNTIL,
                              QUEUE_CRAWL_DELAY,
@@ -105,6 +105,7 @@ class MetadataTransfer:
             transfer.append(URL_PATH)
         if self.track_depth:
             transfer += [DEPTH, MAX_DEPTH]
+        transfer.append(CRAWL_ID)  # present only on URLs served from any crawl (constants)
         persist = C.get_list(conf, "metadata.persist", []) + [FETCH_ERROR_COUNT, REDIRECT_HOPS]
         self.transfer = _KeySet(transfer)
         self.persisted = _KeySet(transfer + persist)

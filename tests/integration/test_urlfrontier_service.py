@@ -13,6 +13,7 @@ tests stand in for it, each naming the official test whose behaviour it checks
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import time
 import uuid
@@ -24,6 +25,7 @@ import pytest
 from owler.constants import Status
 from owler.frontier import FrontierError, StatusUpdate, open_frontier
 from owler.frontier.urlfrontier_api import DUE_COUNT, STATUS_KEY, Stub, pb
+from owler.status import transfer_metadata
 from owler.urlfrontier.service import serve
 from tests.integration.waiting import sleep_until
 
@@ -102,11 +104,11 @@ def discovered(url, key="", crawl="", md=None, item_id=""):
     return pb.URLItem(ID=item_id, discovered=pb.DiscoveredURLItem(info=info))
 
 
-def known(url, due, key="", status=None, md=None, crawl=""):
+def known(url, due, key="", status=None, md=None, crawl="", item_id=""):
     info = pb.URLInfo(url=url, key=key, crawlID=crawl)
     for k, v in {**(md or {}), **({STATUS_KEY: [status]} if status else {})}.items():
         info.metadata[k].values.extend(v)
-    return pb.URLItem(known=pb.KnownURLItem(info=info, refetchable_from_date=int(due)))
+    return pb.URLItem(ID=item_id, known=pb.KnownURLItem(info=info, refetchable_from_date=int(due)))
 
 
 def eventually(fn, timeout=120.0):
@@ -143,7 +145,7 @@ def test_a_url_given_out_is_held_for_delay_requestable(svc):
     """official: URLFrontierServiceTest.testUpdates"""
     url = "http://key1.com/page"
     acks = svc.put(discovered(url, "key1.com", item_id="a"), discovered(url, "key1.com"))
-    assert acks == [("a", OK), (url, OK)]
+    assert acks == [("a", OK), (url, SKIPPED)]  # the second: known, not to be sent again
     assert svc.stub.ListQueues(pb.Pagination()).values == ["key1.com"]
     # held for 10 s: the checks of the hold below are done well within it on a loaded machine
     before = time.time()
@@ -186,8 +188,8 @@ def test_an_update_ends_the_hold_and_stores_status_date_and_metadata(svc):
     assert dict((k, list(v.values)) for k, v in item.info.metadata.items()) == {
         "fetch.error.count": ["1"], STATUS_KEY: ["FETCH_ERROR"]}
     assert svc.stats().counts["FETCH_ERROR"] == 1 and svc.stats().counts[DUE_COUNT] == 0
-    # a DISCOVERED of a known URL changes nothing
-    svc.put(discovered(url, "key1.com"))
+    # a DISCOVERED of a known URL changes nothing: SKIPPED (the reference service's answer)
+    assert svc.put(discovered(url, "key1.com")) == [(url, SKIPPED)]
     assert svc.stub.GetURLStatus(pb.URLStatusRequest(url=url)).known.refetchable_from_date \
         == int(later)
     with pytest.raises(grpc.RpcError) as err:
@@ -216,8 +218,8 @@ def test_crawl_ids_are_crawl_spaces_of_their_own(svc):
     """official: URLFrontierServiceTest.testCrawlIDs"""
     assert svc.stub.ListCrawls(pb.Local()).values == []
     url = "http://urlfrontier.net/"
-    for crawl in ("BESPOKE", "", "DEFAULT"):  # a crawl of its own, then DEFAULT twice
-        assert svc.put(discovered(url, crawl=crawl)) == [(url, OK)]
+    for crawl, ack in (("BESPOKE", OK), ("", OK), ("DEFAULT", SKIPPED)):  # DEFAULT twice
+        assert svc.put(discovered(url, crawl=crawl)) == [(url, ack)]
     assert svc.stub.ListCrawls(pb.Local()).values == ["DEFAULT", "BESPOKE"]
     for crawl in ("", "BESPOKE"):
         stats = svc.stub.GetStats(pb.QueueWithinCrawlParams(crawlID=crawl))
@@ -394,6 +396,34 @@ def test_block_queue_until_and_unblock(svc):
     assert svc.get() == ["http://b.com/1"]
 
 
+def test_acks_ok_skipped_and_fail(svc):
+    """The API's acks: OK once written, SKIPPED for what must not be sent again (a discovered
+    URL known already, or twice in one batch; a key over 255 characters), FAIL for what may (the
+    write failed; nothing of it stored)."""
+    svc.put(known("http://a.com/done", 0, "a.com"))
+    assert svc.put(discovered("http://a.com/new", "a.com"),
+                   discovered("http://a.com/done", "a.com"),
+                   discovered("http://a.com/new", "a.com", item_id="again"),
+                   known("http://a.com/new", 0, "a.com", item_id="update"),
+                   discovered("http://a.com/x", "k" * 256)) == [
+        ("http://a.com/new", OK), ("http://a.com/done", SKIPPED), ("again", SKIPPED),
+        ("update", OK), ("http://a.com/x", SKIPPED)]
+    assert svc.stub.CountURLs(pb.CountUrlParams()).value == 2
+    real = svc.service.frontier.apply_updates
+
+    def broken(updates):
+        raise FrontierError("the disk is full")
+    svc.service.frontier.apply_updates = broken
+    try:
+        assert svc.put(discovered("http://b.com/", "b.com"), known("http://a.com/x", 0, "a.com"),
+                       discovered("http://a.com/done", "a.com")) == [
+            ("http://b.com/", FAIL), ("http://a.com/x", FAIL), ("http://a.com/done", SKIPPED)]
+    finally:
+        svc.service.frontier.apply_updates = real
+    assert svc.stub.CountURLs(pb.CountUrlParams()).value == 2
+    assert svc.put(discovered("http://b.com/", "b.com")) == [("http://b.com/", OK)]
+
+
 def test_inactive_service_gives_nothing_but_takes_updates(svc):
     svc.stub.SetActive(pb.Active(state=False))
     assert svc.stub.GetActive(pb.Local()).state is False
@@ -482,6 +512,39 @@ def test_client_is_a_frontier_over_the_service(svc):
             f.charge("sitemap", 1, 10, now, 60)
 
 
+def test_a_client_of_any_crawl_writes_each_url_back_to_its_crawl(svc):
+    """Without urlfrontier.crawlid the spout serves every crawl; a URL's statuses, its outlinks,
+    its queue's block and delay go to the crawl it came from (not DEFAULT: there the URL would
+    stay DISCOVERED in its own crawl and be served again once its hold ended)."""
+    svc.put(discovered("http://news.com/x", "news.com", crawl="news"),
+            discovered("http://plain.com/", "plain.com"))
+    now = time.time()
+    with open_frontier(client_conf(svc)) as f:
+        rows = {u: md for u, md, _ in f.due(now, 10, 10)}
+        assert rows == {"http://news.com/x": {"crawl.id": ["news"]}, "http://plain.com/": {}}
+        parent = {**rows["http://news.com/x"], "depth": ["0"]}
+        outlink = transfer_metadata("http://news.com/x", parent, {})
+        assert outlink["crawl.id"] == ["news"]
+        assert f.apply_updates([
+            StatusUpdate("http://news.com/x", Status.FETCHED, parent, now + 3600, "news.com",
+                         block_until=now + 600, crawl_delay=7.0),
+            StatusUpdate("http://news.com/y", Status.DISCOVERED, outlink, now, "news.com"),
+            StatusUpdate("http://plain.com/", Status.FETCHED, {}, now + 3600, "plain.com"),
+        ]) == []
+    news = svc.stub.GetURLStatus(pb.URLStatusRequest(url="http://news.com/x", crawlID="news"))
+    assert news.known.refetchable_from_date == int(now + 3600)
+    assert dict((k, list(v.values)) for k, v in news.known.info.metadata.items()) == {
+        "depth": ["0"], STATUS_KEY: ["FETCHED"]}  # the crawl is the space, not metadata
+    assert svc.stub.CountURLs(pb.CountUrlParams(crawlID="news")).value == 2
+    assert svc.stub.CountURLs(pb.CountUrlParams()).value == 1  # DEFAULT: plain.com alone
+    with pytest.raises(grpc.RpcError) as err:
+        svc.stub.GetURLStatus(pb.URLStatusRequest(url="http://news.com/x"))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    news_state = svc.service.state("news")
+    assert news_state.delays == {"news.com": 7.0}
+    assert svc.service.state().delays == {}
+
+
 def test_two_clients_never_get_the_same_url(svc):
     urls = [f"http://h{h}.com/{i}" for h in range(20) for i in range(10)]
     svc.put(*[discovered(u) for u in urls])
@@ -496,6 +559,12 @@ def test_two_clients_never_get_the_same_url(svc):
     # no URL twice; each queue gave its 3 (then it was full: its URLs are held, none updated)
     assert len(both) == len(set(both)) == 20 * 3
     assert got[0] and got[1]
+
+
+def test_a_client_given_a_round_delay_says_it_is_the_services(svc, caplog):
+    with caplog.at_level(logging.WARNING, logger="owler.frontier.urlfrontier"):
+        open_frontier(client_conf(svc, **{"frontier.queue.round.delay": 300})).close()
+    assert "frontier.queue.round.delay is the URLFrontier service's to keep" in caplog.text
 
 
 def test_client_on_no_service_is_a_clear_error(tmp_path):

@@ -98,7 +98,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Container, Iterable, Iterator, Mapping
+from typing import Any, Container, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
 import orjson
@@ -1400,6 +1400,22 @@ class OpenSearchFrontier:
                                             "aggs": {"first": {"min": {"field": "nextFetchDate"}}}}}})
         return [(b["key"], round(now - b["first"]["value"] / 1000.0, 3))
                 for b in data["aggregations"]["k"]["buckets"] if b["first"]["value"] is not None]
+
+    def known(self, urls: Sequence[tuple[str, str]]) -> set[str]:
+        """The URLs of ``urls`` (url, key: the routing) that are stored, read in real time
+        (``_mget`` sees a write before the refresh makes it searchable)."""
+        by_id = {_sha256(u): u for u, _ in urls}
+        docs = [{"_id": _sha256(u), **({"routing": k} if self.routing else {})} for u, k in urls]
+        found: set[str] = set()
+        for i in range(0, len(docs), 1000):
+            try:  # the ids alone: no source read
+                _, data = self.client.request("POST", f"/{self.index}/_mget",
+                                              {"docs": docs[i:i + 1000]},
+                                              params={"_source": "false"})
+            except OpenSearchError as exc:
+                raise FrontierError(str(exc)) from exc
+            found.update(by_id[d["_id"]] for d in data.get("docs", []) if d.get("found"))
+        return found
 
     def get(self, url: str) -> FrontierRecord | None:
         params = None

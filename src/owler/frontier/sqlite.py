@@ -148,7 +148,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Container, Iterable, Iterator, Mapping
+from typing import Any, Container, Iterable, Iterator, Mapping, Sequence
 
 import orjson
 
@@ -1161,6 +1161,18 @@ class SQLiteFrontier:
                               orjson.loads(md), updated)
 
     # -- what a URLFrontier service needs beyond the spout (owler.urlfrontier.service) -----------
+    def known(self, urls: Sequence[tuple[str, str]]) -> set[str]:
+        """The URLs of ``urls`` (url, key) that are stored (a PutURLs ``discovered`` of one of
+        them is SKIPPED)."""
+        by_id = {_url_id(u): u for u, _ in urls}
+        ids = list(by_id)
+        found: set[str] = set()
+        for i in range(0, len(ids), 500):  # the id index alone answers (no row is read)
+            part = ids[i:i + 500]
+            found.update(by_id[r[0]] for r in self.conn.execute(
+                f"SELECT id FROM urls WHERE id IN ({','.join('?' * len(part))})", part))
+        return found
+
     def list_queues(self, start: int, size: int, now: float, include_inactive: bool = False
                     ) -> list[str]:
         """Partition keys by name, ``size`` from position ``start``; without ``include_inactive``

@@ -4,8 +4,10 @@
 
 Config keys (StormCrawler's names): ``urlfrontier.address`` (``host:port``, or a list of them for
 a cluster of services; else ``urlfrontier.host`` / ``urlfrontier.port``, default
-``localhost:7071``), ``urlfrontier.crawlid`` (the crawl; unset: the spout takes any crawl's URLs
-and updates go to ``DEFAULT``), ``urlfrontier.delay.requestable`` (seconds a URL given to the
+``localhost:7071``), ``urlfrontier.crawlid`` (the crawl; unset: the spout takes any crawl's URLs,
+each URL of a crawl other than ``DEFAULT`` carries its crawl in metadata
+:data:`~owler.constants.CRAWL_ID`, which its outlinks inherit, and every update, block and delay
+goes to the crawl its metadata names), ``urlfrontier.delay.requestable`` (seconds a URL given to the
 spout stays held by the service; default ``topology.message.timeout.secs``, so a URL in flight is
 never given to another task), ``urlfrontier.timeout`` (seconds a call may take, 60).
 
@@ -37,7 +39,8 @@ from typing import Any, Container, Iterable, Mapping
 import grpc
 
 from owler import conf as C
-from owler.constants import MESSAGE_TIMEOUT_KEY, STATUS_NAMES, Status
+from owler.constants import (CRAWL_ID, MESSAGE_TIMEOUT_KEY, ROUND_DELAY_KEY, STATUS_NAMES,
+                             Status)
 from owler.frontier import (DEFAULT_KEY, TAG_PRIORITY_KEY, FrontierError, FrontierRecord,
                             Interest, StatusUpdate, seed_key)
 from owler.frontier.crawls import URLFRONTIER_CRAWL_KEY
@@ -130,8 +133,11 @@ class URLFrontierClient:
         if conf.get(TAG_PRIORITY_KEY):
             raise C.ConfError(f"{TAG_PRIORITY_KEY}: a URLFrontier service keeps no tags; "
                               "use frontier.backend sqlite or opensearch")
+        if C.get_float(conf, ROUND_DELAY_KEY, 0.0) > 0:  # e.g. resources/owler-rounds.yaml
+            log.warning("%s is the URLFrontier service's to keep, not its client's: start the "
+                        "service with it (owler frontier serve --conf ...)", ROUND_DELAY_KEY)
         self.addresses = addresses(conf)
-        # "": none named (the spout takes any crawl's URLs, updates go to DEFAULT)
+        # "": none named (the spout takes any crawl's URLs, updates go to the crawl each names)
         self.crawl = crawl if crawl is not None else (C.get_str(conf, URLFRONTIER_CRAWL_KEY, "") or "")
         self.hold = (C.get_int(conf, "urlfrontier.delay.requestable", 0)
                      or C.get_int(conf, MESSAGE_TIMEOUT_KEY, 120))
@@ -175,8 +181,7 @@ class URLFrontierClient:
         for step in range(n):
             i = (self._next + step) % n
             try:
-                rows = [(u.url, {k: list(v.values) for k, v in u.metadata.items()
-                                 if k != STATUS_KEY}, u.key)
+                rows = [(u.url, self._metadata(u), u.key)
                         for u in self.stubs[i].GetURLs(params, timeout=self.timeout)
                         if u.url not in exclude]
             except grpc.RpcError as exc:
@@ -186,11 +191,28 @@ class URLFrontierClient:
                 return rows
         return []
 
+    def _metadata(self, info: Any) -> dict[str, list[str]]:
+        """A served URL's metadata; its crawl under :data:`CRAWL_ID` when this client serves any
+        crawl and the URL is not of ``DEFAULT`` (module docstring)."""
+        md = {k: list(v.values) for k, v in info.metadata.items() if k != STATUS_KEY}
+        if not self.crawl:
+            md.pop(CRAWL_ID, None)
+            if info.crawlID and info.crawlID != DEFAULT_CRAWL:
+                md[CRAWL_ID] = [info.crawlID]
+        return md
+
+    def _crawl_of(self, md: Mapping[str, list[str]] | None) -> str:
+        """The crawl an update is written to: the client's own, else the one its URL came from."""
+        if self.crawl:
+            return self.crawl
+        named = (md or {}).get(CRAWL_ID)
+        return str(named[0]) if named else DEFAULT_CRAWL
+
     # -- writes ----------------------------------------------------------------------------------
     def _item(self, u: StatusUpdate, item_id: str) -> Any:
-        info = pb.URLInfo(url=u.url, key=u.key, crawlID=self.crawl or DEFAULT_CRAWL)
+        info = pb.URLInfo(url=u.url, key=u.key, crawlID=self._crawl_of(u.metadata))
         for k, values in u.metadata.items():
-            if k != STATUS_KEY:
+            if k != STATUS_KEY and k != CRAWL_ID:
                 info.metadata[k].values.extend(str(v) for v in values)
         if u.status is Status.DISCOVERED:
             return pb.URLItem(ID=item_id, discovered=pb.DiscoveredURLItem(info=info))
@@ -225,19 +247,23 @@ class URLFrontierClient:
                 failed.append(pos)
             elif status == _SKIPPED:
                 log.warning("URLFrontier skipped %s", u.url)
-        blocks: dict[str, float] = {}
+        blocks: dict[tuple[str, str], float] = {}  # (crawl, queue) -> until
+        delays: dict[tuple[str, str], float] = {}
         for u in updates:
+            if u.block_until is None and u.crawl_delay is None:
+                continue
+            queue = (self._crawl_of(u.metadata), u.key)
             if u.block_until is not None:
-                blocks[u.key] = max(u.block_until, blocks.get(u.key, 0.0))
-        for key, until in blocks.items():
-            self.block_queue(key, until)
-        delays = {u.key: u.crawl_delay for u in updates
-                  if u.crawl_delay is not None and self._delays.get(u.key) != u.crawl_delay}
-        for key, delay in delays.items():
-            self.set_delay(key, delay)
+                blocks[queue] = max(u.block_until, blocks.get(queue, 0.0))
+            if u.crawl_delay is not None and self._delays.get(queue) != u.crawl_delay:
+                delays[queue] = u.crawl_delay
+        for (crawl, key), until in blocks.items():
+            self.block_queue(key, until, crawl=crawl)
+        for queue, delay in delays.items():
+            self.set_delay(queue[1], delay, crawl=queue[0])
             if len(self._delays) >= 100_000:  # hosts seen once: forget them, told again if met
                 self._delays.clear()
-            self._delays[key] = delay
+            self._delays[queue] = delay
         return failed
 
     def inject(self, seeds: Iterable[tuple[str, Mapping[str, list[str]]]], now: float) -> int:
@@ -253,23 +279,25 @@ class URLFrontierClient:
             raise FrontierError(f"{self.location}: {bad} seed(s) not stored")
         return sum(1 for status in acks if status == _OK)
 
-    def block_queue(self, key: str, until: float, now: float | None = None) -> None:
-        """BlockQueueUntil on the service of ``key``."""
+    def block_queue(self, key: str, until: float, now: float | None = None,
+                    crawl: str | None = None) -> None:
+        """BlockQueueUntil on the service of ``key`` (in ``crawl``, else the client's)."""
         i = self._service(key)
         try:
             self.stubs[i].BlockQueueUntil(pb.BlockQueueParams(
-                key=key, time=max(0, int(until)), crawlID=self.crawl or DEFAULT_CRAWL),
+                key=key, time=max(0, int(until)), crawlID=crawl or self.crawl or DEFAULT_CRAWL),
                 timeout=self.timeout)
         except grpc.RpcError as exc:
             raise self._fail("BlockQueueUntil", i, exc) from exc
 
-    def set_delay(self, key: str, seconds: float) -> None:
-        """SetDelay: at least ``seconds`` between two servings of queue ``key``."""
+    def set_delay(self, key: str, seconds: float, crawl: str | None = None) -> None:
+        """SetDelay: at least ``seconds`` between two servings of queue ``key`` (in ``crawl``,
+        else the client's)."""
         i = self._service(key)
         try:
             self.stubs[i].SetDelay(pb.QueueDelayParams(
                 key=key, delay_requestable=max(0, int(round(seconds))),
-                crawlID=self.crawl or DEFAULT_CRAWL), timeout=self.timeout)
+                crawlID=crawl or self.crawl or DEFAULT_CRAWL), timeout=self.timeout)
         except grpc.RpcError as exc:
             raise self._fail("SetDelay", i, exc) from exc
 

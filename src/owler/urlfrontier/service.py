@@ -34,7 +34,9 @@ PutURLs
     ``refetchable_from_date`` (0: never). Items are written in batches of what has arrived (up to
     ``urlfrontier.service.batch``, 500); an item is acked OK once its batch is durable, FAIL when
     the write failed (the client may resend), SKIPPED when it cannot be stored (no key and a URL
-    without a host, a key over 255 characters).
+    without a host, a key over 255 characters) or need not be (a ``discovered`` item of a URL the
+    crawl holds already, or sent earlier in the batch: the reference service's answer; several
+    services on one OpenSearch index may both answer OK for a URL both were sent at once).
 GetStats, ListQueues, ListURLs, CountURLs, GetURLStatus, DeleteQueue, ListCrawls, DeleteCrawl,
 BlockQueueUntil, SetDelay, SetActive, GetActive, ListNodes, SetLogLevel
     as the API describes them. ``size`` counts the URLs to be fetched again some day,
@@ -377,9 +379,36 @@ class FrontierService:
             updates.append(update)
             positions.append(len(acks) - 1)
         for crawl, (updates, positions) in by_crawl.items():
+            updates, positions = self._leave_known(crawl, updates, positions, acks)
             for pos in self._write(crawl, updates, positions, now):
                 acks[pos] = (acks[pos][0], FAIL)
         return acks
+
+    def _leave_known(self, crawl: str, updates: list[StatusUpdate], positions: list[int],
+                     acks: list[tuple[str, int]]) -> tuple[list[StatusUpdate], list[int]]:
+        """The updates of one crawl's share of a batch without its ``discovered`` items of URLs
+        already stored or sent earlier in the batch: those are acked SKIPPED (known, not to be
+        sent again; the reference service's answer) and not written (they would change
+        nothing)."""
+        wanted = [(u.url, u.key) for u in updates if u.status is Status.DISCOVERED]
+        if not wanted:
+            return updates, positions
+        try:
+            st = self._state(crawl)
+            stored = st.frontier.known(wanted) if st is not None else set()
+        except FrontierError as exc:  # written as they are: the frontier decides
+            log.warning("PutURLs: could not look up %d discovered URLs: %s", len(wanted), exc)
+            return updates, positions
+        seen: set[str] = set()
+        kept: tuple[list[StatusUpdate], list[int]] = ([], [])
+        for u, pos in zip(updates, positions):
+            if u.status is Status.DISCOVERED and (u.url in stored or u.url in seen):
+                acks[pos] = (acks[pos][0], SKIPPED)
+                continue
+            seen.add(u.url)
+            kept[0].append(u)
+            kept[1].append(pos)
+        return kept
 
     def _write(self, crawl: str, updates: list[StatusUpdate], positions: list[int],
                now: float) -> list[int]:
