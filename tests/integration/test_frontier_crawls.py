@@ -6,6 +6,7 @@ beyond OpenSearch's result window of 10,000 (what ListURLs, and so URLFrontier's
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from owler.constants import Status
 from owler.frontier import (DEFAULT_CRAWL, StatusUpdate, crawl_spaces, delete_crawl, list_crawls,
                             open_frontier, space_exists)
+from owler.run.report import StatusError, crawl_status
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +55,32 @@ def test_two_crawls_two_statuses_listed_and_deleted(conf):
         finally:
             f.close()
     assert delete_crawl(conf, DEFAULT_CRAWL) == 1 and list_crawls(conf) == []
+
+
+def test_owler_status_reports_each_crawl_and_refuses_one_that_is_not_there(conf):
+    """``owler status`` (crawl_status): the configured crawl's figures, and every crawl of the
+    frontier under ``crawls``; a crawl that is not there is an error that creates nothing."""
+    now = time.time()
+    with open_frontier(conf) as d, open_frontier(conf, crawl="news") as n:
+        d.apply_updates([StatusUpdate("http://a.example/", Status.FETCHED, {}, now + 86400,
+                                      "a.example")])
+        n.apply_updates([StatusUpdate("http://a.example/", Status.DISCOVERED, {}, now - 60,
+                                      "a.example"),
+                         StatusUpdate("http://b.example/", Status.ERROR, {}, None, "b.example")])
+    doc = crawl_status({**conf, "frontier.crawl.id": "news"}, now=now, with_metrics=False)
+    assert doc["crawl"] == "news" and (doc["DISCOVERED"], doc["ERROR"], doc["total"]) == (1, 1, 2)
+    assert doc["due_now"] == 1 and doc["queues"] == 2
+    assert list(doc["crawls"]) == ["news", DEFAULT_CRAWL]
+    assert {k: doc["crawls"][DEFAULT_CRAWL][k] for k in ("FETCHED", "total", "due_now", "queues")} \
+        == {"FETCHED": 1, "total": 1, "due_now": 0, "queues": 1}
+    assert doc["crawls"]["news"]["total"] == 2
+    with pytest.raises(StatusError) as err:
+        crawl_status({**conf, "frontier.crawl.id": "nwes"}, with_metrics=False)
+    assert err.value.exit_code == 1 and "'nwes'" in str(err.value)
+    if conf["frontier.backend"] == "opensearch":
+        assert str(err.value) == ("no crawl 'nwes' in the OpenSearch frontier; crawls: "
+                                  "DEFAULT, news")
+    assert list(crawl_spaces(conf)) == [DEFAULT_CRAWL, "news"]  # nothing made for the typo
 
 
 def test_iter_urls_reads_a_crawl_to_its_end_in_order(conf):

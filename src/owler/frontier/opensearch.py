@@ -897,7 +897,10 @@ class OpenSearchFrontier:
     def _filters(self, now: float | None) -> dict:
         filters: list[dict] = []
         if now is not None:
-            filters.append({"range": {"nextFetchDate": {"lte": int(now * 1000)}}})
+            # epoch_millis said: the mapping's first format would read a small number (a clock
+            # before 1970-01-12) as a year (10000: the year 10000, every date before it due)
+            filters.append({"range": {"nextFetchDate": {"lte": int(now * 1000),
+                                                        "format": "epoch_millis"}}})
         # the interest (owler.frontier.Interest): every required tag, one of the any-of tags,
         # none of the excluded ones
         filters.extend({"term": {"tags": tag}} for tag in self.required)

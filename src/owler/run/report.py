@@ -51,6 +51,10 @@ def crawl_status(conf: dict, now: float | None = None, with_metrics: bool = True
             path = sqlite_path(str(conf.get(SQLITE_PATH_KEY)), crawl)
             of = "" if crawl == DEFAULT_CRAWL else f" for crawl {crawl!r}"
             raise StatusError(f"no frontier at {path}{of} (run `owler inject SEEDS` first)")
+        if backend == "opensearch" and crawl != DEFAULT_CRAWL and not space_exists(conf, crawl):
+            # a misspelt crawl is said, not made (opening it would create its index)
+            raise StatusError(f"no crawl {crawl!r} in the OpenSearch frontier; crawls: "
+                              f"{', '.join(crawl_spaces(conf)) or 'none'}")
         frontier = open_frontier(conf)
     except FrontierError as exc:
         raise StatusError(f"cannot use the frontier: {exc}",
