@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -21,8 +22,9 @@ import pytest
 from tests.farm.harness import FarmProcess, min_interval, requests_by_host
 from tests.farm.server import host_addr
 from tests.integration import cli
-from tests.integration.test_opensearch_crawl import (fetched_pages, fetched_urls_in_index,
-                                                     index_counts)
+from tests.integration.test_opensearch_crawl import (archived,
+                                                     fetched_urls_in_index, index_counts,
+                                                     page_urls)
 
 ROOT = Path(__file__).resolve().parents[2]
 DELAY = 0.5
@@ -118,12 +120,15 @@ def test_two_crawlers_share_one_service_over_opensearch(opensearch, tmp_path):
     for c in ("c1", "c2"):
         assert list((tmp_path / c / "warc").glob("*.warc.gz")), \
             f"crawler {c} archived nothing:\n" + "\n\n".join(o[-2000:] for o in outs)
-    # the index is a StormCrawler status index: every page fetched is FETCHED there, nothing left
-    # DISCOVERED, and owler status through the service says the same
+    # the index is a StormCrawler status index: what the farm served is FETCHED there and
+    # archived once, by one crawler; nothing left DISCOVERED, and owler status through the
+    # service says the same
+    served = page_urls(log, farm.port)
+    assert fetched_urls_in_index(opensearch, index) == set(served), service_out[-3000:]
+    assert archived(tmp_path / "c1" / "warc", tmp_path / "c2" / "warc") == served
     counts = index_counts(opensearch, index)
-    assert counts.get("FETCHED") == len(fetched_pages(log)) and not counts.get("DISCOVERED"), \
+    assert counts.get("FETCHED") == len(served) and not counts.get("DISCOVERED"), \
         (counts, service_out[-3000:])
-    assert fetched_urls_in_index(opensearch, index)
     assert status.returncode == 0, status.stderr
     doc = json.loads(status.stdout)
     assert {k: doc[k] for k in counts} == counts and doc["due_now"] == 0
@@ -178,9 +183,16 @@ def test_two_services_with_interests_split_one_index_between_two_crawlers(opense
         if gap is not None:
             wanted = 2.0 if host in farm.hosts_of("crawldelay") else DELAY
             assert gap >= wanted - 0.05, (host, gap)
-    # every page served is FETCHED in the one index, nothing left for either service
+    # every page served is FETCHED in the one index and archived once, by the crawler of its
+    # group; nothing left for either service
+    served = page_urls(log, farm.port)
+    assert fetched_urls_in_index(opensearch, index) == set(served), service_out
+    warcs = {name: archived(tmp_path / name / "warc") for name in ("a", "b")}
+    assert warcs["a"] + warcs["b"] == served
+    assert {group[u.split("/")[2].rsplit(":", 1)[0]] for u in warcs["a"]} == {"a"}
+    assert {group[u.split("/")[2].rsplit(":", 1)[0]] for u in warcs["b"]} == {"b"}
     counts = index_counts(opensearch, index)
-    assert counts.get("FETCHED") == len(fetched_pages(log)) and not counts.get("DISCOVERED"), \
+    assert counts.get("FETCHED") == len(served) and not counts.get("DISCOVERED"), \
         (counts, service_out)
 
 
@@ -208,8 +220,14 @@ def test_crawl_through_the_service_over_sqlite(tmp_path):
         service.stop()
     assert status.returncode == 0, status.stderr
     doc = json.loads(status.stdout)
-    assert doc["FETCHED"] == len(fetched_pages(log)) > len(farm.seeds())
+    served = page_urls(log, farm.port)
+    assert doc["FETCHED"] == len(served) > len(farm.seeds())
     assert doc["DISCOVERED"] == 0 and doc["due_now"] == 0
+    # the farm's pages are the FETCHED URLs of the service's file, each archived once
+    with sqlite3.connect(tmp_path / "frontier.sqlite") as db:
+        fetched = {u for (u,) in db.execute("SELECT url FROM urls WHERE status = 'FETCHED'")}
+    assert fetched == set(served)
+    assert archived(tmp_path / "c" / "warc") == served
     # the same file, opened directly: the service wrote a frontier like any other
     direct = owler("status", "--json", "-o", f"frontier.sqlite.path={tmp_path / 'frontier.sqlite'}")
     assert {k: v for k, v in json.loads(direct.stdout).items() if k.isupper()} == \

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 from owler.constants import SITEMAP_LAST_MODIFIED, Status
@@ -89,7 +90,9 @@ def test_counters_equal_a_scan_after_every_kind_of_write(tmp_path):
             f.apply_updates(random_updates(rnd, rnd.randrange(1, 120)))
             assert_counted(f)
             if round_ % 7 == 3:
-                assert f.delete(f"h{rnd.randrange(13)}.com") >= 0
+                key = f"h{rnd.randrange(13)}.com"
+                held = f.conn.execute("SELECT COUNT(*) FROM urls WHERE key = ?", (key,)).fetchone()[0]
+                assert f.delete(key) == held
                 assert_counted(f)
         f.retag()
         assert_counted(f)
@@ -202,11 +205,11 @@ def test_a_writer_checkpoints_in_a_thread_of_its_own(tmp_path):
         assert thread.is_alive()
         # the database file itself holds the rows once a checkpoint copied them from the WAL
         # (nothing else checkpoints: the writer's own threshold is 200,000 pages)
-        for _ in range(600):
-            if path.stat().st_size > 200_000:
-                break
+        deadline = time.monotonic() + 60  # a hang guard: the thread checkpoints every 0.05 s
+        while path.stat().st_size <= 200_000 and time.monotonic() < deadline:
             threading.Event().wait(0.05)
-        assert path.stat().st_size > 200_000 and f._checkpointer.checkpoints > 0
+        assert path.stat().st_size > 200_000, "no checkpoint copied the WAL within 60 s (hang?)"
+        assert f._checkpointer.checkpoints > 0
         assert f.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 4 * 50000
     assert not thread.is_alive()
     with SQLiteFrontier(path, {"frontier.sqlite.checkpoint.interval": 0}) as f:
