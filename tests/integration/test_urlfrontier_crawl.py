@@ -6,6 +6,7 @@ a final status in the index), and through the service over SQLite with ``owler i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -22,9 +23,8 @@ import pytest
 from tests.farm.harness import FarmProcess, min_interval, requests_by_host
 from tests.farm.server import host_addr
 from tests.integration import cli
-from tests.integration.test_opensearch_crawl import (archived,
-                                                     fetched_urls_in_index, index_counts,
-                                                     page_urls)
+from tests.integration.test_opensearch_crawl import (archived, fetched_urls_in_index,
+                                                     index_counts, page_urls)
 
 ROOT = Path(__file__).resolve().parents[2]
 DELAY = 0.5
@@ -224,7 +224,7 @@ def test_crawl_through_the_service_over_sqlite(tmp_path):
     assert doc["FETCHED"] == len(served) > len(farm.seeds())
     assert doc["DISCOVERED"] == 0 and doc["due_now"] == 0
     # the farm's pages are the FETCHED URLs of the service's file, each archived once
-    with sqlite3.connect(tmp_path / "frontier.sqlite") as db:
+    with contextlib.closing(sqlite3.connect(tmp_path / "frontier.sqlite")) as db:
         fetched = {u for (u,) in db.execute("SELECT url FROM urls WHERE status = 'FETCHED'")}
     assert fetched == set(served)
     assert archived(tmp_path / "c" / "warc") == served
