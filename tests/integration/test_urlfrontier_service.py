@@ -424,6 +424,19 @@ def test_acks_ok_skipped_and_fail(svc):
     assert svc.put(discovered("http://b.com/", "b.com")) == [("http://b.com/", OK)]
 
 
+def test_a_sitemaps_discovery_of_a_known_url_is_written_not_skipped(svc):
+    """A discovered item that a sitemap lists refreshes what the frontier keeps of a known URL
+    (owler.frontier.refresh): acked OK and merged, not SKIPPED as a plain known discovery."""
+    url = "http://a.com/p"
+    svc.put(known(url, time.time() + 86400, "a.com", "FETCHED", {"depth": ["0"]}))
+    listed = {"isDiscoveredOnSitemap": ["true"], "sitemap.changefreq": ["daily"]}
+    assert svc.put(discovered(url, "a.com", md=listed), discovered(url, "a.com")) == [
+        (url, OK), (url, SKIPPED)]
+    md = svc.stub.GetURLStatus(pb.URLStatusRequest(url=url)).known.info.metadata
+    assert {k: list(v.values) for k, v in md.items()} == {
+        "depth": ["0"], **listed, STATUS_KEY: ["FETCHED"]}
+
+
 def test_inactive_service_gives_nothing_but_takes_updates(svc):
     svc.stub.SetActive(pb.Active(state=False))
     assert svc.stub.GetActive(pb.Local()).state is False

@@ -80,6 +80,7 @@ from owler.frontier import (FrontierError, FrontierRecord, StatusUpdate, backend
                             crawl_spaces, delete_crawl, list_crawls, open_frontier, space_exists)
 from owler.frontier.crawls import DEFAULT_CRAWL, CrawlIDError, crawl_id
 from owler.frontier.feed import lease_owner
+from owler.frontier.refresh import is_refresh
 from owler.frontier.urlfrontier_api import DUE_COUNT, STATUS_KEY, add_service, pb
 from owler.urls import partition_key
 
@@ -389,8 +390,11 @@ class FrontierService:
         """The updates of one crawl's share of a batch without its ``discovered`` items of URLs
         already stored or sent earlier in the batch: those are acked SKIPPED (known, not to be
         sent again; the reference service's answer) and not written (they would change
-        nothing)."""
-        wanted = [(u.url, u.key) for u in updates if u.status is Status.DISCOVERED]
+        nothing). A sitemap's refresh of a known URL (:mod:`owler.frontier.refresh`) is a
+        change, written as any update."""
+        plain = [u.status is Status.DISCOVERED and not is_refresh(u.status.value, u.metadata)
+                 for u in updates]
+        wanted = [(u.url, u.key) for u, p in zip(updates, plain) if p]
         if not wanted:
             return updates, positions
         try:
@@ -401,8 +405,8 @@ class FrontierService:
             return updates, positions
         seen: set[str] = set()
         kept: tuple[list[StatusUpdate], list[int]] = ([], [])
-        for u, pos in zip(updates, positions):
-            if u.status is Status.DISCOVERED and (u.url in stored or u.url in seen):
+        for u, pos, p in zip(updates, positions, plain):
+            if p and (u.url in stored or u.url in seen):
                 acks[pos] = (acks[pos][0], SKIPPED)
                 continue
             seen.add(u.url)
