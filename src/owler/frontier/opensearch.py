@@ -1407,8 +1407,12 @@ class OpenSearchFrontier:
     def known(self, urls: Sequence[tuple[str, str]]) -> set[str]:
         """The URLs of ``urls`` (url, key: the routing) that are stored, read in real time
         (``_mget`` sees a write before the refresh makes it searchable)."""
-        by_id = {_sha256(u): u for u, _ in urls}
-        docs = [{"_id": _sha256(u), **({"routing": k} if self.routing else {})} for u, k in urls]
+        by_id: dict[str, str] = {}
+        docs = []
+        for u, k in urls:
+            doc_id = _sha256(u)
+            by_id[doc_id] = u
+            docs.append({"_id": doc_id, **({"routing": k} if self.routing else {})})
         found: set[str] = set()
         for i in range(0, len(docs), 1000):
             try:  # the ids alone: no source read

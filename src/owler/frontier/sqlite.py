@@ -665,13 +665,13 @@ class SQLiteFrontier:
             for status, nfd, key in self._stored(ids):
                 counted.add(status, nfd, key)
 
-    def _stored(self, ids: list[bytes]) -> Iterator[tuple[str, float, str]]:
-        """The stored status, date and key of the URLs of ``ids`` that exist."""
+    def _stored(self, ids: list[bytes], columns: str = "status, next_fetch_date, key"
+                ) -> Iterator[tuple]:
+        """``columns`` (the stored status, date and key) of the URLs of ``ids`` that exist."""
         for i in range(0, len(ids), 500):
             part = ids[i:i + 500]
             yield from self.conn.execute(
-                "SELECT status, next_fetch_date, key FROM urls WHERE id IN "
-                f"({','.join('?' * len(part))})", part)
+                f"SELECT {columns} FROM urls WHERE id IN ({','.join('?' * len(part))})", part)
 
     def _refresh(self, u: StatusUpdate, now: float, lowered: dict, rescheduled: set,
                  tag_lowered: dict, tag_rescheduled: set, counted: _Counted) -> None:
@@ -1165,13 +1165,8 @@ class SQLiteFrontier:
         """The URLs of ``urls`` (url, key) that are stored (a PutURLs ``discovered`` of one of
         them is SKIPPED)."""
         by_id = {_url_id(u): u for u, _ in urls}
-        ids = list(by_id)
-        found: set[str] = set()
-        for i in range(0, len(ids), 500):  # the id index alone answers (no row is read)
-            part = ids[i:i + 500]
-            found.update(by_id[r[0]] for r in self.conn.execute(
-                f"SELECT id FROM urls WHERE id IN ({','.join('?' * len(part))})", part))
-        return found
+        # the id index alone answers (no row is read)
+        return {by_id[r[0]] for r in self._stored(list(by_id), "id")}
 
     def list_queues(self, start: int, size: int, now: float, include_inactive: bool = False
                     ) -> list[str]:
