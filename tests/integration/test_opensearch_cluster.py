@@ -1,0 +1,134 @@
+"""The explorative crawl on real Storm with its frontier on a cluster of three OpenSearch nodes
+(``owler services up opensearch --nodes 3``: three processes on 127.0.0.1, .2 and .3, the status
+index in three shards with a replica each), one node killed with SIGKILL mid-crawl: no URL is lost
+and no status is written out of order. Then ``services up`` brings the node back and the cluster
+is whole again."""
+
+from __future__ import annotations
+
+import calendar
+import os
+import signal
+import threading
+import time
+import uuid
+
+import orjson
+import pytest
+
+from tests.farm.harness import FarmProcess
+from tests.integration.conftest import Node, _free_port
+from tests.integration.test_opensearch_crawl import (archived, index_counts, owler, page_urls,
+                                                     served_200, wait_for_pages, write_conf)
+from tests.integration.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+DAY = 1440 * 60  # fetchInterval.default, s
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    node = Node(tmp_path_factory.mktemp("opensearch-cluster"), _free_port(3), nodes=3)
+    up = node.owler("services", "up", "opensearch", timeout=400)
+    if up.returncode != 0:
+        node.owler("services", "down")
+        pytest.fail(f"the 3-node OpenSearch did not start (rc {up.returncode}):\n{up.stdout}\n"
+                    f"{up.stderr}")
+    try:
+        yield node
+    finally:
+        node.owler("services", "down")
+
+
+def node_pid(node: Node, k: int) -> int:
+    base = node.work / "services" / "opensearch"
+    return int((base / ("node.pid" if k == 1 else f"node_{k}.pid")).read_text().split()[0])
+
+
+def primaries_by_address(node: Node, index: str) -> dict[str, int]:
+    """How many primary shards of ``index`` each node (by address) holds."""
+    _, shards = node.request("GET", f"/_cat/shards/{index}?format=json&h=prirep,ip,state")
+    out: dict[str, int] = {}
+    for s in shards:
+        if s["prirep"] == "p" and s["state"] == "STARTED":
+            out[s["ip"]] = out.get(s["ip"], 0) + 1
+    return out
+
+
+def stored(node: Node, index: str) -> dict[str, dict]:
+    """Every URL's document in the status index."""
+    node.request("POST", f"/{index}/_refresh")
+    _, data = node.request("POST", f"/{index}/_search", {
+        "size": 10000, "_source": ["url", "status", "nextFetchDate"]})
+    return {h["_source"]["url"]: h["_source"] for h in data["hits"]["hits"]}
+
+
+def test_a_crawl_survives_a_node_killed_mid_crawl(cluster, tmp_path):
+    index = f"cluster-{uuid.uuid4().hex[:8]}"
+    conf = write_conf(cluster, tmp_path, index, "opensearch.status.shards: 3\n"
+                                               "opensearch.status.replicas: 1\n")
+    with FarmProcess(8, tmp_path / "access.log") as farm:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(farm.seeds()) + "\n")
+        inject = owler("inject", str(seeds), "--conf", str(conf))
+        assert inject.returncode == 0, inject.stderr
+        # every index of the frontier has its replica on another node before the kill
+        _, health = cluster.request("GET", f"/_cluster/health/{index}*?wait_for_status=green"
+                                           "&timeout=60s")
+        assert health["status"] == "green" and health["active_shards"] >= 2 * 3, health
+        # the node the crawl talks to first (opensearch.addresses' default) holds a primary
+        assert primaries_by_address(cluster, index).get("127.0.0.1", 0) >= 1
+        result = {}
+
+        def run():
+            result["run"] = owler("run", "explorative", "--conf", str(conf),
+                                  "--idle-exit", "8", "--time", "500")
+
+        t = threading.Thread(target=run)
+        t.start()
+        wait_for_pages(farm, 15)
+        os.kill(node_pid(cluster, 1), signal.SIGKILL)
+        killed = time.time()
+        t.join(900)
+        assert not t.is_alive(), "owler run did not end within 900 s"
+        run = result["run"]
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        # ended because nothing was left, not at its time limit (a tuple replayed without end)
+        assert "stopped (idle for 8 s)" in run.stdout, run.stdout[-3000:]
+        log = farm.access_log()
+        after = [e for e in served_200(log) if e["t"] > killed]
+        assert len(after) >= 15, f"only {len(after)} pages fetched after the kill"
+        status_out = owler("status", "--conf", str(conf), "--json")
+        assert status_out.returncode == 0, status_out.stderr
+    # the cluster lost the node and kept every index (yellow while the replicas the node took
+    # with it are missing, green once made again on the other two; never red)
+    _, health = cluster.request("GET", "/_cluster/health")
+    assert health["number_of_nodes"] == 2 and health["status"] in ("yellow", "green"), health
+    served = page_urls(log, farm.port)
+    docs = stored(cluster, index)
+    # no URL lost: every page the farm served is FETCHED, nothing is left to fetch
+    assert {u for u, d in docs.items() if d["status"] == "FETCHED"} == set(served)
+    assert not [u for u, d in docs.items() if d["status"] == "DISCOVERED"]
+    # archived once for each time it was served (a status refused during the kill: replayed)
+    assert archived(tmp_path / "warc") == served
+    # no status written out of order: each URL's stored date is the one of its last fetch
+    last: dict[str, float] = {}
+    for e in served_200(log):
+        url = f"http://{e['host']}:{farm.port}{e['path']}"
+        last[url] = max(last.get(url, 0.0), e["t"])
+    end = time.time()
+    for url, t_last in last.items():
+        nfd = docs[url]["nextFetchDate"]
+        due = calendar.timegm(time.strptime(nfd[:19], "%Y-%m-%dT%H:%M:%S"))
+        assert t_last + DAY - 1 <= due <= end + DAY, (url, nfd, t_last)
+    status = orjson.loads(status_out.stdout)
+    counts = index_counts(cluster, index)
+    for name in ("DISCOVERED", "FETCHED", "FETCH_ERROR", "REDIRECTION", "ERROR"):
+        assert status[name] == counts.get(name, 0), (name, status, counts)
+    # `services up` starts the lost node again; the cluster is whole and green
+    up = cluster.owler("services", "up", "opensearch", timeout=400)
+    assert up.returncode == 0, up.stdout + up.stderr
+    wait_for("the cluster green again", lambda: cluster.request(
+        "GET", "/_cluster/health")[1]["status"] == "green", 120, 1.0)
+    assert cluster.request("GET", "/_cluster/health")[1]["number_of_nodes"] == 3
