@@ -1,8 +1,8 @@
 """The embedded frontier's counters (schema 5): ``status_counts``, ``due_buckets`` and
-``key_counts``, kept in
-every write's own transaction, always equal what a scan of every URL says — after every kind of write, after a process
-killed with SIGKILL in the middle of its batches, and in a schema 4 file of before, counted once
-when it is first opened."""
+``key_counts``, kept in every write's own transaction, always equal what a scan of every URL says
+— after every kind of write, after a process killed with SIGKILL in the middle of its batches,
+and in a schema 4 file of before, counted once when it is first opened; and (schema 6)
+``queue_buckets``, kept by triggers, equal to a scan of the queues."""
 
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ def assert_counted(f: SQLiteFrontier) -> None:
         exact = f.conn.execute("SELECT COUNT(*) FROM urls WHERE next_fetch_date <= ?",
                                (t,)).fetchone()[0]
         assert f.has_due(t) == (exact > 0), t
+    assert_queues_counted(f)
 
 
 def random_updates(rnd: random.Random, n: int, urls: int = 400) -> list[StatusUpdate]:
@@ -190,7 +191,7 @@ def test_a_schema_4_file_is_counted_once_when_opened(tmp_path):
         f.apply_updates(random_updates(rnd, 300))
         assert_counted(f)
         assert f.conn.execute(
-            "SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == "5"
+            "SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == "6"
 
 
 def test_a_writer_checkpoints_in_a_thread_of_its_own(tmp_path):
@@ -216,3 +217,66 @@ def test_a_writer_checkpoints_in_a_thread_of_its_own(tmp_path):
         f.apply_updates([StatusUpdate("http://b.com/", Status.DISCOVERED, {}, NOW, "b.com")])
         assert f._checkpointer is None
         assert f.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 50000
+
+
+def scanned_queues(f: SQLiteFrontier) -> dict[int, int]:
+    return dict(f.conn.execute(f"SELECT CAST(next_due / {DUE_BUCKET} AS INTEGER) AS b, COUNT(*) "
+                               "FROM queues GROUP BY b"))
+
+
+def assert_queues_counted(f: SQLiteFrontier) -> None:
+    """``queue_buckets`` equals a scan of ``queues``, and queue_count answers as the scan does."""
+    assert dict(f.conn.execute("SELECT bucket, n FROM queue_buckets")) == scanned_queues(f)
+    assert f.queue_count() == f.conn.execute("SELECT COUNT(*) FROM queues").fetchone()[0]
+    dates = [d for (d,) in f.conn.execute("SELECT next_due FROM queues")]
+    for t in {NOW - 3600, NOW - 1, NOW, NOW + 59, NOW + 3600, *dates[:20],
+              *(d - 0.001 for d in dates[:20])}:
+        assert f.queue_count(t) == sum(d <= t for d in dates), t
+
+
+def test_queue_counts_equal_a_scan_after_writes_rounds_blocks_and_deletes(tmp_path):
+    """Schema 6: the queues per minute of their date, kept by triggers whatever moves a queue
+    (new URLs, rewrites, a spout's rounds, a block, a deleted queue), and queue_count(now) exact
+    to the second."""
+    rnd = random.Random(5)
+    with SQLiteFrontier(tmp_path / "f.sqlite", {"frontier.queue.round.delay": 30}) as f:
+        for i in range(6):
+            f.apply_updates(random_updates(rnd, 400))
+            assert_queues_counted(f)
+            got = f.due(NOW + 3600 * i, 20, 5)  # rounds begin: queues paused
+            for key in {k for _, _, k in got}:
+                f.release(key, NOW + 3600 * i)
+            assert_queues_counted(f)
+        key = f.conn.execute("SELECT key FROM queues LIMIT 1").fetchone()[0]
+        f.block_queue(key, NOW + 7200, NOW)
+        f.delete(key)
+        assert_queues_counted(f)
+        f.delete()
+        assert f.queue_count() == 0 and f.queue_count(NOW + 10 ** 9) == 0
+        assert f.conn.execute("SELECT COUNT(*) FROM queue_buckets").fetchone()[0] == 0
+
+
+def test_a_schema_5_file_counts_its_queues_once_when_opened(tmp_path):
+    """Yesterday's file (schema 5: no queue_buckets): opened, the queues are counted from the
+    queues table (its URLs' counters are kept as they are), and kept by the triggers after."""
+    path = tmp_path / "v5.sqlite"
+    rnd = random.Random(12)
+    with SQLiteFrontier(path) as f:
+        f.apply_updates(random_updates(rnd, 500))
+        queues = f.conn.execute("SELECT COUNT(*) FROM queues").fetchone()[0]
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE queue_buckets")
+    for name in ("insert", "update", "delete"):
+        conn.execute(f"DROP TRIGGER queues_count_{name}")
+    conn.execute("UPDATE status_counts SET n = n + 1000")  # not recounted from the URLs
+    conn.execute("UPDATE meta SET value = '5' WHERE name = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with SQLiteFrontier(path) as f:
+        assert f.queue_count() == queues > 0
+        assert f.counts() != f.scan_counts()  # (the URLs were not scanned again)
+        assert_queues_counted(f)
+        f.apply_updates(random_updates(rnd, 300))
+        assert_queues_counted(f)
+        assert f.conn.execute(
+            "SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == "6"

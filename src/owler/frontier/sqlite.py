@@ -30,6 +30,11 @@ Tables
     :meth:`~SQLiteFrontier.top_hosts` and the whole frontier's ``count_urls`` read a few rows
     whatever the frontier's size (``owler status``, the progress line, the dashboard's recorder,
     GetStats), exact after any crash (the transaction is whole or absent).
+    ``queue_buckets(bucket, n)`` (schema 6; a file of schema 5 or before is counted from its
+    ``queues`` when first opened): the queues per minute of their ``next_due``, kept by triggers on
+    ``queues`` (a queue's date changes a few hundred times a batch at most, not once per URL), so
+    that :meth:`~SQLiteFrontier.queue_count` reads the minutes before ``now``'s and only the
+    queues due in its own minute: exact, its cost growing with the minutes, not the queues.
 
 Tags (schema 4; OWLer's interest tags, as the OpenSearch frontier's ``tags``)
     ``urls.tag``: every tag of the ``frontier.tags`` rules (``"<metadata key>=<value>": tag``,
@@ -164,7 +169,7 @@ from owler.urls import partition_mode
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 CHECKPOINT_INTERVAL_KEY = "frontier.sqlite.checkpoint.interval"
 
 #: at most this many due rows of one queue are looked at per query when only exclude tags filter
@@ -209,6 +214,8 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS due_buckets (bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS key_counts (key TEXT PRIMARY KEY, n INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS key_counts_n ON key_counts (n DESC, key)",
+    # schema 6: the queues per minute of their next_due (the triggers of _QUEUE_TRIGGERS)
+    "CREATE TABLE IF NOT EXISTS queue_buckets (bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
     # windowed counters shared by every task (charge(): the sitemap host budgets)
     """CREATE TABLE IF NOT EXISTS budgets (id TEXT PRIMARY KEY, start REAL NOT NULL,
         used INTEGER NOT NULL)""",
@@ -235,6 +242,28 @@ DUE_BUCKET = 60
 def _bucket(column: str) -> str:
     """SQL: the ``due_buckets`` bucket of a date column (as :func:`_bucket_of`)."""
     return f"CAST({column} / {DUE_BUCKET} AS INTEGER)"
+
+
+def _queue_bucket_add(date: str, n: int) -> str:
+    return (f"INSERT INTO queue_buckets (bucket, n) VALUES ({_bucket(date)}, {n}) "
+            "ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n;")
+
+
+_QUEUE_BUCKET_DROP_EMPTY = "DELETE FROM queue_buckets WHERE bucket = {} AND n = 0;"
+
+# queue_buckets follows every queue's next_due: inserted, moved to another minute, deleted
+_TRIGGERS += [
+    "CREATE TRIGGER IF NOT EXISTS queues_count_insert AFTER INSERT ON queues BEGIN "
+    f"{_queue_bucket_add('new.next_due', 1)} END",
+    "CREATE TRIGGER IF NOT EXISTS queues_count_update AFTER UPDATE OF next_due ON queues "
+    f"WHEN {_bucket('old.next_due')} != {_bucket('new.next_due')} BEGIN "
+    f"{_queue_bucket_add('old.next_due', -1)} "
+    f"{_QUEUE_BUCKET_DROP_EMPTY.format(_bucket('old.next_due'))} "
+    f"{_queue_bucket_add('new.next_due', 1)} END",
+    "CREATE TRIGGER IF NOT EXISTS queues_count_delete AFTER DELETE ON queues BEGIN "
+    f"{_queue_bucket_add('old.next_due', -1)} "
+    f"{_QUEUE_BUCKET_DROP_EMPTY.format(_bucket('old.next_due'))} END",
+]
 
 
 def _bucket_of(date: float) -> int:
@@ -463,7 +492,7 @@ class SQLiteFrontier:
                                   (SCHEMA_VERSION,))
             elif row is not None and row[0] == "3":
                 self._migrate_from_3()
-            elif row is not None and row[0] not in ("4", SCHEMA_VERSION):
+            elif row is not None and row[0] not in ("4", "5", SCHEMA_VERSION):
                 raise FrontierError(
                     f"{self.path} has frontier schema version {row[0]}, this code expects "
                     f"{SCHEMA_VERSION}; use a new frontier.sqlite.path"
@@ -472,8 +501,10 @@ class SQLiteFrontier:
                 self.conn.execute(stmt)
             if row is not None and row[0] in ("1", "2"):
                 self._tag_stored_urls()
-            if row is not None and row[0] != SCHEMA_VERSION:
+            if row is not None and row[0] not in ("5", SCHEMA_VERSION):
                 self._count_stored_urls()
+            if row is not None and row[0] != SCHEMA_VERSION:
+                self._count_queues()
             if row is None:
                 self.conn.execute(
                     "INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
@@ -536,6 +567,15 @@ class SQLiteFrontier:
                           "SELECT status, COUNT(*) FROM urls GROUP BY status")
         self.conn.execute(f"INSERT INTO due_buckets (bucket, n) SELECT "
                           f"{_bucket('next_fetch_date')} AS b, COUNT(*) FROM urls GROUP BY b")
+        self.conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'",
+                          (SCHEMA_VERSION,))
+
+    def _count_queues(self) -> None:
+        """Schema 1-5 → 6, inside the caller's transaction: ``queue_buckets`` from the stored
+        queues (one read of the queues, not of the URLs; afterwards the triggers keep it)."""
+        self.conn.execute("DELETE FROM queue_buckets")
+        self.conn.execute(f"INSERT INTO queue_buckets (bucket, n) SELECT "
+                          f"{_bucket('next_due')} AS b, COUNT(*) FROM queues GROUP BY b")
         self.conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'",
                           (SCHEMA_VERSION,))
 
@@ -640,9 +680,9 @@ class SQLiteFrontier:
         The two sets may run one after the other: a URL with another status in the batch ends
         with the last of those whatever its DISCOVERED rows (an insert that an overwrite replaces,
         or ignored), so its DISCOVERED rows are left out; the first DISCOVERED row of every other
-        URL is the one that may be inserted. Those are inserted a date bucket at a time, each
-        statement's row count saying how many were new; the overwritten URLs' status, date and
-        key are read before and after."""
+        URL is the one that may be inserted. Those are inserted by one statement and the rows it
+        added read back to be counted; the overwritten URLs' status, date and key are read before
+        and after."""
         discovered = Status.DISCOVERED.value
         others = [r for r in rows if r[2] != discovered]
         over = {r[0] for r in others}
@@ -651,12 +691,15 @@ class SQLiteFrontier:
             if r[2] == discovered and r[0] not in over and r[0] not in first:
                 first[r[0]] = r
         if first:
-            groups: dict[tuple[int, str], list[tuple]] = {}
-            for r in first.values():
-                groups.setdefault((_bucket_of(r[3]), r[4]), []).append(r)
-            for group in groups.values():
-                counted.add(discovered, group[0][3], group[0][4],
-                            self.conn.executemany(_INSERT_NEW, group).rowcount)
+            # one statement for them all; the rows it inserted are those past the table's last
+            # rowid before it (a rowid table gives a new row the largest rowid + 1, and this
+            # transaction is the only writer), read back counted by minute and key
+            last = self.conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM urls").fetchone()[0]
+            self.conn.executemany(_INSERT_NEW, first.values())
+            for date, key, n in self.conn.execute(
+                    f"SELECT MIN(next_fetch_date), key, COUNT(*) FROM urls WHERE rowid > ? "
+                    f"GROUP BY {_bucket('next_fetch_date')}, key", (last,)):
+                counted.add(discovered, date, key, n)
         if others:
             ids = list(over)
             for status, nfd, key in self._stored(ids):
@@ -1129,10 +1172,14 @@ class SQLiteFrontier:
                 "SELECT COUNT(DISTINCT u.key) FROM queues AS q JOIN urls AS u ON u.key = q.key "
                 f"AND u.next_fetch_date <= ? WHERE q.next_due <= ? AND {kept}",
                 (now, now, *self.exclude)).fetchone()[0]
+        # queue_buckets: the minutes before now's summed, now's own minute counted in the index
         if now is None:
-            return self.conn.execute("SELECT COUNT(*) FROM queues").fetchone()[0]
+            return self.conn.execute("SELECT COALESCE(SUM(n), 0) FROM queue_buckets").fetchone()[0]
         return self.conn.execute(
-            "SELECT COUNT(*) FROM queues WHERE next_due <= ?", (now,)
+            f"SELECT (SELECT COALESCE(SUM(n), 0) FROM queue_buckets WHERE bucket < {_bucket('?1')})"
+            # (the range a second wider, the bucket computed as the triggers compute it)
+            f" + (SELECT COUNT(*) FROM queues WHERE next_due >= {_bucket('?1')} * {DUE_BUCKET} - 1"
+            f" AND next_due <= ?1 AND {_bucket('next_due')} >= {_bucket('?1')})", (now,)
         ).fetchone()[0]
 
     def top_hosts(self, n: int = 10) -> list[tuple[str, int]]:
