@@ -661,3 +661,35 @@ def test_a_deleted_queue_is_served_again_at_once_when_it_comes_back(conf):
             assert [u for u, _, _ in f.due(now, 10, 10)] == ["http://a.example/2"], scope
             f.release("a.example", now, served=False)
             f.delete(None)
+
+
+def test_monitoring_reads_answer_from_the_queues_index(conf, opensearch):
+    """queue_count and most_delayed read the queues index (one document per queue), not the
+    URLs: queue_count(now) is an upper bound (a queue whose round emptied it counts until a spout
+    picks it again), most_delayed reads the due URLs of its earliest candidates only and leaves
+    out one with nothing due."""
+    now = time.time()
+    index = conf["opensearch.status.index.name"]
+    with open_frontier(conf, owner="m") as f:
+        assert f.apply_updates(
+            [upd(f"http://q{i}.example/{j}", "DISCOVERED", now - 100 * (i + 1) + j,
+                 f"q{i}.example") for i in range(4) for j in range(3)]
+            + [upd("http://later.example/", "DISCOVERED", now + 3600, "later.example")]) == []
+        f.refresh()
+        assert f.queue_count() == 5 and f.queue_count(now) == 4
+        delayed = f.most_delayed(now, 3)
+        assert [k for k, _ in delayed] == ["q3.example", "q2.example", "q1.example"]
+        assert delayed[0][1] == pytest.approx(400, abs=1)
+        # q3's URLs all fetched, its queue's date left in the past (as the end of a round
+        # leaves it): counted as due, not listed as delayed
+        assert f.apply_updates([upd(f"http://q3.example/{j}", "FETCHED", now + 86400,
+                                    "q3.example") for j in range(3)]) == []
+        opensearch.request("POST", f"/{index}_queues/_update/q3.example",
+                           {"doc": {"due": int((now - 400) * 1000)}})
+        f.refresh()
+        assert f.queue_count(now) == 4
+        assert [k for k, _ in f.most_delayed(now, 3)] == ["q2.example", "q1.example",
+                                                            "q0.example"]
+    # an interest (which the queues' dates do not know): from the URLs, exact
+    with open_frontier({**conf, "frontier.interest.exclude.tags": "none"}, owner="i") as f:
+        assert f.queue_count(now) == 3 and f.queue_count() == 5

@@ -1384,8 +1384,27 @@ class OpenSearchFrontier:
             raise FrontierError(str(exc)) from exc
         return int(data["count"])
 
+    def _monitor_queues(self) -> bool:
+        """Whether the monitoring reads may answer from the queues index (its dates know no
+        tags: not for an interest)."""
+        return not (self.required or self.interest or self.not_interest) and \
+            self._queues_usable(time.time())
+
     def queue_count(self, now: float | None = None) -> int:
-        """Distinct keys (approximate above 40,000, a cardinality aggregation)."""
+        """Distinct keys: a cardinality aggregation of the URLs (approximate above 40,000). With
+        ``now``, the keys with a URL due: from the queues index (a ``_count`` of its documents
+        due, its cost growing with the queues, not the URLs), an upper bound (a queue in a round
+        or its pause is left out; one whose round emptied it counts until a spout picks it again
+        and finds nothing due); for an interest, or while the queues index is being built, from
+        the due URLs. (Every key: from the URLs, as the queues index has no document for a key
+        whose URLs are never to be fetched again.)"""
+        if now is not None and self._monitor_queues():
+            try:
+                _, data = self.client.request("POST", f"/{self.queues_index}/_count", {
+                    "query": {"range": {"due": {"lte": int(now * 1000)}}}})
+            except OpenSearchError as exc:
+                raise FrontierError(str(exc)) from exc
+            return int(data["count"])
         query = self._filters(now) if now is not None else {"match_all": {}}
         data = self._search({"size": 0, "track_total_hits": False, "query": query, "aggs": {
             "q": {"cardinality": {"field": "key", "precision_threshold": 40000}}}})
@@ -1398,8 +1417,26 @@ class OpenSearchFrontier:
 
     def most_delayed(self, now: float, n: int = 5) -> list[tuple[str, float]]:
         """The ``n`` queues due the longest, as ``(key, seconds since their earliest due URL's
-        date)``, longest first."""
-        data = self._search({"size": 0, "track_total_hits": False, "query": self._filters(now),
+        date)``, longest first. The candidates are the queues index's earliest (``4 n``; their
+        dates are lower bounds), whose due URLs are then read: the cost grows with those queues'
+        URLs, not the index's (a candidate without a due URL is left out, so fewer than ``n``
+        may come back). For an interest, or while the queues index is being built, from an
+        aggregation of every due URL."""
+        query = self._filters(now)
+        if self._monitor_queues():
+            try:
+                _, found = self.client.request("POST", f"/{self.queues_index}/_search", {
+                    "size": 4 * n, "track_total_hits": False, "_source": False,
+                    "sort": [{"due": "asc"}],
+                    "query": {"range": {"due": {"lte": int(now * 1000)}}}})
+            except OpenSearchError as exc:
+                raise FrontierError(str(exc)) from exc
+            keys = [h["_id"] for h in found["hits"]["hits"]]
+            if not keys:
+                return []
+            query = {"bool": {**query["bool"], "filter": [*query["bool"]["filter"],
+                                                          {"terms": {"key": keys}}]}}
+        data = self._search({"size": 0, "track_total_hits": False, "query": query,
                              "aggs": {"k": {"terms": {"field": "key", "size": n,
                                                       "order": {"first": "asc"}},
                                             "aggs": {"first": {"min": {"field": "nextFetchDate"}}}}}})
