@@ -1,8 +1,10 @@
-"""How the embedded frontier's costs grow with its size: one SQLite frontier filled step by step to
-each of ``--sizes`` URLs, every figure measured again at each size.
+"""How the frontier's costs grow with its size: one frontier filled step by step to each of
+``--sizes`` URLs, every figure measured again at each size; the embedded SQLite frontier, or
+(``--backend opensearch``) the OpenSearch one on nodes of its own.
 
     .venv/bin/python bench/bench_frontier_scale.py [--sizes 100k,1M,10M] [--keys-per-url 0.05]
         [--batch N] [--dir DIR] [--json]
+        [--backend opensearch [--nodes 1] [--shards 1] [--replicas 0] [--heap 2g] [--port 9284]]
 
 The web's shape, not a closed farm's: partition keys (hosts) drawn from a Zipf law (exponent 1)
 over ``size × --keys-per-url`` keys at the largest size (500,000 hosts for 10 M URLs), so that a few
@@ -22,8 +24,16 @@ At each size:
   recorder), ``due_count()`` (every progress line of ``owler run``), ``queue_count()`` with and
   without ``now``, ``most_delayed()``;
 - **disk**: the database's pages per URL (``page_count``, those not yet checkpointed from the
-  WAL included) and the WAL file (``frontier.sqlite.wal.autocheckpoint`` bounds it), and the process's **peak RSS** (this process: the frontier's page
-  cache, ``frontier.sqlite.cache.mb``, and the benchmark's own list of keys, 4 bytes a URL).
+  WAL included) and the WAL file (``frontier.sqlite.wal.autocheckpoint`` bounds it), and the
+  process's **peak RSS** (this process: the frontier's page cache, ``frontier.sqlite.cache.mb``,
+  and the benchmark's own list of keys, 4 bytes a URL).
+
+On OpenSearch the writes go as the status updater's frontier sends them (``round_results``: the
+FETCHED are the spout's rounds' results), one bulk after the other; the reads come after a refresh;
+``due()`` leases its queues and each is released as the spout releases it (paused after its
+round); each monitoring read is timed after one more write made searchable, as in a crawl (with
+nothing new, the node answers a search again from its request cache: 8-16 ms whatever the
+size); disk is the status index's store (primaries and replicas) per URL, memory the nodes' RSS.
 
 Prints a markdown table with the ratio of each figure at the largest size to the smallest.
 """
@@ -52,6 +62,8 @@ from owler.conf import load_conf  # noqa: E402
 from owler.constants import Status  # noqa: E402
 from owler.frontier import StatusUpdate  # noqa: E402
 from owler.frontier.sqlite import SQLiteFrontier  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 MD = {"depth": ["2"], "url.path": ["https://www.example.org/parent/page.html"]}
 FETCHED_MD = {"signature": ["abc"], **MD}
@@ -115,47 +127,82 @@ class Web:
         return out
 
 
-def median_ms(fn, n: int = 5) -> float:
+def median_ms(fn, n: int = 5, before=None) -> float:
     times = []
     for _ in range(n):
+        if before is not None:
+            before()
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1000)
     return statistics.median(times)
 
 
-def measure(fr: SQLiteFrontier, web: Web, path: Path, batch: int, now: float) -> dict:
+def rss_mb(pid: int) -> float:
+    """A process's resident memory, MB (``VmRSS``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def store_facts(fr, path: Path | None, rows: int, node) -> dict:
+    """Disk per URL, the WAL and memory, as the backend has them (module docstring)."""
+    if node is None:
+        wal = path.with_name(path.name + "-wal")
+        return {
+            # the database's pages, those still in the WAL too (the file alone lags a checkpoint)
+            "disk_bytes_per_url": round(fr.conn.execute("PRAGMA page_count").fetchone()[0]
+                                        * fr.conn.execute("PRAGMA page_size").fetchone()[0] / rows),
+            "wal_mb": round(wal.stat().st_size / 1e6 if wal.exists() else 0),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+    _, data = fr.client.request("GET", f"/{fr.index}/_stats/store")
+    store = data["_all"]["total"]["store"]["size_in_bytes"]
+    return {"disk_bytes_per_url": round(store / rows), "wal_mb": 0,
+            "peak_rss_mb": round(sum(rss_mb(pid) for pid in node.pids().values()))}
+
+
+def measure(fr, web: Web, path: Path | None, batch: int, now: float, node=None) -> dict:
     t_write = 0.0
     written = 0
     for _ in range(MEASURED):
         b = web.batch(batch, now)
         t0 = time.perf_counter()
-        fr.apply_updates(b)
+        failed = fr.apply_updates(b)
         t_write += time.perf_counter() - t0
+        assert not failed, f"{len(failed)} updates failed"
         written += len(b)
+    if node is not None:
+        fr.refresh()  # the writes searchable, as the spout finds them a refresh later
     served = calls = 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < 3.0 or calls < 3:
         served += len(fr.due(now, 1000, 10))
         calls += 1
+        for key in list(getattr(fr, "leases", ())):  # OpenSearch: each round ends, as the spout's
+            fr.release(key, time.time(), defer=True)
     t_due = time.perf_counter() - t0
     rows = sum(fr.counts().values())
-    wal = path.with_name(path.name + "-wal")
+    fresh = None
+    if node is not None:
+        # as in a crawl, a write made searchable before each read: OpenSearch answers a search
+        # again from its request cache until a refresh brings a change
+        extra = web.batch(1, now)[:1]
+
+        def fresh():
+            fr.apply_updates(extra)
+            fr.refresh()
     return {
         "urls": rows,
         "updates_per_s": round(written / t_write),
         "served_per_s": round(served / t_due),
         "due_ms": round(t_due / calls * 1000, 1),
-        "counts_ms": round(median_ms(fr.counts), 2),
-        "due_count_ms": round(median_ms(lambda: fr.due_count(now)), 2),
-        "queue_count_ms": round(median_ms(fr.queue_count), 2),
-        "due_queue_count_ms": round(median_ms(lambda: fr.queue_count(now)), 2),
-        "most_delayed_ms": round(median_ms(lambda: fr.most_delayed(now, 5)), 2),
-        # the database's pages, those still in the WAL too (the file alone lags a checkpoint)
-        "disk_bytes_per_url": round(fr.conn.execute("PRAGMA page_count").fetchone()[0]
-                                    * fr.conn.execute("PRAGMA page_size").fetchone()[0] / rows),
-        "wal_mb": round(wal.stat().st_size / 1e6 if wal.exists() else 0),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "counts_ms": round(median_ms(fr.counts, before=fresh), 2),
+        "due_count_ms": round(median_ms(lambda: fr.due_count(now), before=fresh), 2),
+        "queue_count_ms": round(median_ms(fr.queue_count, before=fresh), 2),
+        "due_queue_count_ms": round(median_ms(lambda: fr.queue_count(now), before=fresh), 2),
+        "most_delayed_ms": round(median_ms(lambda: fr.most_delayed(now, 5), before=fresh), 2),
+        **store_facts(fr, path, rows, node),
         "keys": fr.queue_count(),
     }
 
@@ -164,11 +211,12 @@ ROWS = [("status updates/s", "updates_per_s"), ("URLs served/s by due()", "serve
         ("due() ms per call (1,000 queues × 10)", "due_ms"), ("counts() ms", "counts_ms"),
         ("due_count() ms", "due_count_ms"), ("queue_count() ms", "queue_count_ms"),
         ("queue_count(now) ms", "due_queue_count_ms"), ("most_delayed() ms", "most_delayed_ms"),
-        ("database bytes per URL", "disk_bytes_per_url"), ("WAL MB", "wal_mb"), ("peak RSS MB (this process)", "peak_rss_mb")]
+        ("disk bytes per URL", "disk_bytes_per_url"), ("WAL MB", "wal_mb"),
+        ("memory MB (SQLite: this process's peak RSS; OpenSearch: the nodes' RSS)", "peak_rss_mb")]
 
 
-def table(results: list[dict]) -> str:
-    head = "| SQLite frontier | " + " | ".join(
+def table(results: list[dict], name: str = "SQLite frontier") -> str:
+    head = f"| {name} | " + " | ".join(
         f"{r['urls'] / 1e6:g} M URLs / {r['keys']:,} keys" for r in results) + " | largest ÷ smallest |"
     lines = [head, "|---|" + "---:|" * (len(results) + 1)]
     for label, name in ROWS:
@@ -190,6 +238,12 @@ def main() -> None:
                     default=C.get_int(load_conf(), "status.updater.batch.size", 5000))
     ap.add_argument("--dir", default=None, help="where to put the database (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--backend", choices=("sqlite", "opensearch"), default="sqlite")
+    ap.add_argument("--nodes", type=int, default=1, help="opensearch: nodes (127.0.0.1 .. N)")
+    ap.add_argument("--shards", type=int, default=1, help="opensearch: shards of the status index")
+    ap.add_argument("--replicas", type=int, default=0, help="opensearch: its replicas")
+    ap.add_argument("--heap", default="2g", help="opensearch: each node's heap")
+    ap.add_argument("--port", type=int, default=9284, help="opensearch: the first node's port")
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     if sizes != sorted(sizes):
@@ -200,27 +254,48 @@ def main() -> None:
     path = tmp / "frontier.sqlite"
     now = time.time()
     results = []
+    node = None
     try:
-        fr = SQLiteFrontier(path, {})
+        if args.backend == "sqlite":
+            fr = SQLiteFrontier(path, {})
+            name = "SQLite frontier"
+        else:
+            from owler.frontier.opensearch import OpenSearchFrontier
+            from owler.run.services import OpenSearchNode
+
+            node = OpenSearchNode(ROOT, tmp / "opensearch", args.port, args.heap, args.nodes)
+            node.up()
+            fr = OpenSearchFrontier({
+                "frontier.backend": "opensearch", "services.opensearch.port": args.port,
+                "services.opensearch.nodes": args.nodes, "opensearch.status.index.name": "scale",
+                "opensearch.status.shards": args.shards,
+                "opensearch.status.replicas": args.replicas}, owner="bench")
+            fr.round_results = True  # as the status updater opens it (owler.status)
+            path = None
+            name = (f"OpenSearch frontier, {args.nodes} node(s), {args.shards} shard(s), "
+                    f"{args.replicas} replica(s)")
         for size in sizes:
             t0 = time.perf_counter()
             # the fill: pages whose links are all new, up to where the measured batches end at size
             while web.urls < size - MEASURED * args.batch * web.new_share:
-                fr.apply_updates(web.batch(args.batch, now, new_share=1.0))
+                failed = fr.apply_updates(web.batch(args.batch, now, new_share=1.0))
+                assert not failed, f"{len(failed)} updates failed in the fill"
             fill = time.perf_counter() - t0
-            r = measure(fr, web, path, args.batch, now)
+            r = measure(fr, web, path, args.batch, now, node)
             r["fill_s"] = round(fill)
             results.append(r)
             print(f"[scale] {json.dumps(r)}", file=sys.stderr, flush=True)
         fr.close()
     finally:
+        if node is not None:
+            node.down()
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         print(json.dumps({"sizes": results}))
         return
-    print(f"SQLite frontier, batches of {args.batch}, Python {sys.version.split()[0]}, "
+    print(f"{name}, batches of {args.batch}, Python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs\n")
-    print(table(results))
+    print(table(results, name))
 
 
 if __name__ == "__main__":
