@@ -29,10 +29,11 @@ def _free_port(nodes: int = 1) -> int:
     for port in [*range(start, last), *range(9230, min(start, last))]:
         busy = False
         for host, p in service_nodes(port, nodes):
-            for q in (p, p + 100):
+            # (the runner looks for its HTTP port on 127.0.0.1, whatever the node's address)
+            for h, q in {(host, p), ("127.0.0.1", p), (host, p + 100)}:
                 with socket.socket() as s:
                     s.settimeout(0.2)
-                    busy = busy or s.connect_ex((host, q)) == 0
+                    busy = busy or s.connect_ex((h, q)) == 0
         if not busy:
             return port
     raise RuntimeError(f"no free ports for {nodes} OpenSearch node(s) in 9230..9299")

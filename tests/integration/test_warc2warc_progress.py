@@ -259,3 +259,20 @@ def test_the_spouts_copy_end_to_end_releases_after_the_part_and_leaves_no_commit
     _, got = archived(s3_server, conf)
     assert sum(got.values()) == 12 and max(got.values()) == 1
     progress.close()
+
+
+def test_the_progress_indices_have_the_status_indexs_replicas(conf, opensearch):
+    """On a cluster a lost node must not take the progress's only copy: its indices take
+    ``opensearch.status.replicas`` as the frontier's do (0 unless set)."""
+    for replicas, name in ((None, "w2wrep-default"), (2, "w2wrep-two")):
+        c = {**conf, "opensearch.status.index.name": name}
+        if replicas is not None:
+            c["opensearch.status.replicas"] = replicas
+        progress = OpenSearchProgress(c)
+        try:
+            for index in progress.index.values():
+                _, got = opensearch.request("GET", f"/{index}/_settings")
+                assert got[index]["settings"]["index"]["number_of_replicas"] == str(
+                    replicas or 0), index
+        finally:
+            progress.close()

@@ -196,10 +196,11 @@ class OpenSearchNode:
         for k, host, port in self.members():
             if k in running:
                 continue
-            for p in (port, self.transport_port(k)):
-                if port_open(p, host):
+            # (the runner takes the next HTTP port when its own is taken on 127.0.0.1)
+            for h, p in {(host, port), ("127.0.0.1", port), (host, self.transport_port(k))}:
+                if port_open(p, h):
                     raise ServiceError(
-                        f"port {p} on {host} is already taken by another process; set "
+                        f"port {p} on {h} is already taken by another process; set "
                         "services.opensearch.port to a free port")
         started = dict(running)
         for k, host, port in self.members():

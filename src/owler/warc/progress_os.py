@@ -86,6 +86,8 @@ class OpenSearchProgress:
         self.base = progress_base(conf)
         self.index = {k: f"{self.base}_{k}" for k in KINDS}
         self.path = f"OpenSearch indices {self.base}_* at {self.client.address}"
+        # the status index's replicas (a lost node must not take the progress's only copy)
+        self.replicas = conn_key(conf, "status", "replicas")
         self._archived: OrderedDict[int, set[str]] = OrderedDict()
         self._pruned: dict[int, float] = {}
         try:
@@ -105,6 +107,8 @@ class OpenSearchProgress:
 
     def _ensure_indices(self) -> None:
         body = json.loads(C.resource_path(Path("opensearch") / "warc2warc.json").read_text())
+        if self.replicas is not None:
+            body["settings"]["index"]["number_of_replicas"] = self.replicas
         for kind in KINDS:
             name = self.index[kind]
             status, _ = self.client.request("HEAD", f"/{name}", ok=(200, 404))
