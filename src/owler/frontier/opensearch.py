@@ -79,8 +79,8 @@ its queues back as soon as their pause ends.
 Config keys: ``opensearch.status.index.name`` (status), ``opensearch.status.routing`` (false: when
 true the partition key is the routing value), ``opensearch.status.shards`` / ``.replicas`` /
 ``.refresh.interval`` (used when the index is created; ``.replicas`` also for the leases, queues
-and budgets indices beside it, which a lost node must not take away either), ``frontier.tags`` (a map
-``"<metadata key>=<value>": <tag>``), ``frontier.interest.required.tags`` /
+and budgets indices beside it, which a lost node must not take away either), ``frontier.tags``
+(a map ``"<metadata key>=<value>": <tag>``), ``frontier.interest.required.tags`` /
 ``frontier.interest.tags`` / ``frontier.interest.exclude.tags`` (:class:`owler.frontier.Interest`),
 ``frontier.lease.ttl``, ``frontier.queue.round.delay``, ``fetcher.server.delay``,
 ``partition.url.mode``, and the connection keys of :mod:`owler.osclient`.

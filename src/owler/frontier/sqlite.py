@@ -214,7 +214,7 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS due_buckets (bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS key_counts (key TEXT PRIMARY KEY, n INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS key_counts_n ON key_counts (n DESC, key)",
-    # schema 6: the queues per minute of their next_due (the triggers of _QUEUE_TRIGGERS)
+    # schema 6: the queues per minute of their next_due (kept by the queues_count_* triggers)
     "CREATE TABLE IF NOT EXISTS queue_buckets (bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
     # windowed counters shared by every task (charge(): the sitemap host budgets)
     """CREATE TABLE IF NOT EXISTS budgets (id TEXT PRIMARY KEY, start REAL NOT NULL,
