@@ -197,7 +197,8 @@ class OpenSearchNode:
             if k in running:
                 continue
             # (the runner takes the next HTTP port when its own is taken on 127.0.0.1)
-            for h, p in {(host, port), ("127.0.0.1", port), (host, self.transport_port(k))}:
+            for h, p in dict.fromkeys([(host, port), ("127.0.0.1", port),
+                                       (host, self.transport_port(k))]):  # (in this order)
                 if port_open(p, h):
                     raise ServiceError(
                         f"port {p} on {h} is already taken by another process; set "
