@@ -9,7 +9,6 @@ from __future__ import annotations
 import calendar
 import os
 import signal
-import threading
 import time
 import uuid
 
@@ -18,8 +17,9 @@ import pytest
 
 from tests.farm.harness import FarmProcess
 from tests.integration.conftest import Node, _free_port
-from tests.integration.test_opensearch_crawl import (archived, index_counts, owler, page_urls,
-                                                     served_200, wait_for_pages, write_conf)
+from tests.integration.test_opensearch_crawl import (archived, finish_crawl, index_counts, owler,
+                                                     page_urls, served_200, start_crawl,
+                                                     wait_for_pages, write_conf)
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -86,23 +86,11 @@ def test_a_crawl_survives_a_node_killed_mid_crawl(cluster, tmp_path):
         with open(conf, "a") as fh:
             fh.write("opensearch.addresses: \"" + ";".join(
                 first + [u for u in cluster.urls if u not in first]) + "\"\n")
-        result = {}
-
-        def run():
-            result["run"] = owler("run", "explorative", "--conf", str(conf),
-                                  "--idle-exit", "8", "--time", "500")
-
-        t = threading.Thread(target=run)
-        t.start()
+        t, result = start_crawl(conf, 500)
         wait_for_pages(farm, 15)
         os.kill(node_pid(cluster, k), signal.SIGKILL)
         killed = time.time()
-        t.join(900)
-        assert not t.is_alive(), "owler run did not end within 900 s"
-        run = result["run"]
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-        # ended because nothing was left, not at its time limit (a tuple replayed without end)
-        assert "stopped (idle for 8 s)" in run.stdout, run.stdout[-3000:]
+        finish_crawl(t, result)
         log = farm.access_log()
         after = [e for e in served_200(log) if e["t"] > killed]
         assert len(after) >= 15, f"only {len(after)} pages fetched after the kill"

@@ -118,6 +118,31 @@ def fetched_urls_in_index(node, index: str) -> set[str]:
     return {h["_source"]["url"] for h in data["hits"]["hits"]}
 
 
+def start_crawl(conf: Path, limit: int) -> tuple[threading.Thread, dict]:
+    """``owler run explorative`` in a thread (idle exit after 8 s, ``limit`` s at most); its
+    result lands in the dict under ``run`` (:func:`finish_crawl`)."""
+    result: dict = {}
+
+    def run():
+        result["run"] = owler("run", "explorative", "--conf", str(conf),
+                              "--idle-exit", "8", "--time", str(limit))
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, result
+
+
+def finish_crawl(t: threading.Thread, result: dict) -> subprocess.CompletedProcess:
+    """Wait for :func:`start_crawl`'s run: it must end well and because nothing was left."""
+    t.join(900)
+    assert not t.is_alive(), "owler run did not end within 900 s"
+    run = result["run"]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    # ended because nothing was left, not at its time limit (a tuple replayed without end)
+    assert "stopped (idle for 8 s)" in run.stdout, run.stdout[-3000:]
+    return run
+
+
 def test_crawl_survives_an_opensearch_restart_and_counts_agree(opensearch, tmp_path):
     index = f"crawl-{uuid.uuid4().hex[:8]}"
     conf = write_conf(opensearch, tmp_path, index)
@@ -127,14 +152,7 @@ def test_crawl_survives_an_opensearch_restart_and_counts_agree(opensearch, tmp_p
         inject = owler("inject", str(seeds), "--conf", str(conf))
         assert inject.returncode == 0, inject.stderr
         assert "6 new URL" in inject.stdout and f"index '{index}'" in inject.stdout
-        result = {}
-
-        def run():
-            result["run"] = owler("run", "explorative", "--conf", str(conf),
-                                  "--idle-exit", "8", "--time", "400")
-
-        t = threading.Thread(target=run)
-        t.start()
+        t, result = start_crawl(conf, 400)
         wait_for_pages(farm, 10)
         before = frontier_problems(tmp_path)
         down = opensearch.owler("services", "down")
@@ -146,12 +164,7 @@ def test_crawl_survives_an_opensearch_restart_and_counts_agree(opensearch, tmp_p
         up = opensearch.owler("services", "up")
         assert up.returncode == 0, up.stdout + up.stderr
         back = time.time()
-        t.join(900)
-        assert not t.is_alive(), "owler run did not end within 900 s"
-        run = result["run"]
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-        # ended because nothing was left, not at its time limit (a tuple replayed without end)
-        assert "stopped (idle for 8 s)" in run.stdout, run.stdout[-3000:]
+        finish_crawl(t, result)
         log = farm.access_log()
         assert [e for e in served_200(log) if e["t"] > back], "nothing was fetched after the restart"
         status = orjson.loads(owler("status", "--conf", str(conf),
