@@ -3,7 +3,7 @@
 (``--backend opensearch``) the OpenSearch one on nodes of its own.
 
     .venv/bin/python bench/bench_frontier_scale.py [--sizes 100k,1M,10M] [--keys-per-url 0.05]
-        [--batch N] [--dir DIR] [--json]
+        [--batch N] [--measured 60] [--dir DIR] [--json] [-o KEY=VALUE ...]
         [--backend opensearch [--nodes 1] [--shards 1] [--replicas 0] [--heap 2g] [--port 9284]]
 
 The web's shape, not a closed farm's: partition keys (hosts) drawn from a Zipf law (exponent 1)
@@ -17,8 +17,11 @@ the frontier ignores. The frontier is filled to each size with pages whose links
 
 At each size:
 
-- **status updates/s**: 20 batches of ``--batch`` updates (``status.updater.batch.size``) of that
-  stream, timed on their own;
+- **status updates/s**: ``--measured`` batches (60) of ``--batch`` updates
+  (``status.updater.batch.size``) of that stream, timed on their own, starting from an empty WAL
+  (SQLite: the fill's WAL is checkpointed first, so no size pays the checkpoints of its fill's new
+  URLs) and long enough to span several of the checkpoint thread's cycles and the WAL's growth
+  to its steady size (the 20 batches of the first version took 1.6 s at 0.1 M: BENCHMARKS.md);
 - **URLs served/s**: ``due(now, 1000 queues, 10 per queue)`` as the spout calls it, for 3 s;
 - **monitoring reads**, ms each (median of 5): ``counts()`` (``owler status``, the dashboard's
   recorder), ``due_count()`` (every progress line of ``owler run``), ``queue_count()`` with and
@@ -67,7 +70,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 MD = {"depth": ["2"], "url.path": ["https://www.example.org/parent/page.html"]}
 FETCHED_MD = {"signature": ["abc"], **MD}
-MEASURED = 20  # batches timed at each size
 
 
 def parse_size(text: str) -> int:
@@ -162,10 +164,11 @@ def store_facts(fr, path: Path | None, rows: int, node) -> dict:
             "peak_rss_mb": round(sum(rss_mb(pid) for pid in node.pids().values()))}
 
 
-def measure(fr, web: Web, path: Path | None, batch: int, now: float, node=None) -> dict:
+def measure(fr, web: Web, path: Path | None, batch: int, now: float, node=None,
+            measured: int = 60) -> dict:
     t_write = 0.0
     written = 0
-    for _ in range(MEASURED):
+    for _ in range(measured):
         b = web.batch(batch, now)
         t0 = time.perf_counter()
         failed = fr.apply_updates(b)
@@ -236,6 +239,8 @@ def main() -> None:
     ap.add_argument("--new-share", type=float, default=0.15, help="share of links that are new")
     ap.add_argument("--batch", type=int,
                     default=C.get_int(load_conf(), "status.updater.batch.size", 5000))
+    ap.add_argument("--measured", type=int, default=60,
+                    help="batches timed at each size (the window spans several WAL checkpoints)")
     ap.add_argument("--dir", default=None, help="where to put the database (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--backend", choices=("sqlite", "opensearch"), default="sqlite")
@@ -244,12 +249,18 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=0, help="opensearch: its replicas")
     ap.add_argument("--heap", default="2g", help="opensearch: each node's heap")
     ap.add_argument("--port", type=int, default=9284, help="opensearch: the first node's port")
+    ap.add_argument("-o", dest="options", action="append", default=[], metavar="KEY=VALUE",
+                    help="a frontier setting (e.g. frontier.sqlite.checkpoint.interval=5)")
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     if sizes != sorted(sizes):
         ap.error("--sizes must grow")
     web = Web(max(1000, int(sizes[-1] * args.keys_per_url)), links=args.links,
               internal=args.internal, new_share=args.new_share)
+    try:
+        overrides = dict(C.parse_override(o) for o in args.options)
+    except C.ConfError as exc:
+        ap.error(str(exc))
     tmp = Path(tempfile.mkdtemp(prefix="bench-frontier-scale-", dir=args.dir))
     path = tmp / "frontier.sqlite"
     now = time.time()
@@ -257,7 +268,7 @@ def main() -> None:
     node = None
     try:
         if args.backend == "sqlite":
-            fr = SQLiteFrontier(path, {})
+            fr = SQLiteFrontier(path, overrides)
             name = "SQLite frontier"
         else:
             from owler.frontier.opensearch import OpenSearchFrontier
@@ -269,7 +280,7 @@ def main() -> None:
                 "frontier.backend": "opensearch", "services.opensearch.port": args.port,
                 "services.opensearch.nodes": args.nodes, "opensearch.status.index.name": "scale",
                 "opensearch.status.shards": args.shards,
-                "opensearch.status.replicas": args.replicas}, owner="bench")
+                "opensearch.status.replicas": args.replicas, **overrides}, owner="bench")
             fr.round_results = True  # as the status updater opens it (owler.status)
             path = None
             name = (f"OpenSearch frontier, {args.nodes} node(s), {args.shards} shard(s), "
@@ -277,11 +288,15 @@ def main() -> None:
         for size in sizes:
             t0 = time.perf_counter()
             # the fill: pages whose links are all new, up to where the measured batches end at size
-            while web.urls < size - MEASURED * args.batch * web.new_share:
+            while web.urls < size - args.measured * args.batch * web.new_share:
                 failed = fr.apply_updates(web.batch(args.batch, now, new_share=1.0))
                 assert not failed, f"{len(failed)} updates failed in the fill"
             fill = time.perf_counter() - t0
-            r = measure(fr, web, path, args.batch, now, node)
+            if node is None:
+                # every size's window starts from an empty WAL: the fill's checkpoint debt (its
+                # writes are all new URLs) is not the measured stream's
+                fr.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            r = measure(fr, web, path, args.batch, now, node, args.measured)
             r["fill_s"] = round(fill)
             results.append(r)
             print(f"[scale] {json.dumps(r)}", file=sys.stderr, flush=True)
