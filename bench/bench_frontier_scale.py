@@ -220,7 +220,7 @@ ROWS = [("status updates/s", "updates_per_s"), ("URLs served/s by due()", "serve
 
 def table(results: list[dict], name: str = "SQLite frontier") -> str:
     head = f"| {name} | " + " | ".join(
-        f"{r['urls'] / 1e6:g} M URLs / {r['keys']:,} keys" for r in results) + " | largest ÷ smallest |"
+        f"{r['urls'] / 1e6:.3g} M URLs / {r['keys']:,} keys" for r in results) + " | largest ÷ smallest |"
     lines = [head, "|---|" + "---:|" * (len(results) + 1)]
     for label, name in ROWS:
         vals = [r[name] for r in results]

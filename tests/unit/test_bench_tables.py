@@ -126,3 +126,17 @@ def test_frontier_line_shows_the_rounds_and_their_stolen_cpu():
     assert "CPU stolen, ours / peer: 0 % / 13 %, 0 % / 0 %" in line
     old = {**os_, "rounds": [{"ratio": 0.883}]}  # a bench from before the steal was recorded
     assert "stolen" not in run_all.frontier_lines({}, old)[-1]
+
+
+def test_scale_table_names_each_size_shortly_and_divides_the_largest_by_the_smallest():
+    from bench.bench_frontier_scale import ROWS, table
+
+    def size(urls: int, keys: int, updates: int) -> dict:
+        return {"urls": urls, "keys": keys, **{name: 1 for _, name in ROWS},
+                "updates_per_s": updates}
+
+    lines = table([size(121_778, 27_519, 60_000), size(10_004_321, 282_011, 30_000)]).splitlines()
+    assert lines[0] == ("| SQLite frontier | 0.122 M URLs / 27,519 keys | 10 M URLs / 282,011 keys "
+                        "| largest ÷ smallest |")
+    assert lines[2] == "| status updates/s | 60,000 | 30,000 | 0.50 |"
+    assert len(lines) == 2 + len(ROWS)
