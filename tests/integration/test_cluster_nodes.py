@@ -417,8 +417,11 @@ def test_the_sitemap_topology_spread_over_both_nodes(sitemap_spread, opensearch)
 
 
 #: random bytes in each page of the farm for the node-loss crawl (tests/farm/server.py --pad):
-#: about half a MiB of WARC records a page, so that ten pages fill a 5 MiB part
-PAD = 512 << 10
+#: about 1 MiB of WARC records a page, so that five pages fill a 5 MiB part (with half a MiB, a
+#: file on a slow CI machine once took its 45 s of warc.s3.max.age to hold six pages)
+PAD = 1 << 20
+#: warc.s3.stream.part.size of the node-loss crawl
+PART = 5 << 20
 
 
 @pytest.fixture(scope="module")
@@ -434,7 +437,7 @@ def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
         # padded pages to fill a part, and for the node to be killed after a part is stored and
         # before the file is completed even when a busy machine slows the crawl down (CI once
         # saw the file completed within the 15 s of an earlier setting; below the message timeout)
-        "warc.s3.stream.part.size: 5242880\n"
+        f"warc.s3.stream.part.size: {PART}\n"
         "warc.s3.max.age: 45\n"
         "warc.rotation.time: 300\n"
         "fetcher.server.delay: 0.5\n"
@@ -450,10 +453,12 @@ def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
         ok(owler("inject", str(seeds), "--conf", str(conf)))
         ok(owler("cluster", "submit", "explorative", "--conf", str(conf)))
         tasks = wait_for("the fetcher's task in the UI", lambda: fetcher_tasks("explorative"), 120)
-        # the victim: the node of the fetcher task whose open WARC file has a part stored, killed
-        # at once
-        stored = wait_for("a part of the fetcher's open WARC file stored", lambda: open_uploads(
-            s3_server, bucket, tasks), 300, 0.5)
+        # the victim: the node of the fetcher task whose open WARC file has a full part stored
+        # (not its last: a file completed at warc.s3.max.age stores a smaller last part and is
+        # completed a moment later, before the kill; CI saw that once), killed at once
+        stored = wait_for("a full part of the fetcher's open WARC file stored", lambda: {
+            key: parts for key, parts in open_uploads(s3_server, bucket, tasks).items()
+            if any(p["Size"] >= PART for p in parts)}, 300, 0.5)
         victim = tasks[parse_file_name(next(iter(stored)).rsplit("/", 1)[-1])["partition"]]
         survivor = kill_node(nodes, victim)
         out["killed_at"] = time.time()
