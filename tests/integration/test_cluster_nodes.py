@@ -428,8 +428,9 @@ PART = 5 << 20
 def node_lost(nodes, opensearch, s3_server, tmp_path_factory, spread_crawl):
     """The explorative crawl on both nodes, its fetcher's WARC file streamed to S3 in 5 MiB
     parts; the node of the fetcher task killed -9 (its supervisor, workers and their Python
-    components) as soon as a part of the fetcher's open file is stored; the crawl goes on on the
-    other node, where the restarted fetcher task completes the upload the dead one left open."""
+    components) as soon as a full part of the fetcher's open file is stored; the crawl goes on
+    on the other node, where the restarted fetcher task completes the upload the dead one left
+    open."""
     out = crawl_conf(tmp_path_factory, nodes, opensearch, s3_server, "node-lost", (
         # a part leaves once 5 MiB of records wait (S3's smallest part but the last); a file is
         # completed when its oldest page not stored has waited warc.s3.max.age (the rest being
