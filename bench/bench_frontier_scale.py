@@ -164,8 +164,8 @@ def store_facts(fr, path: Path | None, rows: int, node) -> dict:
             "peak_rss_mb": round(sum(rss_mb(pid) for pid in node.pids().values()))}
 
 
-def measure(fr, web: Web, path: Path | None, batch: int, now: float, node=None,
-            measured: int = 60) -> dict:
+def measure(fr, web: Web, path: Path | None, batch: int, now: float, node,
+            measured: int) -> dict:
     t_write = 0.0
     written = 0
     for _ in range(measured):
