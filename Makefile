@@ -11,7 +11,8 @@ BIN := $(VENV)/bin
 export LEIN_ROOT := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-APT_PACKAGES := openjdk-17-jdk-headless maven leiningen zookeeper chromium-headless-shell
+APT_PACKAGES := openjdk-17-jdk-headless maven leiningen zookeeper chromium-headless-shell \
+	prometheus prometheus-pushgateway
 SEEDS ?=
 CONF ?=
 IDLE ?= 30

@@ -14,7 +14,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 LAYERS = [
     {"constants", "metadata", "wire", "outlinks"},
     {"conf"},
-    {"urls", "osclient", "chain", "sched"},
+    {"urls", "osclient", "chain", "sched", "prometheus"},
     {"filters", "blacklist", "scheduler", "seeds", "task"},
     {"frontier"},
     {"status", "urlfrontier"},

@@ -401,19 +401,22 @@ def cmd_frontier(args) -> int:
     from owler.urlfrontier.service import serve
 
     try:
-        server, service, port = serve(conf, args.host, args.port)
+        server, service, port = serve(conf, args.host, args.port, metrics_port=args.metrics_port)
     except FrontierError as exc:
         print(f"owler frontier serve: cannot use the frontier: {exc}", file=sys.stderr)
         return 3
     except (OSError, RuntimeError) as exc:
-        print(f"owler frontier serve: cannot listen on {args.host}:{args.port}: {exc}",
-              file=sys.stderr)
+        what = str(exc) if str(exc).startswith("cannot serve metrics") else \
+            f"cannot listen on {args.host}:{args.port}: {exc}"
+        print(f"owler frontier serve: {what}", file=sys.stderr)
         return 2
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     print(f"URLFrontier service on {args.host}:{port} over {service.frontier.location}"
-          + (f"; interest {want.text()}" if want else ""), flush=True)
+          + (f"; interest {want.text()}" if want else "")
+          + (f"; metrics on http://{args.host}:{service.metrics_port}/metrics"
+             if service.metrics_port is not None else ""), flush=True)
     stop.wait()
     server.stop(grace=5).wait()
     service.close()
@@ -600,6 +603,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=7071, help="port (default 7071, URLFrontier's; "
                                                           "0: any free port)")
+    s.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="also serve Prometheus metrics on http://HOST:PORT/metrics (URLFrontier's "
+                        "names; 0: any free port; default: none)")
     s.add_argument("--interest", metavar="SIGNATURE",
                    help='serve only the URLs of these tags: +tag required, -tag excluded, a bare '
                         'tag any-of, e.g. "+Sitemap +FamilyFriendly -risk:adult"; one that '

@@ -11,7 +11,8 @@ components that emit statuses share (:class:`StatusEmitter`).
   ``owler run``'s progress line and idle detection: a file, because ``report_metric`` kills a
   ShellBolt that has no Java metric registered under the same name.
 - With ``metrics.opensearch: true`` the same counters and gauges go every ``metrics.interval``
-  seconds to StormCrawler's metrics index from a background thread (:mod:`owler.task.metrics`).
+  seconds to StormCrawler's metrics index from a background thread (:mod:`owler.task.metrics`);
+  with ``metrics.prometheus.pushgateway`` to a Prometheus Pushgateway (:mod:`owler.prometheus`).
 - :meth:`OwlerComponent.report_error`: an operational error shown in the Storm UI (throttled by
   ``metrics.errors.interval``).
 - :meth:`StatusEmitter.emit_status` / :meth:`StatusEmitter.emit_error`: a URL's status (and its
@@ -34,6 +35,7 @@ from collections import Counter
 
 from owler import conf as C
 from owler import outlinks as outlink
+from owler import prometheus as P
 from owler import sched, wire
 from owler.constants import (ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, OUTLINKS_STREAM,
                              STATUS_STREAM, Status)
@@ -81,6 +83,16 @@ class OwlerComponent:
         except C.ConfError as exc:  # bad metrics keys must not stop the crawl
             log.error("metrics to OpenSearch disabled: %s", exc)
             self.report_error(f"metrics to OpenSearch disabled: {exc}")
+        self.prometheus = None
+        try:
+            src = M.source_from(storm_conf, context)
+            self.prometheus = P.Pusher.from_conf(
+                storm_conf, {"topology": src.storm_id or "none", "component": src.component,
+                             "task": str(src.task_id)}, self.snapshot, {"host": src.host},
+                C.get_float(storm_conf, M.INTERVAL_KEY, M.DEFAULT_INTERVAL))
+        except C.ConfError as exc:  # likewise
+            log.error("metrics to Prometheus disabled: %s", exc)
+            self.report_error(f"metrics to Prometheus disabled: {exc}")
 
     # -- counters ---------------------------------------------------------------------------
     def count(self, name: str, n: int = 1) -> None:
@@ -110,6 +122,8 @@ class OwlerComponent:
         if self.metrics is not None:
             counters.update(self.metrics.sink.stats())
             gauges["metrics/queued"] = self.metrics.sink.queued
+        if getattr(self, "prometheus", None) is not None:
+            counters.update(self.prometheus.stats())
         return counters, gauges
 
     def metrics_snapshot(self) -> dict:
@@ -173,6 +187,11 @@ class OwlerComponent:
         if getattr(self, "metrics", None) is not None:
             try:
                 self.metrics.close(timeout=2.0)  # a last snapshot, if OpenSearch is there
+            except Exception:  # noqa: BLE001
+                pass
+        if getattr(self, "prometheus", None) is not None:
+            try:
+                self.prometheus.close(timeout=2.0)  # the last values, if the gateway is there
             except Exception:  # noqa: BLE001
                 pass
 

@@ -58,6 +58,12 @@ SetCrawlLimit (as the reference service): a queue with a limit is not served onc
 URLs are completed (never to be fetched again) as the limit; 0 lifts it; an unknown queue is
 NOT_FOUND.
 
+Metrics: ``serve(..., metrics_port=N)`` (``owler frontier serve --metrics-port N``) serves
+``/metrics`` in Prometheus' text format with the reference service's names
+(``frontier_getURLs_total``, ``frontier_putURLs_total``, ``..._discovered_total{discovered}``,
+``..._ignored_total``, ``..._completed_total``, ``frontier_getURLs_latency_seconds``:
+:class:`owler.prometheus.ServiceMetrics`).
+
 Every frontier call runs on one thread of its own (a SQLite connection belongs to one thread; it
 also keeps the holds consistent); a frontier that fails answers UNAVAILABLE.
 """
@@ -82,6 +88,7 @@ from owler.frontier.crawls import DEFAULT_CRAWL, CrawlIDError, crawl_id
 from owler.frontier.feed import lease_owner
 from owler.frontier.refresh import is_refresh
 from owler.frontier.urlfrontier_api import DUE_COUNT, STATUS_KEY, add_service, pb
+from owler.prometheus import ServiceMetrics
 from owler.urls import partition_key
 
 log = logging.getLogger("owler.urlfrontier.service")
@@ -159,6 +166,9 @@ class FrontierService:
         self.handover_secs = C.get_float(conf, "urlfrontier.service.handover", 1.5)
         self.active = True
         self.crawls: dict[str, _Crawl] = {}
+        self.metrics = ServiceMetrics()  # /metrics with --metrics-port (owler.prometheus)
+        self._metrics_http: Any = None
+        self.metrics_port: int | None = None
         self._next_crawl = 0  # the crawl GetURLs with any crawl ID starts from
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="frontier")
         # the lease owner over OpenSearch: one per service (frontier.crawler.id, else host:pid)
@@ -215,12 +225,29 @@ class FrontierService:
         st.frontier.refresh()
         return fn(*args)
 
+    def serve_metrics(self, host: str, port: int) -> int:
+        """The service's metrics on ``http://host:port/metrics`` (0: any free port), until
+        :meth:`close`; returns the port bound. OSError when it cannot be bound."""
+        from prometheus_client import start_http_server
+
+        try:
+            self._metrics_http, _ = start_http_server(port, addr=host,
+                                                      registry=self.metrics.registry)
+        except OSError as exc:
+            raise OSError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
+        self.metrics_port = self._metrics_http.server_port
+        return self.metrics_port
+
     def close(self) -> None:
         def close() -> None:
             for st in self.crawls.values():
                 if getattr(st.frontier, "leases_queues", False):
                     st.frontier.release_all(self.clock())
                 st.frontier.close()
+        if self._metrics_http is not None:
+            self._metrics_http.shutdown()
+            self._metrics_http.server_close()
+            self._metrics_http = None
         self._run(close)
         self._thread.shutdown()
 
@@ -347,10 +374,13 @@ class FrontierService:
         now = self.clock()
         acks: list[tuple[str, int]] = []
         by_crawl: dict[str, tuple[list[StatusUpdate], list[int]]] = {}
+        m = self.metrics
         for item in items:
             kind = item.WhichOneof("item")
             info = item.discovered.info if kind == "discovered" else item.known.info
             acks.append((item.ID or info.url, OK))
+            m.put_urls.inc()
+            m.put_discovered.labels("true" if kind == "discovered" else "false").inc()
             try:
                 crawl = crawl_id(info.crawlID)
             except CrawlIDError:
@@ -375,6 +405,8 @@ class FrontierService:
                 if status is Status.DISCOVERED:
                     status = Status.FETCHED  # a known URL is not undiscovered again
                 due = item.known.refetchable_from_date
+                if not due:
+                    m.put_completed.inc()
                 update = StatusUpdate(info.url, status, md, float(due) if due else None, key)
             updates, positions = by_crawl.setdefault(crawl, ([], []))
             updates.append(update)
@@ -408,6 +440,7 @@ class FrontierService:
         for u, pos, p in zip(updates, positions, plain):
             if p and (u.url in stored or u.url in seen):
                 acks[pos] = (acks[pos][0], SKIPPED)
+                self.metrics.put_ignored.inc()
                 continue
             seen.add(u.url)
             kept[0].append(u)
@@ -448,6 +481,8 @@ class FrontierService:
     def GetURLs(self, request: Any, context: Any) -> Iterator[Any]:
         if not self.active:
             return
+        self.metrics.get_calls.inc()
+        started = time.perf_counter()
         peer = context.peer() or ""
         args = (request.key or None, request.max_queues or DEFAULT_QUEUES,
                 request.max_urls_per_queue or DEFAULT_PER_QUEUE,
@@ -461,12 +496,15 @@ class FrontierService:
                 st = self._state(crawl)
                 return [] if st is None else [(*row, crawl) for row in self._take(st, *args)]
             rows = self._call(context, take)
+        self.metrics.get_latency.observe(time.perf_counter() - started)
+        self.metrics.get_urls.inc(len(rows))
         for url, md, key, crawl in rows:
             info = pb.URLInfo(url=url, key=key, crawlID=crawl)
             fill_metadata(info, md)
             yield info
 
     def PutURLs(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:
+        self.metrics.put_calls.inc()
         for items in self._batches(request_iterator, context):
             for ack_id, status in self._call(context, lambda: self._put(items)):
                 yield pb.AckMessage(ID=ack_id, status=status)
@@ -707,15 +745,24 @@ class FrontierService:
 
 
 def serve(conf: Mapping[str, Any], host: str = "127.0.0.1", port: int = 7071,
-          workers: int = 64) -> tuple[grpc.Server, FrontierService, int]:
-    """Start the service on ``host:port`` (0: any free port); returns the started server, the
-    service (close it after stopping the server) and the port bound."""
+          workers: int = 64, metrics_port: int | None = None
+          ) -> tuple[grpc.Server, FrontierService, int]:
+    """Start the service on ``host:port`` (0: any free port), and with ``metrics_port`` its
+    Prometheus ``/metrics`` on ``host:metrics_port`` (0: any free port; the port bound is
+    ``service.metrics_port``); returns the started server, the service (close it after stopping
+    the server) and the port bound."""
     server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="urlfrontier"),
                          maximum_concurrent_rpcs=None)
     bound = server.add_insecure_port(f"{host}:{port}")
     if not bound:
         raise OSError(f"cannot listen on {host}:{port}")
     service = FrontierService(conf, address=f"{host}:{bound}")
+    if metrics_port is not None:
+        try:
+            service.serve_metrics(host, metrics_port)
+        except OSError:
+            service.close()
+            raise
     missing = add_service(server, service)
     server.start()
     log.info("URLFrontier service on %s:%d over %s (UNIMPLEMENTED: %s)", host, bound,
