@@ -12,7 +12,7 @@ export LEIN_ROOT := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 APT_PACKAGES := openjdk-17-jdk-headless maven leiningen zookeeper chromium-headless-shell \
-	prometheus prometheus-pushgateway
+	prometheus prometheus-pushgateway openssh-server openssh-client python3-virtualenv
 SEEDS ?=
 CONF ?=
 IDLE ?= 30

@@ -1,0 +1,141 @@
+"""The cluster's hosts on loopback addresses (owler/run/hosts.py), with Debian's real OpenSSH server
+on each: the service account logs in over SSH with the operator's key only, sees its own home and
+virtualenv folder and a Python without the project's packages, Fabric (streamparse's SSH library)
+runs commands and uploads files on every host as `sparse submit` does, a refused key and a host
+that is down fail clearly, and `down` leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from owler.run.hosts import Hosts, HostsError
+from owler.run.procs import port_open
+from tests.integration.prometheus import free_port
+
+# one worker for the module: the hosts share one service account, which `down` removes
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("hosts")]
+
+
+def _ssh_port(count: int) -> int:
+    """A port free on 127.0.0.2..2+count-1."""
+    for _ in range(50):
+        port = free_port()
+        if not any(port_open(port, f"127.0.0.{k}") for k in range(2, 2 + count)):
+            return port
+    raise AssertionError("no free SSH port")
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    h = Hosts(tmp_path_factory.mktemp("hosts"), 2, ssh_port=_ssh_port(2),
+              venv_root=Path("/opt/owler-test/virtualenvs"))
+    try:
+        out = h.up()
+        assert out.startswith("2 host(s) up: owler-cluster@127.0.0.2:"), out
+        yield h
+    finally:
+        h.down()
+
+
+def test_each_host_is_the_service_account_with_a_home_and_python_of_its_own(hosts):
+    seen = []
+    for host in hosts.hosts:
+        r = hosts.ssh(host, "id -un; echo $HOME; ls -A ~; command -v python3; "
+                            "python3 -c 'import owler' 2>&1 | tail -1; virtualenv --version; "
+                            "echo $SSH_CONNECTION")
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert lines[:3] == ["owler-cluster", "/home/owler-cluster", ".ssh"], lines
+        assert lines[3] == "/usr/bin/python3"  # Debian's, not the project's virtualenv
+        assert lines[4] == "ModuleNotFoundError: No module named 'owler'"
+        assert lines[5].startswith("virtualenv ")
+        assert lines[6].split()[2:] == [host.address, str(hosts.ssh_port)]
+        # a file made in the home and the virtualenv folder of one host is that host's only
+        r = hosts.ssh(host, f"echo {host.address} > ~/mine && mkdir {hosts.venv_root}/x-{host.index}"
+                            f" && ls {hosts.venv_root}")
+        assert r.returncode == 0, r.stderr
+        seen.append(r.stdout.split())
+        assert (host.home / "mine").read_text() == f"{host.address}\n"
+        assert (host.venvs / f"x-{host.index}").is_dir()
+        assert host.venvs.stat().st_uid == pwd.getpwnam("owler-cluster").pw_uid
+    assert seen == [["x-2"], ["x-3"]]
+    assert not any(hosts.venv_root.iterdir())  # outside every host: the empty mount point
+
+
+def test_fabric_runs_and_uploads_on_every_host_as_sparse_submit_does(hosts, tmp_path):
+    script = tmp_path / "fab.py"
+    upload = tmp_path / "spec.txt"
+    upload.write_text("streamparse==5.0.1\n")
+    script.write_text(
+        "from fabric.api import env, execute, hide, put, run\n"
+        "env.use_ssh_config = True\n"  # as streamparse's activate_env, from ~/.ssh/config
+        "env.disable_known_hosts = True\n"
+        "env.user = 'owler-cluster'\n"
+        "env.abort_on_prompts = True\n"
+        "def task():\n"
+        "    tmp = run('mktemp /tmp/spec-XXXXXX.txt')\n"
+        f"    put('{upload}', tmp, mode='0666')\n"
+        "    return run('cat ' + tmp + ' && rm ' + tmp + ' && hostname -I >/dev/null; "
+        "echo $SSH_CONNECTION')\n"
+        "with hide('everything'):\n"
+        f"    out = execute(task, hosts={[h.address for h in hosts.hosts]!r})\n"
+        "for host, text in sorted(out.items()):\n"
+        "    print(host, text.replace('\\r', '').replace('\\n', ' | '))\n")
+    r = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "HOME": str(hosts.operator_home)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    for line, host in zip(lines, hosts.hosts, strict=True):
+        assert line.startswith(f"{host.address} streamparse==5.0.1 | "), line
+        assert f" {host.address} {hosts.ssh_port}" in line, line
+
+
+def test_a_key_the_hosts_do_not_know_is_refused(hosts, tmp_path):
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    host = hosts.hosts[0]
+    r = subprocess.run(["ssh", "-F", "/dev/null", "-i", str(other), "-o", "IdentitiesOnly=yes",
+                        "-o", f"UserKnownHostsFile={hosts.known_hosts}", "-o", "BatchMode=yes",
+                        "-p", str(hosts.ssh_port), f"owler-cluster@{host.address}", "true"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 255 and "Permission denied (publickey)" in r.stderr, r.stderr
+    # root may not log in at all, with the right key either
+    r = subprocess.run(["ssh", "-F", "/dev/null", "-i", str(hosts.key), "-o", "IdentitiesOnly=yes",
+                        "-o", f"UserKnownHostsFile={hosts.known_hosts}", "-o", "BatchMode=yes",
+                        "-p", str(hosts.ssh_port), f"root@{host.address}", "true"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 255 and "Permission denied" in r.stderr, r.stderr
+
+
+def test_up_twice_is_harmless_and_down_leaves_nothing(tmp_path):
+    h = Hosts(tmp_path / "h", 1, ssh_port=_ssh_port(1), first=7,
+              venv_root=Path("/opt/owler-test2/virtualenvs"))
+    try:
+        h.up()
+        pid = h.running(h.hosts[0])
+        h.up()
+        assert h.running(h.hosts[0]) == pid
+        assert h.ssh(h.hosts[0], "true").returncode == 0
+        # a port another process holds is a clear error
+        busy = Hosts(tmp_path / "busy", 1, ssh_port=h.ssh_port, first=7,
+                     venv_root=Path("/opt/owler-test2/virtualenvs"))
+        with pytest.raises(HostsError, match=f"port {h.ssh_port} on 127.0.0.7 is taken"):
+            busy.up()
+    finally:
+        out = h.down()
+    assert "1 SSH server(s) stopped" in out
+    assert not port_open(h.ssh_port, "127.0.0.7")
+    assert not (tmp_path / "h").exists()
+    assert not Path("/opt/owler-test2").exists()
+    assert h.down().startswith("hosts down: 0 SSH server(s) stopped")
+    # a host that is down: ssh fails with the reason
+    r = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-p",
+                        str(h.ssh_port), "owler-cluster@127.0.0.7", "true"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 255 and "Connection refused" in r.stderr, r.stderr
