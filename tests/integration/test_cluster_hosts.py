@@ -51,14 +51,14 @@ def test_each_host_is_the_service_account_with_a_home_and_python_of_its_own(host
                             "echo $SSH_CONNECTION")
         assert r.returncode == 0, r.stderr
         lines = r.stdout.splitlines()
-        assert lines[:3] == ["owler-cluster", "/home/owler-cluster", ".ssh"], lines
+        assert lines[:3] == ["owler-cluster", str(hosts.account_home), ".ssh"], lines
         assert lines[3] == "/usr/bin/python3"  # Debian's, not the project's virtualenv
         assert lines[4] == "ModuleNotFoundError: No module named 'owler'"
         assert lines[5].startswith("virtualenv ")
         assert lines[6].split()[2:] == [host.address, str(hosts.ssh_port)]
         # a file made in the home and the virtualenv folder of one host is that host's only
-        r = hosts.ssh(host, f"echo {host.address} > ~/mine && mkdir {hosts.venv_root}/x-{host.index}"
-                            f" && ls {hosts.venv_root}")
+        r = hosts.ssh(host, f"echo {host.address} > ~/mine && "
+                            f"mkdir {hosts.venv_root}/x-{host.index} && ls {hosts.venv_root}")
         assert r.returncode == 0, r.stderr
         seen.append(r.stdout.split())
         assert (host.home / "mine").read_text() == f"{host.address}\n"

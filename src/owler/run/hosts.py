@@ -9,7 +9,7 @@ builds the virtualenvs as that user), and each host has its own files:
 - its SSH server (Debian's ``openssh-server``) listens on ``127.0.0.k`` only, at ``ssh_port``,
   with a host key of its own and public-key authentication only;
 - it runs in a mount namespace of its own (``unshare --mount``), where the account's home
-  (``/home/<user>``) is the host's folder ``<base>/<address>/home`` and ``venv_root``
+  (``useradd``'s default) is the host's folder ``<base>/<address>/home`` and ``venv_root``
   (``/opt/owler/virtualenvs``) is ``<base>/<address>/virtualenvs``. Every SSH session of the host
   and whatever :meth:`Hosts.enter` starts there (its Storm supervisor and workers) sees those
   folders at those paths, and no other host's: a virtualenv that streamparse builds on one host
@@ -80,7 +80,7 @@ class Host:
 
     @property
     def home(self) -> Path:
-        """The account's home as this host has it (at ``/home/<user>`` inside its namespace)."""
+        """The account's home as this host has it (at the account's home in its namespace)."""
         return self.base / "home"
 
     @property
@@ -114,7 +114,8 @@ class Hosts:
 
     @property
     def account_home(self) -> Path:
-        return Path("/home") / self.user
+        """The account's home as ``useradd`` gave it (Debian's default: under ``/home``)."""
+        return Path(pwd.getpwnam(self.user).pw_dir)
 
     @property
     def key(self) -> Path:
@@ -164,11 +165,10 @@ class Hosts:
             return pwd.getpwnam(self.user)
         except KeyError:
             pass
-        # no home is made here: each host has its own, mounted at /home/<user> in its namespace;
+        # no home is made here: each host has its own, mounted over this one in its namespace;
         # password "*": none to log in with, but not a locked account, which sshd refuses
-        _run(["useradd", "--no-create-home", "--home-dir", str(self.account_home), "--shell",
-              "/bin/sh", "--password", "*", "--comment", "owler cluster hosts", self.user],
-             "the hosts' account")
+        _run(["useradd", "--no-create-home", "--shell", "/bin/sh", "--password", "*",
+              "--comment", "owler cluster hosts", self.user], "the hosts' account")
         return pwd.getpwnam(self.user)
 
     def _make(self, host: Host) -> None:
@@ -307,15 +307,16 @@ class Hosts:
                 stopped += 1
         shutil.rmtree(self.base, ignore_errors=True)
         removed = False
+        mount_points = [self.venv_root, self.venv_root.parent]
         try:
-            pwd.getpwnam(self.user)
+            mount_points.insert(0, self.account_home)
         except KeyError:
             pass
         else:  # another work folder's hosts may still use it
             if not self._account_in_use():
                 _run(["userdel", self.user], "removing the hosts' account")
                 removed = True
-        for d in (self.account_home, self.venv_root, self.venv_root.parent):  # mount points
+        for d in mount_points:
             try:
                 d.rmdir()
             except OSError:
