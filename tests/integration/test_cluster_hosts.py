@@ -6,6 +6,7 @@ that is down fail clearly, and `down` leaves nothing behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import subprocess
@@ -20,6 +21,7 @@ from tests.integration.prometheus import free_port
 
 # one worker for the module: the hosts share one service account, which `down` removes
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("hosts")]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ssh_port(count: int) -> int:
@@ -40,7 +42,12 @@ def hosts(tmp_path_factory):
         assert out.startswith("2 host(s) up: owler-cluster@127.0.0.2:"), out
         yield h
     finally:
-        h.down()
+        out = h.down()
+    # the last hosts of the account gone: the account and its mount points go too
+    assert out == "hosts down: 2 SSH server(s) stopped, account owler-cluster removed", out
+    assert not Path("/opt/owler-test").exists()
+    with pytest.raises(KeyError):
+        pwd.getpwnam("owler-cluster")
 
 
 def test_each_host_is_the_service_account_with_a_home_and_python_of_its_own(hosts):
@@ -113,9 +120,8 @@ def test_a_key_the_hosts_do_not_know_is_refused(hosts, tmp_path):
     assert r.returncode == 255 and "Permission denied" in r.stderr, r.stderr
 
 
-def test_up_twice_is_harmless_and_down_leaves_nothing(tmp_path):
-    h = Hosts(tmp_path / "h", 1, ssh_port=_ssh_port(1), first=7,
-              venv_root=Path("/opt/owler-test2/virtualenvs"))
+def test_up_twice_is_harmless_and_down_leaves_the_other_hosts_alone(hosts, tmp_path):
+    h = Hosts(tmp_path / "h", 1, ssh_port=_ssh_port(1), first=7, venv_root=hosts.venv_root)
     try:
         h.up()
         pid = h.running(h.hosts[0])
@@ -124,18 +130,57 @@ def test_up_twice_is_harmless_and_down_leaves_nothing(tmp_path):
         assert h.ssh(h.hosts[0], "true").returncode == 0
         # a port another process holds is a clear error
         busy = Hosts(tmp_path / "busy", 1, ssh_port=h.ssh_port, first=7,
-                     venv_root=Path("/opt/owler-test2/virtualenvs"))
+                     venv_root=hosts.venv_root)
         with pytest.raises(HostsError, match=f"port {h.ssh_port} on 127.0.0.7 is taken"):
             busy.up()
     finally:
         out = h.down()
-    assert "1 SSH server(s) stopped" in out
+    # the module's hosts still use the account and the mount points: they stay, and still work
+    assert out == "hosts down: 1 SSH server(s) stopped", out
     assert not port_open(h.ssh_port, "127.0.0.7")
     assert not (tmp_path / "h").exists()
-    assert not Path("/opt/owler-test2").exists()
-    assert h.down().startswith("hosts down: 0 SSH server(s) stopped")
+    r = hosts.ssh(hosts.hosts[0], f"id -un && touch {hosts.venv_root}/after && ls ~")
+    assert r.returncode == 0 and r.stdout.split()[0] == "owler-cluster", r.stderr
+    assert (hosts.hosts[0].venvs / "after").exists()
+    assert h.down() == "hosts down: 0 SSH server(s) stopped"
     # a host that is down: ssh fails with the reason
     r = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-p",
                         str(h.ssh_port), "owler-cluster@127.0.0.7", "true"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 255 and "Connection refused" in r.stderr, r.stderr
+
+
+def test_sparse_builds_the_topology_virtualenv_on_every_host_over_ssh(hosts, tmp_path):
+    """`sparse update_virtualenv` (what `sparse submit` runs first with install_virtualenv) as an
+    operator runs it: its own config.json with an env of the hosts, ~/.ssh/config from $HOME;
+    streamparse logs in to each host, runs Debian's virtualenv there and pip-installs
+    virtualenvs/explorative.txt from the package registry, and the components' Python on each
+    host then imports what they need from that virtualenv (Debian 12's Python 3.11.2: the spec
+    once pinned soupsieve 4.1.2, which needs 3.11.5)."""
+    project = tmp_path / "deploy"
+    project.mkdir()
+    for name in ("topologies", "virtualenvs", "src", "project.clj"):
+        (project / name).symlink_to(ROOT / name)
+    (project / "config.json").write_text(json.dumps({
+        "serializer": "msgpack", "topology_specs": "topologies/", "virtualenv_specs": "virtualenvs/",
+        "envs": {"hosts": {"user": hosts.user, "nimbus": "127.0.0.1:6627",
+                           "workers": [h.address for h in hosts.hosts],
+                           "use_ssh_for_nimbus": False, "use_virtualenv": True,
+                           "install_virtualenv": True, "virtualenv_root": str(hosts.venv_root),
+                           "log": {"path": "/tmp"}}}}))
+    r = subprocess.run([str(Path(sys.executable).parent / "sparse"), "update_virtualenv", "-e",
+                        "hosts", "-n", "explorative"], cwd=project, capture_output=True,
+                       text=True, timeout=900,
+                       env={**os.environ, "HOME": str(hosts.operator_home), "LEIN_ROOT": "1"})
+    assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
+    check = (f"{hosts.venv_root}/explorative/bin/python -c 'import streamparse, pystorm, orjson, "
+             "selectolax, warcio, bs4, soupsieve, prometheus_client; "
+             "print(streamparse.__file__)'; "
+             f"test -x {hosts.venv_root}/explorative/bin/streamparse_run && echo runner")
+    for host in hosts.hosts:
+        out = hosts.ssh(host, check, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == [
+            f"{hosts.venv_root}/explorative/lib/python3.11/site-packages/streamparse/__init__.py",
+            "runner"], out.stdout
+        assert (host.venvs / "explorative" / "bin" / "streamparse_run").exists()

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import time
@@ -50,6 +51,9 @@ USER = "owler-cluster"
 VENV_ROOT = Path("/opt/owler/virtualenvs")
 #: the privilege separation folder sshd requires (Debian's service would create it)
 PRIVSEP = Path("/run/sshd")
+
+
+_SSHD_CONF = re.compile(rb"-f (\S+/sshd_config)\b")
 
 
 class HostsError(RuntimeError):
@@ -288,13 +292,15 @@ class Hosts:
             if status.get("Uid", "").split()[:1] == [uid] and \
                     not status.get("State", "").strip().startswith("Z"):
                 return True
-            if not args or not args[0].endswith(b"sshd") or b"-f" not in args[:-1]:
+            # a listening sshd rewrites its command line ("sshd: /usr/sbin/sshd -f CONF ...
+            # [listener] ..."): the configuration it was started with is still named there
+            found = _SSHD_CONF.search(b" ".join(args))
+            if status.get("Name", "").strip() != "sshd" or found is None:
                 continue
-            conf = Path(args[args.index(b"-f") + 1].decode(errors="replace"))
             try:
-                if f"AllowUsers {self.user}\n" in conf.read_text():
+                if f"AllowUsers {self.user}\n" in Path(found.group(1).decode()).read_text():
                     return True
-            except OSError:
+            except (OSError, UnicodeDecodeError):
                 continue
         return False
 
@@ -306,20 +312,18 @@ class Hosts:
                 stop_group(pid, 10.0)
                 stopped += 1
         shutil.rmtree(self.base, ignore_errors=True)
-        removed = False
-        mount_points = [self.venv_root, self.venv_root.parent]
         try:
-            mount_points.insert(0, self.account_home)
-        except KeyError:
-            pass
-        else:  # another work folder's hosts may still use it
-            if not self._account_in_use():
-                _run(["userdel", self.user], "removing the hosts' account")
-                removed = True
-        for d in mount_points:
+            home = self.account_home
+        except KeyError:  # no account: nothing of it is left to remove
+            return f"hosts down: {stopped} SSH server(s) stopped"
+        # another work folder's hosts may still use the account and these mount points: removing
+        # a mount point here would detach their mounts in their namespaces too (Linux does)
+        if self._account_in_use():
+            return f"hosts down: {stopped} SSH server(s) stopped"
+        _run(["userdel", self.user], "removing the hosts' account")
+        for d in (home, self.venv_root, self.venv_root.parent):
             try:
                 d.rmdir()
-            except OSError:
+            except OSError:  # not empty: not only ours
                 pass
-        return (f"hosts down: {stopped} SSH server(s) stopped"
-                + (f", account {self.user} removed" if removed else ""))
+        return f"hosts down: {stopped} SSH server(s) stopped, account {self.user} removed"
