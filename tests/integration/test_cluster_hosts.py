@@ -162,7 +162,8 @@ def test_sparse_builds_the_topology_virtualenv_on_every_host_over_ssh(hosts, tmp
     for name in ("topologies", "virtualenvs", "src", "project.clj"):
         (project / name).symlink_to(ROOT / name)
     (project / "config.json").write_text(json.dumps({
-        "serializer": "msgpack", "topology_specs": "topologies/", "virtualenv_specs": "virtualenvs/",
+        "serializer": "msgpack", "topology_specs": "topologies/",
+        "virtualenv_specs": "virtualenvs/",
         "envs": {"hosts": {"user": hosts.user, "nimbus": "127.0.0.1:6627",
                            "workers": [h.address for h in hosts.hosts],
                            "use_ssh_for_nimbus": False, "use_virtualenv": True,
