@@ -174,3 +174,32 @@ def test_the_service_metrics_bear_the_reference_names():
     assert got[("frontier_putURLs_discovered_total", (("discovered", "false"),))] == 1
     assert got[("frontier_putURLs_ignored_total", ())] == 1
     assert got[("frontier_putURLs_completed_total", ())] == 1
+
+
+def test_the_service_counts_a_put_batch_as_the_reference_does(tmp_path):
+    from owler.frontier.urlfrontier_api import pb
+    from owler.urlfrontier.service import FrontierService
+
+    def disc(url):
+        return pb.URLItem(discovered=pb.DiscoveredURLItem(info=pb.URLInfo(url=url)))
+
+    def known(url, due):
+        return pb.URLItem(known=pb.KnownURLItem(info=pb.URLInfo(url=url),
+                                                refetchable_from_date=due))
+
+    svc = FrontierService({"frontier.sqlite.path": str(tmp_path / "f.sqlite")})
+    try:
+        first = svc._run(lambda: svc._put([
+            disc("http://a.example/1"), disc("http://a.example/1"), disc("http://a.example/2"),
+            known("http://a.example/3", 0), known("http://a.example/4", 2_000_000_000)]))
+        again = svc._run(lambda: svc._put([disc("http://a.example/1")]))
+        got = _samples(generate_latest(svc.metrics.registry).decode())
+    finally:
+        svc.close()
+    assert [s for _, s in first] == [0, 1, 0, 0, 0] and [s for _, s in again] == [1]  # OK/SKIPPED
+    assert got[("frontier_putURLs_total", ())] == 6
+    assert got[("frontier_putURLs_discovered_total", (("discovered", "true"),))] == 4
+    assert got[("frontier_putURLs_discovered_total", (("discovered", "false"),))] == 2
+    # the second of a batch and the one already stored: the reference's "already known"
+    assert got[("frontier_putURLs_ignored_total", ())] == 2
+    assert got[("frontier_putURLs_completed_total", ())] == 1  # refetchable_from_date 0

@@ -374,13 +374,12 @@ class FrontierService:
         now = self.clock()
         acks: list[tuple[str, int]] = []
         by_crawl: dict[str, tuple[list[StatusUpdate], list[int]]] = {}
-        m = self.metrics
+        discovered = completed = 0  # counted once a batch: a counter's inc() costs ~1-3 µs
         for item in items:
             kind = item.WhichOneof("item")
             info = item.discovered.info if kind == "discovered" else item.known.info
             acks.append((item.ID or info.url, OK))
-            m.put_urls.inc()
-            m.put_discovered.labels("true" if kind == "discovered" else "false").inc()
+            discovered += kind == "discovered"
             try:
                 crawl = crawl_id(info.crawlID)
             except CrawlIDError:
@@ -405,12 +404,16 @@ class FrontierService:
                 if status is Status.DISCOVERED:
                     status = Status.FETCHED  # a known URL is not undiscovered again
                 due = item.known.refetchable_from_date
-                if not due:
-                    m.put_completed.inc()
+                completed += not due
                 update = StatusUpdate(info.url, status, md, float(due) if due else None, key)
             updates, positions = by_crawl.setdefault(crawl, ([], []))
             updates.append(update)
             positions.append(len(acks) - 1)
+        m = self.metrics
+        m.put_urls.inc(len(items))
+        m.put_discovered.labels("true").inc(discovered)
+        m.put_discovered.labels("false").inc(len(items) - discovered)
+        m.put_completed.inc(completed)
         for crawl, (updates, positions) in by_crawl.items():
             updates, positions = self._leave_known(crawl, updates, positions, acks)
             for pos in self._write(crawl, updates, positions, now):
@@ -440,11 +443,11 @@ class FrontierService:
         for u, pos, p in zip(updates, positions, plain):
             if p and (u.url in stored or u.url in seen):
                 acks[pos] = (acks[pos][0], SKIPPED)
-                self.metrics.put_ignored.inc()
                 continue
             seen.add(u.url)
             kept[0].append(u)
             kept[1].append(pos)
+        self.metrics.put_ignored.inc(len(updates) - len(kept[0]))
         return kept
 
     def _write(self, crawl: str, updates: list[StatusUpdate], positions: list[int],
