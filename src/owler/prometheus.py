@@ -55,9 +55,7 @@ PREFIX = "owler_"
 #: counter families whose member becomes a label, and the label's name
 LABELLED = {"http": "code", ERROR_CAUSE: "cause", "error": "cause", "rejected": "filter",
             "blacklisted": "list", "records": "type", "kind": "kind", "truncated": "reason",
-            "dropped": "reason", "robots": "decision"}
-#: the labels of the grouping key; a pushed metric must not carry them itself
-GROUPING = ("topology", "component", "task")
+            "dropped": "reason", "robots": "decision", "status": "status"}
 #: seconds between two warnings about a gateway that does not take the pushes
 WARN_EVERY = 60.0
 
@@ -74,9 +72,10 @@ def families(counters: Mapping[str, float], gauges: Mapping[str, float],
     """The metric families of one snapshot (module docstring, "Names"), each sample labelled
     with ``labels`` plus its family's member label. Values that are not numbers are left out.
 
-    A bare counter named as a labelled family (``http`` beside ``http/200``) joins that family
-    with an empty member (Prometheus reads an empty label as no label); a gauge whose name a
-    counter family has taken gets ``_gauge`` appended, so that no name has two types."""
+    A bare counter named as a labelled family (``http`` beside ``http/200``, ``status`` beside
+    ``FETCHED``) joins that family with an empty member (Prometheus reads an empty label as no
+    label), so that one name always has one set of labels; a gauge whose name a counter family
+    has taken gets ``_gauge`` appended, so that no name has two types."""
     base = list(labels)
     values = list(labels.values())
     out: dict[str, Metric] = {}
@@ -93,10 +92,9 @@ def families(counters: Mapping[str, float], gauges: Mapping[str, float],
         if not _number(value):
             continue
         head, _, member = raw.partition("/")
-        if raw in STATUS_NAMES:
-            family(CounterMetricFamily, metric_name("status"), "status").add_metric(
-                values + [raw], value)
-        elif head in LABELLED:
+        if raw in STATUS_NAMES:  # the statuses a component emits or receives
+            head, member = "status", raw
+        if head in LABELLED:
             family(CounterMetricFamily, metric_name(head), LABELLED[head]).add_metric(
                 values + [member], value)
         else:

@@ -55,13 +55,16 @@ def test_names_labels_and_types():
 
 
 def test_a_name_has_one_type_and_a_bare_family_counter_an_empty_member():
-    text = _text({"http": 3, "http/200": 2, "queued": 7}, {"queued": 1})
+    text = _text({"http": 3, "http/200": 2, "queued": 7, "status": 5, "FETCHED": 4},
+                 {"queued": 1})
     host = ("host", "127.0.0.2")
     got = _samples(text)
     assert got[("owler_http_total", (("code", ""), host))] == 3
     assert got[("owler_http_total", (("code", "200"), host))] == 2
     assert got[("owler_queued_total", (host,))] == 7
     assert got[("owler_queued_gauge", (host,))] == 1
+    assert got[("owler_status_total", (host, ("status", "")))] == 5
+    assert got[("owler_status_total", (host, ("status", "FETCHED")))] == 4
     # the text is valid for Prometheus' own parser (no name declared twice)
     names = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
     assert len(names) == len(set(names))
