@@ -183,7 +183,8 @@ class Pusher:
         return cls(gateway, job, grouping, snapshot, labels, interval)
 
     def stats(self) -> dict[str, int]:
-        """Counters for the task's own snapshot (so a failing gateway shows in the UI's files)."""
+        """Counters for the task's own snapshot: a gateway that fails shows in the stats files
+        and the metrics index too."""
         return {"metrics/prometheus_pushed": self.pushed,
                 "metrics/prometheus_failed": self.failed}
 
@@ -225,18 +226,16 @@ class ServiceMetrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.get_calls = Counter("frontier_getURLs_calls", "Number of times getURLs has been "
-                                 "called.", registry=r)
-        self.get_urls = Counter("frontier_getURLs", "Number of URLs returned.", registry=r)
+        self.get_calls = Counter("frontier_getURLs_calls", "GetURLs calls answered", registry=r)
+        self.get_urls = Counter("frontier_getURLs", "URLs given out by GetURLs", registry=r)
         self.get_latency = Summary("frontier_getURLs_latency_seconds",
-                                   "getURLs latency in seconds.", registry=r)
-        self.put_calls = Counter("frontier_putURLs_calls", "Number of times putURLs has been "
-                                 "called.", registry=r)
-        self.put_urls = Counter("frontier_putURLs", "Number of URLs sent to the Frontier",
-                                registry=r)
-        self.put_discovered = Counter("frontier_putURLs_discovered", "Count of discovered URLs "
-                                      "sent to the Frontier", ["discovered"], registry=r)
-        self.put_ignored = Counter("frontier_putURLs_ignored", "Number of discovered URLs "
-                                   "already known to the Frontier", registry=r)
-        self.put_completed = Counter("frontier_putURLs_completed", "Number of completed URLs",
-                                     registry=r)
+                                   "time to choose the URLs of one GetURLs call", registry=r)
+        self.put_calls = Counter("frontier_putURLs_calls", "PutURLs streams opened", registry=r)
+        self.put_urls = Counter("frontier_putURLs", "items received by PutURLs", registry=r)
+        self.put_discovered = Counter("frontier_putURLs_discovered", "items received by PutURLs, "
+                                      "discovered (true) or known (false)", ["discovered"],
+                                      registry=r)
+        self.put_ignored = Counter("frontier_putURLs_ignored", "discovered items of URLs the "
+                                   "crawl held already (acked SKIPPED)", registry=r)
+        self.put_completed = Counter("frontier_putURLs_completed", "known items never to be "
+                                     "fetched again (refetchable_from_date 0)", registry=r)
