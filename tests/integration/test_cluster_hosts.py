@@ -71,6 +71,11 @@ def test_each_host_is_the_service_account_with_a_home_and_python_of_its_own(host
         assert (host.home / "mine").read_text() == f"{host.address}\n"
         assert (host.venvs / f"x-{host.index}").is_dir()
         assert host.venvs.stat().st_uid == pwd.getpwnam("owler-cluster").pw_uid
+        # what the host starts itself (its supervisor) runs as the account in the same view
+        r = subprocess.run(hosts.enter(host) + ["sh", "-c", f"id -un; cat ~/mine; "
+                                                f"ls {hosts.venv_root}"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.stdout.split() == ["owler-cluster", host.address, f"x-{host.index}"], r.stderr
     assert seen == [["x-2"], ["x-3"]]
     assert not any(hosts.venv_root.iterdir())  # outside every host: the empty mount point
 

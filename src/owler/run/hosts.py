@@ -274,7 +274,8 @@ class Hosts:
         if pid is None:
             raise HostsError(f"the host {host.address} is not up: run its `up` first")
         return ["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", "setpriv",
-                f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", "--"]
+                f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", "--", "env",
+                f"HOME={self.account_home}", f"USER={self.user}", f"LOGNAME={self.user}"]
 
     # -- down -------------------------------------------------------------------------------------
     def _account_in_use(self) -> bool:
