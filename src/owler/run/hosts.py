@@ -26,8 +26,8 @@ user, key, known hosts) that ``ssh -F`` reads and that an operator's ``~/.ssh/co
 with it).
 
 :meth:`Hosts.up` creates what is missing, starts every server that is not running and waits until
-each answers; :meth:`Hosts.down` stops the servers, removes ``base`` and, when nothing else runs as
-it, the account. Both are safe to call twice. Creating the account and starting ``sshd`` needs
+each answers; :meth:`Hosts.down` stops the servers, removes ``base`` and, when no other hosts use
+them, the account and the mount points. Both are safe to call twice. Creating the account and starting ``sshd`` needs
 root: anything else is a :class:`HostsError` that says so.
 """
 
@@ -51,8 +51,7 @@ USER = "owler-cluster"
 VENV_ROOT = Path("/opt/owler/virtualenvs")
 #: the privilege separation folder sshd requires (Debian's service would create it)
 PRIVSEP = Path("/run/sshd")
-
-
+#: the configuration a running sshd names in its (rewritten) command line
 _SSHD_CONF = re.compile(rb"-f (\S+/sshd_config)\b")
 
 
