@@ -398,17 +398,19 @@ def cmd_frontier(args) -> int:
         print(f"owler frontier serve: frontier.backend {backend!r}: the service serves a "
               "'sqlite' or 'opensearch' frontier", file=sys.stderr)
         return 2
-    from owler.urlfrontier.service import serve
+    from owler.urlfrontier.service import MetricsPortError, serve
 
     try:
         server, service, port = serve(conf, args.host, args.port, metrics_port=args.metrics_port)
     except FrontierError as exc:
         print(f"owler frontier serve: cannot use the frontier: {exc}", file=sys.stderr)
         return 3
+    except MetricsPortError as exc:
+        print(f"owler frontier serve: {exc}", file=sys.stderr)
+        return 2
     except (OSError, RuntimeError) as exc:
-        what = str(exc) if str(exc).startswith("cannot serve metrics") else \
-            f"cannot listen on {args.host}:{args.port}: {exc}"
-        print(f"owler frontier serve: {what}", file=sys.stderr)
+        print(f"owler frontier serve: cannot listen on {args.host}:{args.port}: {exc}",
+              file=sys.stderr)
         return 2
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

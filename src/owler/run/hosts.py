@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from owler.run.cluster import node_host
 from owler.run.procs import alive, port_open, stop_group
 
 SSHD = Path("/usr/sbin/sshd")
@@ -79,7 +80,7 @@ class Host:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.{self.index}"
+        return node_host(self.index)
 
     @property
     def home(self) -> Path:
@@ -111,7 +112,7 @@ class Hosts:
         self.ssh_port = ssh_port
         self.user = user
         self.venv_root = Path(venv_root)
-        self.hosts = [Host(k, self.base / f"127.0.0.{k}", ssh_port)
+        self.hosts = [Host(k, self.base / node_host(k), ssh_port)
                       for k in range(first, first + count)]
         self.operator = self.base / "operator"
 

@@ -146,6 +146,10 @@ class _Crawl:
             d.clear()
 
 
+class MetricsPortError(OSError):
+    """The service's ``/metrics`` cannot listen where it was asked to."""
+
+
 class FrontierService:
     """The URLFrontier service's methods (:func:`owler.frontier.urlfrontier_api.add_service`)."""
 
@@ -227,14 +231,14 @@ class FrontierService:
 
     def serve_metrics(self, host: str, port: int) -> int:
         """The service's metrics on ``http://host:port/metrics`` (0: any free port), until
-        :meth:`close`; returns the port bound. OSError when it cannot be bound."""
+        :meth:`close`; returns the port bound. MetricsPortError when it cannot be bound."""
         from prometheus_client import start_http_server
 
         try:
             self._metrics_http, _ = start_http_server(port, addr=host,
                                                       registry=self.metrics.registry)
         except OSError as exc:
-            raise OSError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
+            raise MetricsPortError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
         self.metrics_port = self._metrics_http.server_port
         return self.metrics_port
 
