@@ -78,18 +78,36 @@ class OwlerComponent:
         self._errors = M.ErrorThrottle(C.get_float(storm_conf, M.ERROR_INTERVAL_KEY,
                                                    M.DEFAULT_ERROR_INTERVAL))
         self.metrics = None
+        self.prometheus = None
+        # the reporters start with the first turn of pystorm's run loop, once initialize() (which
+        # calls this first) has built what the component's collect() reads: started here, their
+        # first snapshot could come before it (a Pushgateway push failed so on a loaded machine)
+        self._reporting = context
+        self._run = self._first_run
+
+    def _first_run(self):
+        """pystorm's first ``_run()``: start the reporters, then run as every time after."""
+        self.__dict__.pop("_run", None)  # the class's own _run from now on
+        self.start_reporting()
+        return self._run()
+
+    def start_reporting(self) -> None:
+        """The metrics reporters of ``metrics.opensearch`` and ``metrics.prometheus.*``; a bad
+        key is logged and shown in the Storm UI, and the component goes on without them."""
+        context, self._reporting = getattr(self, "_reporting", None), None
+        if context is None:
+            return
         try:
-            self.metrics = M.MetricsReporter.from_conf(storm_conf, context, self.metrics_snapshot)
+            self.metrics = M.MetricsReporter.from_conf(self.conf, context, self.metrics_snapshot)
         except C.ConfError as exc:  # bad metrics keys must not stop the crawl
             log.error("metrics to OpenSearch disabled: %s", exc)
             self.report_error(f"metrics to OpenSearch disabled: {exc}")
-        self.prometheus = None
         try:
-            src = M.source_from(storm_conf, context)
+            src = M.source_from(self.conf, context)
             self.prometheus = P.Pusher.from_conf(
-                storm_conf, {"topology": src.storm_id or "none", "component": src.component,
-                             "task": str(src.task_id)}, self.snapshot, {"host": src.host},
-                C.get_float(storm_conf, M.INTERVAL_KEY, M.DEFAULT_INTERVAL))
+                self.conf, {"topology": src.storm_id or "none", "component": src.component,
+                            "task": str(src.task_id)}, self.snapshot, {"host": src.host},
+                C.get_float(self.conf, M.INTERVAL_KEY, M.DEFAULT_INTERVAL))
         except C.ConfError as exc:  # likewise
             log.error("metrics to Prometheus disabled: %s", exc)
             self.report_error(f"metrics to Prometheus disabled: {exc}")
