@@ -19,8 +19,9 @@ from owler.run.hosts import Hosts, HostsError
 from owler.run.procs import port_open
 from tests.integration.prometheus import free_port
 
-# one worker for the module: the hosts share one service account, which `down` removes
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("hosts")]
+# the hosts share one service account, which `down` removes: the modules that make hosts
+# (test_cluster_on_hosts.py too) run one after the other in one pytest-xdist worker
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("storm-cluster")]
 ROOT = Path(__file__).resolve().parents[2]
 
 

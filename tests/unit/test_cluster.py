@@ -121,3 +121,76 @@ def test_format_status(tmp_path):
     assert doc["up"] is False and not doc["daemons"]["nimbus"]["running"]
     text = format_status(doc)
     assert "nimbus       not running" in text and "topologies: none" in text
+
+
+def test_a_cluster_of_hosts_puts_each_supervisor_on_its_host(tmp_path):
+    c = make(tmp_path, **{"cluster.hosts": 2, "cluster.hosts.ssh.port": 2345})
+    assert [n.host for n in c.nodes] == ["127.0.0.2", "127.0.0.3"]
+    assert c.sparse_env == "hosts"
+    # nimbus's machine (the operator's tunnel) and the two workers, one SSH port
+    assert [h.address for h in c.machines.hosts] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    assert c.machines.ssh_port == 2345
+    node = c.nodes[0]
+    assert node.base == tmp_path / "cluster" / "hosts" / "127.0.0.2" / "home" / "storm"
+    conf = c.storm_conf(node)
+    # the supervisor sees its files at the service account's home, in its host's namespace
+    home = c.machines.account_home
+    assert conf["storm.local.dir"] == str(home / "storm" / "storm-local")
+    assert conf["storm.log.dir"] == str(home / "storm" / "logs")
+    assert conf["storm.local.hostname"] == "127.0.0.2" and conf["supervisor.thrift.port"] == 6629
+    # the commands after `up` know the cluster of hosts from what it recorded
+    c.run_dir.mkdir(parents=True)
+    c.hosts_file.write_text("3 2346\n")
+    again = make(tmp_path)
+    assert [n.host for n in again.nodes] == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    assert again.machines.ssh_port == 2346
+    with pytest.raises(ConfError, match="0..8"):
+        make(tmp_path, **{"cluster.hosts": 9})
+    with pytest.raises(ConfError, match="must all differ"):
+        make(tmp_path, **{"cluster.hosts": 1, "cluster.hosts.ssh.port": 6627})
+    assert make(tmp_path / "other").machines is None
+
+
+def test_requirements_are_for_a_cluster_of_hosts(tmp_path):
+    c = make(tmp_path)
+    with pytest.raises(ClusterError, match="only a cluster of hosts"):
+        c.submit("explorative", None, [], requirements="spec.txt")
+
+
+@pytest.mark.parametrize("lines,message", [
+    (["[127.0.0.2] run: /opt/v/bin/pip install -r /tmp/r.txt",
+      "[127.0.0.2] out: \x1b[31mERROR: Could not find a version that satisfies the requirement "
+      "warcio==0.0.404\x1b[0m",
+      "[127.0.0.3] out: \x1b[31mERROR: No matching distribution found for warcio==0.0.404\x1b[0m",
+      "[127.0.0.2] out: \x1b[31mERROR: No matching distribution found for warcio==0.0.404\x1b[0m",
+      "Fatal error: One or more hosts failed while executing task '_create_or_update_virtualenv'"],
+     "the virtualenv could not be built on 127.0.0.2, 127.0.0.3: ERROR: No matching distribution "
+     "found for warcio==0.0.404 (the topology was not submitted)"),
+    (["Deploying \"explorative\" topology...",
+      "OSError: Unable to open ssh tunnel via: \"ssh -NL 6628:localhost:6627 u@h\""],
+     "the SSH tunnel to nimbus failed: OSError: Unable to open ssh tunnel via: \"ssh -NL "
+     "6628:localhost:6627 u@h\""),
+    (["[127.0.0.2] run: mktemp", "", "Fatal error: Low level socket error connecting to host "
+      "127.0.0.2 on port 2222: Connection refused (tried 1 time)", "", "Aborting."],
+     "Fatal error: Low level socket error connecting to host 127.0.0.2 on port 2222: Connection "
+     "refused (tried 1 time)"),
+    (["a", "", "b"], "a | b"),
+    ([], "no output"),
+])
+def test_why_sparse_submit_failed(lines, message):
+    assert CL.sparse_failure(lines) == message
+
+
+@pytest.mark.parametrize("stderr,start", [
+    ("ssh: connect to host 127.0.0.3 port 2222: Connection refused\n", "no SSH server answers ("),
+    ("owler-cluster@127.0.0.2: Permission denied (publickey).\n",
+     "the host refused the operator's SSH key (owler-cluster@127.0.0.2: Permission denied"),
+    ("ssh: connect to host 127.0.0.9 port 22: Connection timed out\n", "the host does not answer"),
+    ("@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@\nHost key verification failed.\n",
+     "the host's key is not the one known (Host key verification failed.)"),
+    ("", "no message"),
+])
+def test_what_a_failed_ssh_login_means(stderr, start):
+    from owler.run.hosts import ssh_problem
+
+    assert ssh_problem(stderr).startswith(start)

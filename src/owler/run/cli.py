@@ -338,6 +338,12 @@ def cmd_cluster(args) -> int:
             print(f"owler cluster {action}: --supervisors goes with `up` only", file=sys.stderr)
             return 2
         args.option = [*(args.option or []), f"cluster.supervisors={args.supervisors}"]
+    if args.hosts is not None:
+        if action != "up" or args.supervisors is not None:
+            print(f"owler cluster {action}: --hosts goes with `up` only, without --supervisors",
+                  file=sys.stderr)
+            return 2
+        args.option = [*(args.option or []), f"cluster.hosts={args.hosts}"]
     cluster = StormCluster.from_conf(_conf(args))
     try:
         if action in ("submit", "kill", "switch") and not args.topology:
@@ -353,7 +359,7 @@ def cmd_cluster(args) -> int:
             return 0 if doc["up"] else 1
         elif action == "submit":
             rc = cluster.submit(args.topology, args.conf, args.option or [], force=args.force,
-                                leader_timeout=args.timeout)
+                                leader_timeout=args.timeout, requirements=args.requirements)
             if rc == 0:
                 print(f"crawl dashboard: {cluster.ui_url}/owler/dashboard/")
             return rc
@@ -589,9 +595,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="submit/kill/switch: explorative, sitemap or warc2warc")
     _add_conf_args(s)
     s.add_argument("--force", action="store_true", help="submit: replace a running topology")
+    s.add_argument("--requirements", metavar="FILE",
+                   help="submit on hosts: the workers' virtualenv spec in place of "
+                        "virtualenvs/TOPOLOGY.txt")
     s.add_argument("--supervisors", type=int, default=None, metavar="N",
                    help="up: N supervisors, each a node with its own 127.0.0.k address "
                         "(cluster.supervisors, default 1)")
+    s.add_argument("--hosts", type=int, default=None, metavar="N",
+                   help="up: N supervisors, each on a host of its own (127.0.0.2 ..) reached over "
+                        "SSH, with its own service account and virtualenvs (cluster.hosts; needs "
+                        "root; submit then builds the workers' virtualenvs: config.json env hosts)")
     s.add_argument("--timeout", type=float, default=240.0, metavar="SECONDS",
                    help="up: how long to wait for the daemons; submit/kill/switch: for a leader")
     s.add_argument("--json", action="store_true", help="status: one JSON object")

@@ -45,6 +45,8 @@ and links to it from each topology; not ``dashboard.port``, which local runs tak
 from __future__ import annotations
 
 import os
+import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -53,6 +55,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -64,6 +67,7 @@ from owler import conf as C
 from owler import sched
 from owler.constants import (CLUSTER_UI_PORT_KEY, EXECUTOR_METRICS_KEY, MULTILANG_SERIALIZER_KEY,
                              STORM_HOSTNAME_KEY)
+from owler.run.hosts import Host, Hosts, HostsError, node_host
 from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 from owler.run.runner import storm_home
 
@@ -75,6 +79,12 @@ ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 UI_CLASS = "eu/ows/owler/storm/UiServer.class"
 #: the Java agent that binds Storm's Thrift and Netty servers to one address (LoopbackBind.java)
 BIND_AGENT = Path("lib-owler") / "owler-bind-agent.jar"
+#: config.json's env of a cluster of hosts (``sparse submit -e hosts``)
+HOSTS_ENV = "hosts"
+#: the Python a host runs Storm's launcher with: Debian's, without the project's packages
+HOST_PYTHON = "/usr/bin/python3"
+#: what a host's supervisor inherits of the operator's environment
+_HOST_ENV_KEYS = ("LANG", "LC_ALL", "TZ", "JAVA_HOME")
 
 
 _YAML_HEAD = "# Written by `owler cluster up` (owler/run/cluster.py); edit cluster.* keys instead.\n"
@@ -94,11 +104,6 @@ def nimbus_client(port: int, host: str = "127.0.0.1", timeout_ms: int = 10000):
     return make_client(storm_thrift.Nimbus, host=host, port=port, timeout=timeout_ms,
                        proto_factory=TBinaryProtocolFactory(),
                        trans_factory=TFramedTransportFactory())
-
-
-def node_host(index: int) -> str:
-    """The address of node ``index`` (1, 2, ...)."""
-    return f"127.0.0.{index}"
 
 
 @dataclass(frozen=True)
@@ -135,13 +140,23 @@ class StormCluster:
                  slots: tuple[int, ...] = (6700, 6701), ui_port: int = 8080,
                  worker_heap_mb: int = 768, kill_wait: int = 30,
                  extra: Mapping[str, Any] | None = None, supervisors: int = 1,
-                 dashboard_port: int = 8766, sched_batch: bool = True) -> None:
+                 dashboard_port: int = 8766, sched_batch: bool = True, hosts: int = 0,
+                 ssh_port: int = 2222) -> None:
         self.root = Path(root)
         self.base = Path(work) / "cluster"
         self.home = storm_home(self.root)
         self.supervisor_port = supervisor_port
         self.slots = tuple(slots)
-        self.nodes = [self.node(k) for k in range(1, supervisors + 1)]
+        #: with hosts (``cluster.hosts``, ``up --hosts N``), the supervisors run on hosts
+        #: 127.0.0.2 .. 127.0.0.N+1 reached over SSH (owler/run/hosts.py); 127.0.0.1, the machine
+        #: of ZooKeeper, nimbus and the UI, has an SSH server for the operator's tunnel to nimbus
+        self.machines: Hosts | None = None
+        if hosts:
+            self.machines = Hosts(self.base / "hosts", hosts + 1, ssh_port=ssh_port, first=1)
+            supervisors_at = range(2, hosts + 2)
+        else:
+            supervisors_at = range(1, supervisors + 1)
+        self.nodes = [self.node(k) for k in supervisors_at]
         self.ports = {"zookeeper": [zookeeper_port], "nimbus": [nimbus_port], "ui": [ui_port]}
         for node in self.nodes:
             self.ports[node.name] = [node.thrift_port, *node.slots]
@@ -182,8 +197,10 @@ class StormCluster:
             kill_wait=C.get_int(conf, "cluster.kill.wait", 30), extra=extra,
             supervisors=_supervisors(conf),
             dashboard_port=C.get_int(conf, "cluster.dashboard.port", 8766),
-            sched_batch=sched.wants_batch(conf))
+            sched_batch=sched.wants_batch(conf), **_hosts(conf))
         ports = [p for ps in cluster.ports.values() for p in ps] + [cluster.dashboard_port]
+        if cluster.machines is not None:
+            ports.append(cluster.machines.ssh_port)
         for p in ports:
             if not 1024 < p < 65536:
                 raise C.ConfError(f"cluster ports must be in 1025..65535, got {p}")
@@ -193,8 +210,28 @@ class StormCluster:
 
     # -- nodes and files --------------------------------------------------------------------------
     def node(self, index: int) -> Node:
-        return Node(index, self.base / "nodes" / node_host(index), self.supervisor_port + index - 1,
+        base = self.base / "nodes" / node_host(index)
+        if self.machines is not None:  # the supervisor's files in the home of its host
+            base = self.host(index).home / "storm"
+        return Node(index, base, self.supervisor_port + index - 1,
                     tuple(p + SLOT_STRIDE * (index - 1) for p in self.slots))
+
+    def host(self, index: int) -> Host:
+        """The host of node ``index`` (a cluster of hosts only)."""
+        assert self.machines is not None
+        return Host(index, self.machines.base / node_host(index), self.machines.ssh_port)
+
+    def seen(self, node: Node, path: Path) -> Path:
+        """``path`` (under ``node.base``) as ``node``'s supervisor and workers see it: on a host,
+        its home is the service account's (owler/run/hosts.py)."""
+        if self.machines is None:
+            return path
+        return self.machines.account_home / path.relative_to(self.host(node.index).home)
+
+    @property
+    def sparse_env(self) -> str:
+        """The env of config.json that ``sparse`` uses for this cluster."""
+        return "local" if self.machines is None else HOSTS_ENV
 
     def known_nodes(self) -> list[Node]:
         """The configured nodes and any other whose supervisor a pid file names (started by an
@@ -234,6 +271,11 @@ class StormCluster:
         return self.logs / ("zookeeper.out" if name == "zookeeper" else f"{name}.log")
 
     @property
+    def hosts_file(self) -> Path:
+        """Where ``up`` records a cluster of hosts ("N SSH-port") for the commands after it."""
+        return self.run_dir / "hosts"
+
+    @property
     def ui_url(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
 
@@ -269,8 +311,8 @@ class StormCluster:
         }
         if node is not None:
             conf.update({STORM_HOSTNAME_KEY: node.host,
-                         "storm.local.dir": str(node.base / "storm-local"),
-                         "storm.log.dir": str(node.logs),
+                         "storm.local.dir": str(self.seen(node, node.base / "storm-local")),
+                         "storm.log.dir": str(self.seen(node, node.logs)),
                          "supervisor.slots.ports": list(node.slots),
                          "supervisor.thrift.port": node.thrift_port})
         conf.update(self.extra)
@@ -286,6 +328,11 @@ class StormCluster:
     def _write_node_conf(self, node: Node) -> None:
         node.logs.mkdir(parents=True, exist_ok=True)
         node.storm_yaml.write_text(_YAML_HEAD + yaml.safe_dump(self.storm_conf(node), sort_keys=True))
+        if self.machines is not None:  # the host's supervisor runs as the service account
+            (node.base / "storm-local").mkdir(exist_ok=True)
+            account = pwd.getpwnam(self.machines.user)
+            for path in (node.base, node.logs, node.base / "storm-local", node.storm_yaml):
+                os.chown(path, account.pw_uid, account.pw_gid)
 
     def _write_confs(self) -> None:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
@@ -395,6 +442,13 @@ class StormCluster:
         self.check_installation()
         started: list[str] = []
         deadline = time.monotonic() + timeout
+        if self.machines is not None:
+            try:
+                self.machines.up()
+            except HostsError as exc:
+                raise ClusterError(str(exc)) from None
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.hosts_file.write_text(f"{len(self.nodes)} {self.machines.ssh_port}\n")
         try:
             for name in self.daemons():
                 found = self.running(name)
@@ -426,6 +480,10 @@ class StormCluster:
         if not started:
             return f"cluster already up: nimbus 127.0.0.1:{self.nimbus_port}, UI {self.ui_url}"
         nodes = "; ".join(f"{n.host} slots {', '.join(map(str, n.slots))}" for n in self.nodes)
+        if self.machines is not None:
+            nodes += (f"; hosts reached as {self.machines.user}@<address> on SSH port "
+                      f"{self.machines.ssh_port}, `sparse -e {HOSTS_ENV}` with HOME="
+                      f"{self.machines.operator_home} and PATH={self.machines.operator / 'bin'}:..")
         return (f"cluster up: zookeeper 127.0.0.1:{self.zookeeper_port}, nimbus "
                 f"127.0.0.1:{self.nimbus_port} (leader), {len(self.nodes)} supervisor(s) ({nodes}), "
                 f"Storm UI {self.ui_url}; logs in {self.logs}")
@@ -437,6 +495,10 @@ class StormCluster:
             return [java, "-Xmx256m", "-cp", f"{ZOOKEEPER_JAR}:/etc/zookeeper/conf", ZOOKEEPER_MAIN,
                     str(self.conf_dir / "zoo.cfg")]
         node = self._node_of(name)
+        if node is not None and self.machines is not None:
+            return self.machines.enter(self.host(node.index)) + [
+                HOST_PYTHON, str(self.home / "bin" / "storm"), "--config",
+                str(self.seen(node, node.storm_yaml)), "supervisor"]
         if node is not None:
             return [sys.executable, str(self.home / "bin" / "storm"), "--config",
                     str(node.storm_yaml), "supervisor"]
@@ -452,14 +514,26 @@ class StormCluster:
             env["STORM_JAVA_OPTS"] = (env.get("STORM_JAVA_OPTS", "") + " "
                                       + self.bind_opts(self._address(name))).strip()
         env[sched.ENV] = "1" if self.sched_batch else "0"  # read by storm/bin/storm's supervisor
-        venv_bin = str(Path(sys.executable).parent)
-        # the workers find `streamparse_run` (and the project's Python) on the supervisor's PATH
-        env["PATH"] = venv_bin + os.pathsep + env.get("PATH", "")
+        if node is not None and self.machines is not None:
+            # a host's own environment: its workers run the components from the virtualenvs
+            # that sparse submit builds there (config.json env "hosts"), nothing of the operator's
+            env = {k: env[k] for k in (*_HOST_ENV_KEYS, "STORM_LOG_DIR", "STORM_JAVA_OPTS",
+                                       sched.ENV) if k in env}
+            env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+            env["STORM_LOG_DIR"] = str(self.seen(node, node.logs))
+        else:
+            # the workers find `streamparse_run` (and the project's Python) on the supervisor's
+            # PATH
+            env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         out_path = self._out_file(name)
         logs.mkdir(parents=True, exist_ok=True)
+        try:
+            cmd = self._command(name)
+        except HostsError as exc:
+            raise ClusterError(f"cannot start {name}: {exc}") from None
         with open(out_path, "ab") as out:
             try:
-                proc = subprocess.Popen(self._command(name), stdin=subprocess.DEVNULL, stdout=out,
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
                                         stderr=subprocess.STDOUT, cwd=node.base if node else self.base,
                                         env=env, start_new_session=True)
             except FileNotFoundError as exc:
@@ -518,10 +592,17 @@ class StormCluster:
             shutil.rmtree(self.base / state, ignore_errors=True)
         for node_dir in (self.base / "nodes").glob("*"):
             shutil.rmtree(node_dir / "storm-local", ignore_errors=True)
+        hosts = ""
+        if self.machines is not None:  # the hosts go, with their files (their logs too)
+            try:
+                hosts = f"; {self.machines.down()}"
+            except HostsError as exc:
+                raise ClusterError(str(exc)) from None
+            self.hosts_file.unlink(missing_ok=True)
         if not stopped:
-            return "cluster is not running"
+            return "cluster is not running" + hosts
         what = f"; killed topologies: {', '.join(killed)}" if killed else ""
-        return f"cluster stopped ({', '.join(stopped)}){what}; logs kept in {self.logs}"
+        return f"cluster stopped ({', '.join(stopped)}){what}; logs kept in {self.logs}{hosts}"
 
     def kill_all(self, wait: int) -> list[str]:
         """Kill every topology (each drains ``wait`` seconds) and wait until its workers are gone."""
@@ -578,8 +659,8 @@ class StormCluster:
             raise ClusterError(f"configuration error: {exc}") from None
         # sparse starts the components with config.json's serializer
         project = orjson.loads((self.root / "config.json").read_bytes())
-        told = project.get("envs", {}).get("local", {}).get("serializer",
-                                                            project.get("serializer", "json"))
+        told = project.get("envs", {}).get(self.sparse_env, {}).get(
+            "serializer", project.get("serializer", "json"))
         if told != speaks:
             raise ClusterError(f"configuration error: {MULTILANG_SERIALIZER_KEY} speaks {speaks}, "
                                f"but config.json starts the Python components with {told!r}: "
@@ -606,16 +687,23 @@ class StormCluster:
             time.sleep(0.5)
 
     def submit(self, name: str, conf_file: str | None, options: list[str], *, force: bool = False,
-               leader_timeout: float = 60.0) -> int:
-        """``sparse submit -e local -n NAME`` once nimbus is leader; returns sparse's exit code."""
+               leader_timeout: float = 60.0, requirements: str | None = None) -> int:
+        """``sparse submit -e ENV -n NAME`` once nimbus is leader (env ``local``, or ``hosts``
+        for a cluster of hosts, after checking that the operator can log in to each); 0, or a
+        ClusterError that says why sparse failed. ``requirements``: the workers' virtualenv spec
+        in place of ``virtualenvs/NAME.txt`` (hosts)."""
         self._check_topology(name)
+        if requirements and self.machines is None:
+            raise ClusterError("--requirements: this cluster's workers run the project's "
+                               "virtualenv; only a cluster of hosts (`up --hosts N`) builds them")
         self._check_conf(name, conf_file, options)
         self.wait_leader(leader_timeout)
         running = [t.name for t in self._cluster_info().topologies]
         if name in running and not force:
             raise ClusterError(f"topology {name!r} already runs on the cluster: "
                                f"`owler cluster kill {name}` first, or --force")
-        cmd = [str(Path(sys.executable).parent / "sparse"), "submit", "-e", "local", "-n", name]
+        cmd = [str(Path(sys.executable).parent / "sparse"), "submit", "-e", self.sparse_env,
+               "-n", name]
         if force:
             cmd += ["--force", "--wait", str(self.kill_wait)]
         for opt in options:
@@ -626,10 +714,28 @@ class StormCluster:
             env["OWLER_CONF"] = str(Path(conf_file).resolve())
         # the topology class, built by sparse in its own process, reads parallelism.* from these
         env[C.OPTIONS_ENV] = "\n".join(options)
-        rc = subprocess.run(cmd, cwd=self.root, env=env).returncode
-        if rc == 0:
-            self.start_dashboard(conf_file, options)
+        if requirements:
+            cmd += ["--requirements", str(Path(requirements).resolve())]
+        if self.machines is not None:  # sparse reaches the hosts over SSH as their operator
+            env = self.machines.operator_env(env)
+            self.check_reachable()
+        rc, lines = _tee(cmd, cwd=self.root, env=env)
+        if rc != 0:
+            raise ClusterError(f"sparse submit exited {rc}: {sparse_failure(lines)}")
+        self.start_dashboard(conf_file, options)
         return rc
+
+    def check_reachable(self) -> None:
+        """On a cluster of hosts, a ClusterError unless the operator can log in over SSH to
+        nimbus's machine (the tunnel) and to every host whose supervisor nimbus knows (where
+        sparse builds the virtualenvs)."""
+        if self.machines is None:
+            return
+        workers = sorted({s.host for s in self._cluster_info().supervisors})
+        problems = self.machines.unreachable(["127.0.0.1", *workers])
+        if problems:
+            raise ClusterError("cannot submit: sparse submit logs in to nimbus's machine and "
+                               "every worker over SSH: " + "; ".join(problems))
 
     def start_dashboard(self, conf_file: str | None, options: list[str],
                         timeout: float = 60.0) -> str:
@@ -665,6 +771,7 @@ class StormCluster:
         self._check_topology(name)
         self._check_conf(name, conf_file, options)
         self.wait_leader(leader_timeout)
+        self.check_reachable()  # before the running crawl is killed
         killed = self.kill_all(self.kill_wait)
         return killed, self.submit(name, conf_file, options, leader_timeout=leader_timeout)
 
@@ -701,6 +808,60 @@ def _supervisors(conf: Mapping[str, Any]) -> int:
     if not 1 <= n <= MAX_SUPERVISORS:
         raise C.ConfError(f"cluster.supervisors: expected 1..{MAX_SUPERVISORS}, got {n}")
     return n
+
+
+def _tee(cmd: list[str], **kw) -> tuple[int, list[str]]:
+    """Run ``cmd``, its output passed on to ours as it comes; its exit code and its last lines."""
+    kept: deque[str] = deque(maxlen=2000)
+    with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace", **kw) as proc:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            kept.append(line.rstrip("\n"))
+    return proc.returncode, list(kept)
+
+
+#: a line of streamparse's SSH library (Fabric): "[host] out: text"
+_HOST_LINE = re.compile(r"^\[([^\]]+)\] (?:out|err): (.*)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def sparse_failure(lines: list[str]) -> str:
+    """Why ``sparse submit`` failed, from its output: a virtualenv that a worker could not build
+    (pip's error, with the host), a host it could not reach, the tunnel to nimbus, else its last
+    lines."""
+    lines = [_ANSI.sub("", line) for line in lines]  # pip colours its errors on the SSH pty
+    pip = [(m.group(1), m.group(2).strip()) for m in map(_HOST_LINE.match, lines)
+           if m and m.group(2).strip().startswith("ERROR:")]
+    if pip:
+        hosts = sorted({h for h, _ in pip})
+        return (f"the virtualenv could not be built on {', '.join(hosts)}: {pip[-1][1]} "
+                "(the topology was not submitted)")
+    for line in lines:
+        if "Unable to open ssh tunnel" in line:
+            return f"the SSH tunnel to nimbus failed: {line.strip()}"
+    fatal = [line.strip() for line in lines if line.strip().startswith("Fatal error:")]
+    if fatal:
+        return fatal[-1]
+    tail = [line.strip() for line in lines if line.strip()][-8:]
+    return " | ".join(tail) or "no output"
+
+
+def _hosts(conf: Mapping[str, Any]) -> dict[str, int]:
+    """``cluster.hosts`` and ``cluster.hosts.ssh.port``; without the first, what ``up`` recorded
+    in the work folder (a cluster of hosts is one until ``down``)."""
+    hosts = C.get_int(conf, "cluster.hosts", 0)
+    port = C.get_int(conf, "cluster.hosts.ssh.port", 2222)
+    if not hosts:
+        recorded = Path(C.get_str(conf, "owler.work.dir", ".work")) / "cluster" / "run" / "hosts"
+        try:
+            hosts, port = (int(v) for v in recorded.read_text().split()[:2])
+        except (OSError, ValueError):
+            pass
+    if not 0 <= hosts <= MAX_SUPERVISORS - 1:
+        raise C.ConfError(f"cluster.hosts: expected 0..{MAX_SUPERVISORS - 1}, got {hosts}")
+    return {"hosts": hosts, "ssh_port": port}
 
 
 def _four_letter(port: int, word: bytes) -> bytes:

@@ -33,6 +33,7 @@ root: anything else is a :class:`HostsError` that says so.
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import re
@@ -42,7 +43,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from owler.run.cluster import node_host
 from owler.run.procs import alive, port_open, stop_group
 
 SSHD = Path("/usr/sbin/sshd")
@@ -54,6 +54,36 @@ VENV_ROOT = Path("/opt/owler/virtualenvs")
 PRIVSEP = Path("/run/sshd")
 #: the configuration a running sshd names in its (rewritten) command line
 _SSHD_CONF = re.compile(rb"-f (\S+/sshd_config)\b")
+
+
+def node_host(index: int) -> str:
+    """The address of host (or cluster node) ``index`` (1, 2, ...)."""
+    return f"127.0.0.{index}"
+
+
+@functools.cache
+def _useradd_home_base() -> Path:
+    """Where ``useradd`` puts a new account's home (``useradd -D``: ``HOME=``)."""
+    try:
+        out = subprocess.run(["useradd", "-D"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    found = re.search(r"^HOME=(\S+)$", out, re.M)
+    return Path(found.group(1) if found else os.path.join(os.sep, "home"))
+
+
+def ssh_problem(stderr: str) -> str:
+    """What an ``ssh`` that failed to log in says, in an operator's words."""
+    last = (stderr.strip().splitlines() or ["no message"])[-1]
+    if "Connection refused" in stderr:
+        return f"no SSH server answers ({last}): is the host up?"
+    if "timed out" in stderr:
+        return f"the host does not answer ({last})"
+    if "Permission denied" in stderr:
+        return f"the host refused the operator's SSH key ({last})"
+    if "Host key verification failed" in stderr or "REMOTE HOST IDENTIFICATION" in stderr:
+        return f"the host's key is not the one known ({last})"
+    return last
 
 
 class HostsError(RuntimeError):
@@ -106,8 +136,8 @@ class Hosts:
 
     def __init__(self, base: Path, count: int, ssh_port: int = 2222, first: int = 2,
                  user: str = USER, venv_root: Path = VENV_ROOT) -> None:
-        if count < 1 or first < 2 or first + count - 1 > 254:
-            raise HostsError(f"hosts 127.0.0.{first}..{first + count - 1}: out of 127.0.0.2..254")
+        if count < 1 or first < 1 or first + count - 1 > 254:
+            raise HostsError(f"hosts 127.0.0.{first}..{first + count - 1}: out of 127.0.0.1..254")
         self.base = Path(base).resolve()
         self.ssh_port = ssh_port
         self.user = user
@@ -118,8 +148,12 @@ class Hosts:
 
     @property
     def account_home(self) -> Path:
-        """The account's home as ``useradd`` gave it (Debian's default: under ``/home``)."""
-        return Path(pwd.getpwnam(self.user).pw_dir)
+        """The account's home as ``useradd`` gave it (Debian's default, ``/home/<user>``, before
+        the account exists)."""
+        try:
+            return Path(pwd.getpwnam(self.user).pw_dir)
+        except KeyError:
+            return _useradd_home_base() / self.user
 
     @property
     def key(self) -> Path:
@@ -137,6 +171,14 @@ class Hosts:
     def operator_home(self) -> Path:
         """A home whose ``.ssh/config`` is :attr:`ssh_config` (``HOME`` for Fabric)."""
         return self.operator / "home"
+
+    def operator_env(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` as an operator of these hosts has it: ``HOME`` is :attr:`operator_home`
+        (Fabric reads ``$HOME/.ssh/config``), and the ``ssh`` first on ``PATH`` reads
+        :attr:`ssh_config` (the ``ssh`` program reads the config of the user's home in the
+        password database, not ``$HOME``'s; streamparse's tunnel to nimbus runs ``ssh``)."""
+        return dict(env, HOME=str(self.operator_home),
+                    PATH=f"{self.operator / 'bin'}{os.pathsep}{env.get('PATH', '')}")
 
     # -- up ---------------------------------------------------------------------------------------
     def up(self, timeout: float = 30.0) -> str:
@@ -260,12 +302,38 @@ class Hosts:
         self.ssh_config.write_text("# Written by owler (owler/run/hosts.py)\n" + "".join(blocks))
         (self.operator_home / ".ssh").mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.operator_home / ".ssh" / "config").write_text(self.ssh_config.read_text())
+        wrapper = self.operator / "bin" / "ssh"
+        wrapper.parent.mkdir(exist_ok=True)
+        wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("ssh") or "/usr/bin/ssh"} '
+                           f'-F "{self.ssh_config}" "$@"\n')
+        wrapper.chmod(0o755)
 
     # -- use --------------------------------------------------------------------------------------
     def ssh(self, host: Host, command: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
         """``command`` run on ``host`` over SSH as the operator would (its exit code kept)."""
         return subprocess.run(["ssh", "-F", str(self.ssh_config), host.address, command],
                               capture_output=True, text=True, timeout=timeout)
+
+    def unreachable(self, addresses: list[str], timeout: float = 20.0) -> list[str]:
+        """Why the operator cannot log in to each of ``addresses`` over SSH (none when every one
+        answers a command): a server that does not answer and a key it refuses are told apart.
+        ``sparse submit`` needs every worker and nimbus's machine; streamparse's SSH library
+        would, for a refused key, ask for a password that nobody types."""
+        procs = {a: subprocess.Popen(["ssh", "-F", str(self.ssh_config), "-o",
+                                      f"ConnectTimeout={int(timeout)}", a, "true"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+                 for a in addresses}
+        problems = []
+        for address, proc in procs.items():
+            try:
+                _, err = proc.communicate(timeout=timeout + 10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                err, proc.returncode = "timed out", 255
+            if proc.returncode != 0:
+                problems.append(f"{address}: {ssh_problem(err)}")
+        return problems
 
     def enter(self, host: Host) -> list[str]:
         """The command prefix that runs a program inside ``host``'s mount namespace (its own home
@@ -314,9 +382,10 @@ class Hosts:
                 stopped += 1
         shutil.rmtree(self.base, ignore_errors=True)
         try:
-            home = self.account_home
+            pwd.getpwnam(self.user)
         except KeyError:  # no account: nothing of it is left to remove
             return f"hosts down: {stopped} SSH server(s) stopped"
+        home = self.account_home
         # another work folder's hosts may still use the account and these mount points: removing
         # a mount point here would detach their mounts in their namespaces too (Linux does)
         if self._account_in_use():
