@@ -20,9 +20,11 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,7 @@ USER = "owler-cluster"
 VENVS = Path("/opt/owler/virtualenvs")  # config.json env "hosts": virtualenv_root
 HOSTS = ("127.0.0.2", "127.0.0.3")
 DELAY = 0.3
+JOIN_DELAY = 3.0  # the joined crawl's: long enough to run through a join and a drain
 COMPONENTS = {"spout", "partitioner", "fetcher", "parser", "urlfilter", "blacklist", "status"}
 
 
@@ -151,23 +154,31 @@ def test_supervisors_run_on_their_hosts_as_the_account_with_debians_python(hosts
     assert r.stdout.strip() == USER, r.stderr
 
 
-@pytest.fixture(scope="module")
-def hosts_crawl(hosts_cluster, opensearch, s3_server, tmp_path_factory):
-    """The explorative crawl of the farm submitted with sparse over SSH: two workers, one per
-    host, OpenSearch frontier, WARC files streamed to S3."""
-    work = tmp_path_factory.mktemp("hosts-crawl")
-    bucket = s3_server.bucket("hosts-crawl")
+def on_hosts_conf(cluster: dict, opensearch, s3_server, work: Path, name: str, extra: str) -> Path:
+    """A crawl's conf on the cluster of hosts: the OpenSearch index and S3 bucket ``name``
+    (dashes become underscores in the index), WARC files streamed to S3, two workers, paths the
+    hosts' account may write (``warc.dir`` on each host); ``extra``: the crawl's own keys."""
+    bucket = s3_server.bucket(name)
     conf = work / "conf.yaml"
-    conf.write_text(opensearch.conf_lines("hosts_crawl") + (
-        # a path on each worker host, where the account may write (the WARC files go to S3)
+    conf.write_text(opensearch.conf_lines(name.replace("-", "_")) + (
         f"warc.dir: /home/{USER}/warc\n"
         f"warc.s3.bucket: {bucket}\n"
         "warc.s3.prefix: crawl\n"
         "warc.s3.max.age: 3\n"
         f"s3.endpoint: {s3_server.endpoint}\n"
-        f"owler.work.dir: {hosts_cluster['work']}\n"
+        f"owler.work.dir: {cluster['work']}\n"
         "topology.workers: 2\n"
-        "http.allow.private.addresses: true\n"
+        "http.allow.private.addresses: true\n") + extra)
+    return conf
+
+
+@pytest.fixture(scope="module")
+def hosts_crawl(hosts_cluster, opensearch, s3_server, tmp_path_factory):
+    """The explorative crawl of the farm submitted with sparse over SSH: two workers, one per
+    host, OpenSearch frontier, WARC files streamed to S3."""
+    work = tmp_path_factory.mktemp("hosts-crawl")
+    bucket = "hosts-crawl"
+    conf = on_hosts_conf(hosts_cluster, opensearch, s3_server, work, bucket, (
         "spout.min.delay.queries: 500\n"
         "parallelism.fetcher: 2\n"
         f"fetcher.server.delay: {DELAY}\n"
@@ -327,3 +338,171 @@ def test_a_nimbus_that_does_not_answer_fails_the_submit(hosts_cluster, hosts_cra
     assert "owler cluster submit: cannot submit: nimbus at 127.0.0.1:6627" in r.stderr, r.stderr
     assert "(waited 5 s)" in r.stderr
     assert wait_for("nimbus answering again", lambda: topologies(hosts_cluster) == [], 60)
+
+
+def fetched_count(conf: Path) -> int:
+    return json.loads(ok(owler("status", "--conf", str(conf), "--json")).stdout)["FETCHED"]
+
+
+@pytest.fixture(scope="module")
+def joined(hosts_cluster, opensearch, s3_server, tmp_path_factory):
+    """A third host joins a running crawl: `owler cluster up --hosts 3` starts its SSH server and
+    supervisor, `owler cluster rebalance explorative --workers 3` builds the virtualenv there
+    and spreads the topology over the three hosts. Then `owler cluster drain 127.0.0.4` takes
+    it out again while the crawl runs (paused, settled, its executors moved), and `up` starts
+    its supervisor again once the crawl is over."""
+    work = tmp_path_factory.mktemp("hosts-join")
+    bucket = "hosts-join"
+    conf = on_hosts_conf(hosts_cluster, opensearch, s3_server, work, bucket, (
+        "spout.min.delay.queries: 500\n"
+        "parallelism.fetcher: 3\n"
+        f"fetcher.server.delay: {JOIN_DELAY}\n"
+        "topology.message.timeout.secs: 120\n"
+        "frontier.lease.ttl: 30\n"
+        "http.timeout: 2000\n"))
+    out = {"conf": conf, "bucket": bucket}
+    with FarmProcess(10, work / "access.log") as farm:
+        seeds = work / "seeds.txt"
+        seeds.write_text("\n".join(farm.seeds()) + "\n")
+        ok(owler("inject", str(seeds), "--conf", str(conf)))
+        ok(owler("cluster", "submit", "explorative", "--conf", str(conf)))
+        wait_for("pages fetched", lambda: fetched_count(conf) >= 5, 240, 3)
+        out["up"] = ok(owler("cluster", "up", "--hosts", "3", *hosts_cluster["opt"]))
+        account = pwd.getpwnam(USER)
+        aws = host_dir(hosts_cluster, "127.0.0.4") / "home" / ".aws"
+        shutil.copytree(host_dir(hosts_cluster, "127.0.0.2") / "home" / ".aws", aws)
+        for p in (aws, aws / "credentials"):
+            os.chown(p, account.pw_uid, account.pw_gid)
+        out["rebalance"] = ok(owler("cluster", "rebalance", "explorative", "--workers", "3",
+                                    *hosts_cluster["opt"]))
+        out["fetched_at_join"] = fetched_count(conf)
+        sshd = int((host_dir(hosts_cluster, "127.0.0.4") / "sshd.pid").read_text().split()[0])
+        out["components"] = wait_for("components on the new host", lambda: components_on(
+            "127.0.0.4", sshd), 120)
+        out["joined"] = topology_placement(hosts_cluster)
+        wait_for("pages fetched with the new host", lambda: fetched_count(conf) >= out[
+            "fetched_at_join"] + 5, 240, 3)
+        out["drain"] = ok(owler("cluster", "drain", "127.0.0.4", *hosts_cluster["opt"]))
+        out["fetched_at_drain"] = fetched_count(conf)
+        out["drained"] = topology_placement(hosts_cluster)
+        out["status"] = wait_for("the crawl to finish", crawl_done(conf, "explorative"), 600, 5)
+        out["served"], out["served_at"] = served(farm)
+        out["log"] = farm.access_log()
+        out["objects"] = wait_for("every upload completed",
+                                  lambda: completed_objects(s3_server, bucket), 90, 3)
+        out["crawldelay"] = set(farm.hosts_of("crawldelay"))
+        ok(owler("cluster", "kill", "explorative", *hosts_cluster["opt"]))
+    out["back"] = ok(owler("cluster", "up", *hosts_cluster["opt"]))
+    yield out
+
+
+def topology_placement(cluster: dict) -> dict[str, list[str]]:
+    """Where each component of the running explorative topology runs (status exits 1 while a
+    node is stopped: its document is read all the same)."""
+    doc = json.loads(owler("cluster", "status", "--json", *cluster["opt"]).stdout)
+    return next(t for t in doc["topologies"] if t["name"] == "explorative")["placement"]
+
+
+def test_a_host_joins_a_running_crawl_and_is_drained_from_it_losing_nothing(joined, opensearch):
+    assert "127.0.0.4 slots 6730, 6731" in joined["up"].stdout, joined["up"].stdout
+    assert "[127.0.0.4] run: virtualenv --never-download" in joined["rebalance"].stdout
+    placement = joined["joined"]
+    hosts = {w.split(":")[0] for ws in placement.values() for w in ws}
+    assert hosts == {"127.0.0.2", "127.0.0.3", "127.0.0.4"}, placement
+    assert "127.0.0.4" in {w.split(":")[0] for w in placement["fetcher"]}, placement
+    for module, proc in joined["components"].items():
+        assert proc == {"python": str(VENVS / "explorative" / "bin" / "python"), "user": USER,
+                        "project_venv": False}, (module, proc)
+    # drained: nothing runs there any more, and the crawl went on on the other two hosts
+    assert joined["drain"].stdout.startswith("node 127.0.0.4 drained; its supervisor stopped; "
+                                             "paused and resumed: explorative")
+    drained = {w.split(":")[0] for ws in joined["drained"].values() for w in ws}
+    assert drained == {"127.0.0.2", "127.0.0.3"}, joined["drained"]
+    assert joined["fetched_at_join"] < joined["fetched_at_drain"] < len(joined["served"])
+    assert "supervisor-4" in joined["back"].stdout or "127.0.0.4" in joined["back"].stdout
+    # 0 URLs lost: every page the farm served is FETCHED; 0 WARC records lost, none twice
+    fetched = fetched_urls(opensearch, "hosts_join")
+    served_urls = set(joined["served"])
+    assert fetched == served_urls, (sorted(served_urls - fetched), sorted(fetched - served_urls))
+    assert_each_archived_once(joined, fetched)
+    for host, entries in requests_by_host(joined["log"]).items():
+        gap = min_interval(entries)
+        # robots.txt's Crawl-delay (2 s) is the delay of the farm's crawldelay hosts
+        wanted = 2.0 if host in joined["crawldelay"] else JOIN_DELAY
+        assert gap is None or gap >= wanted - 0.05, (host, gap)
+
+
+@pytest.fixture(scope="module")
+def switched(hosts_cluster, opensearch, s3_server, tmp_path_factory):
+    """`owler cluster switch` to the sitemap topology, then to warc2warc: each submit builds that
+    topology's virtualenv on every host nimbus knows (virtualenvs/sitemap.txt, warc2warc.txt;
+    127.0.0.4 too when the join test ran before)."""
+    from tests.integration.test_cluster_nodes import DATA, copied_records
+    from tests.integration.test_sitemap_crawl import SitemapFarm
+    from tests.integration.test_warc2warc import plain_records
+    from tests.farm.server import SITEMAP_SITES
+
+    doc = json.loads(ok(owler("cluster", "status", "--json", *hosts_cluster["opt"])).stdout)
+    out: dict = {"hosts": [s["host"] for s in doc["supervisors"]]}
+    sshd = {a: int((host_dir(hosts_cluster, a) / "sshd.pid").read_text().split()[0])
+            for a in out["hosts"]}
+    work = tmp_path_factory.mktemp("hosts-sitemap")
+    conf = on_hosts_conf(hosts_cluster, opensearch, s3_server, work, "hosts-sitemap", (
+        "spout.min.delay.queries: 500\n"
+        "fetcher.server.delay: 0.3\n"
+        "http.timeout: 3000\n"
+        "spout.ttl.purgatory: 5\n"
+        "sitemap.max.depth: 3\n"))
+    with SitemapFarm(work / "access.log") as farm:
+        seeds = work / "seeds.txt"
+        seeds.write_text("".join(farm.u(s, "/") + "\n" for s in SITEMAP_SITES))
+        ok(owler("inject", str(seeds), "--conf", str(conf)))
+        out["sitemap_switch"] = ok(owler("cluster", "switch", "sitemap", "--conf", str(conf)))
+        out["sitemap_components"] = wait_for("the sitemap components", lambda: (
+            seen := {a: components_on(a, pid) for a, pid in sshd.items()}) and any(
+            seen.values()) and seen, 120)
+        out["sitemap_status"] = wait_for("the sitemap crawl to settle",
+                                         crawl_done(conf, "sitemap"), 400, 5)
+        out["sitemap_served"], _ = served(farm)
+    out["sitemap_fetched"] = fetched_urls(opensearch, "hosts_sitemap")
+
+    work = tmp_path_factory.mktemp("hosts-w2w")
+    conf = on_hosts_conf(hosts_cluster, opensearch, s3_server, work, "hosts-w2w", (
+        "warc.prefix: W2WLOST\n"
+        "warc2warc.list.interval: 5\n"))
+    src = s3_server.bucket("hosts-w2w-input")
+    with open(conf, "a") as f:
+        f.write(f"warc2warc.input: s3://{src}/in/\n")
+    inputs = {f"in/{name}": (DATA / name).read_bytes()
+              for name in ("test-crawl_0.warc.gz", "fb.warc.gz", "example.com.warc")}
+    for key, data in inputs.items():
+        s3_server.client.put_object(Bucket=src, Key=key, Body=data)
+    out["w2w_expected"] = Counter(r for data in inputs.values() for r in plain_records(data))
+    out["w2w_switch"] = ok(owler("cluster", "switch", "warc2warc", "--conf", str(conf)))
+    out["w2w_components"] = wait_for("the warc2warc components", lambda: (
+        seen := {a: components_on(a, pid) for a, pid in sshd.items()}) and any(
+        seen.values()) and seen, 120)
+    out["w2w_progress"] = wait_for("every input file done", lambda: (p := json.loads(ok(owler(
+        "status", "--conf", str(conf), "--json")).stdout)["warc2warc"])["files"]["done"] == len(
+        inputs) and p, 300, 3)
+    wait_for("the last uploads completed", lambda: not s3_server.client.list_multipart_uploads(
+        Bucket="hosts-w2w").get("Uploads"), 60, 2)
+    out["w2w_copied"] = copied_records(s3_server, "hosts-w2w")
+    ok(owler("cluster", "kill", "warc2warc", *hosts_cluster["opt"]))
+    yield out
+
+
+def test_switching_topologies_builds_each_ones_virtualenv_on_every_host(switched):
+    for topology, key in (("sitemap", "sitemap"), ("warc2warc", "w2w")):
+        text = switched[f"{key}_switch"].stdout
+        for address in switched["hosts"]:
+            assert f"[{address}] run: virtualenv --never-download {VENVS}/{topology}" in text
+        procs = [p for per in switched[f"{key}_components"].values() for p in per.values()]
+        assert procs and all(p == {"python": str(VENVS / topology / "bin" / "python"),
+                                   "user": USER, "project_venv": False} for p in procs), procs
+    assert "killed: sitemap" in switched["w2w_switch"].stdout
+    # every page the farm served is FETCHED, and nothing else (its sitemap files aside: the
+    # hostile ones end in errors; test_sitemap_crawl.py checks each)
+    pages = {u for u in switched["sitemap_served"] if not u.endswith(".xml")}
+    assert pages and pages == {u for u in switched["sitemap_fetched"] if not u.endswith(".xml")}
+    assert switched["w2w_copied"] == switched["w2w_expected"]

@@ -10,6 +10,7 @@ import yaml
 from owler.conf import ConfError, load_conf
 from owler.run import cluster as CL
 from owler.run.cluster import ClusterError, StormCluster, format_status
+from owler.run.hosts import HostsError
 
 
 def make(tmp_path, **over):
@@ -138,14 +139,26 @@ def test_a_cluster_of_hosts_puts_each_supervisor_on_its_host(tmp_path):
     assert conf["storm.local.dir"] == str(home / "storm" / "storm-local")
     assert conf["storm.log.dir"] == str(home / "storm" / "logs")
     assert conf["storm.local.hostname"] == "127.0.0.2" and conf["supervisor.thrift.port"] == 6629
+    # nimbus runs as the account too, on 127.0.0.1's host; ZooKeeper and the UI do not
+    nimbus = c.on_host("nimbus")
+    assert nimbus.host == "127.0.0.1" and nimbus.base == c.host(1).home / "storm"
+    assert c.log_file("nimbus") == c.host(1).home / "storm" / "logs" / "nimbus.log"
+    assert c.on_host("zookeeper") is None and c.on_host("ui") is None
+    assert c.on_host("supervisor-3") == c.nodes[1]
+    with pytest.raises(HostsError, match="the host 127.0.0.2 is not up"):
+        c._command("supervisor-2")
     # the commands after `up` know the cluster of hosts from what it recorded
     c.run_dir.mkdir(parents=True)
     c.hosts_file.write_text("3 2346\n")
     again = make(tmp_path)
     assert [n.host for n in again.nodes] == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
     assert again.machines.ssh_port == 2346
+    # `up --hosts 4` adds a host; the servers keep the port they listen on
+    more = make(tmp_path, **{"cluster.hosts": 4})
+    assert len(more.nodes) == 4 and more.machines.ssh_port == 2346
     with pytest.raises(ConfError, match="0..8"):
         make(tmp_path, **{"cluster.hosts": 9})
+    c.hosts_file.unlink()
     with pytest.raises(ConfError, match="must all differ"):
         make(tmp_path, **{"cluster.hosts": 1, "cluster.hosts.ssh.port": 6627})
     assert make(tmp_path / "other").machines is None
@@ -194,3 +207,20 @@ def test_what_a_failed_ssh_login_means(stderr, start):
     from owler.run.hosts import ssh_problem
 
     assert ssh_problem(stderr).startswith(start)
+
+
+def test_a_tunnel_that_could_not_be_opened_is_tried_once_more(tmp_path, capsys):
+    marker = tmp_path / "tried"
+    script = (f'if [ -e {marker} ]; then echo submitted; exit 0; fi; touch {marker}; '
+              'echo "OSError: Unable to open ssh tunnel via: \\"ssh -NL 6628:localhost:6627 h\\""; '
+              'exit 1')
+    CL._sparse(["sh", "-c", script])
+    out = capsys.readouterr()
+    assert "submitted" in out.out and "trying once more" in out.err
+    # twice, or another failure: a ClusterError that says why
+    always = 'echo "OSError: Unable to open ssh tunnel via: \\"ssh -NL 1:localhost:2 h\\""; exit 1'
+    with pytest.raises(ClusterError, match="^sparse -c exited 1: the SSH tunnel to nimbus failed"):
+        CL._sparse(["sh", "-c", always])
+    assert capsys.readouterr().out.count("Unable to open ssh tunnel") == 2
+    with pytest.raises(ClusterError, match="^sparse -c exited 3: boom$"):
+        CL._sparse(["sh", "-c", "echo boom; exit 3"])

@@ -327,9 +327,9 @@ def cmd_services(args) -> int:
 
 
 def cmd_cluster(args) -> int:
-    """``owler cluster up|down|status|submit|kill|switch``: a Storm cluster of one or more
-    supervisors on loopback addresses and the topologies on it (:mod:`owler.run.cluster`); exit 2
-    for an unknown topology or a port already taken."""
+    """``owler cluster up|down|status|submit|kill|switch|rebalance|drain``: a Storm cluster of one or
+    more supervisors on loopback addresses (or hosts) and the topologies on it
+    (:mod:`owler.run.cluster`); exit 2 for an unknown topology or a port already taken."""
     from owler.run.cluster import ClusterError, StormCluster, dumps, format_status
 
     action = args.action
@@ -346,8 +346,9 @@ def cmd_cluster(args) -> int:
         args.option = [*(args.option or []), f"cluster.hosts={args.hosts}"]
     cluster = StormCluster.from_conf(_conf(args))
     try:
-        if action in ("submit", "kill", "switch") and not args.topology:
-            print(f"owler cluster {action}: name the topology", file=sys.stderr)
+        if action in ("submit", "kill", "switch", "rebalance", "drain") and not args.topology:
+            what = "the node's address" if action == "drain" else "the topology"
+            print(f"owler cluster {action}: name {what}", file=sys.stderr)
             return 2
         if action == "up":
             print(cluster.up(timeout=args.timeout))
@@ -363,6 +364,25 @@ def cmd_cluster(args) -> int:
             if rc == 0:
                 print(f"crawl dashboard: {cluster.ui_url}/owler/dashboard/")
             return rc
+        elif action == "rebalance":
+            executors = {}
+            for item in args.executors or []:
+                comp, _, n = item.partition("=")
+                if not n.isdigit() or not comp:
+                    print(f"owler cluster rebalance: --executors takes COMPONENT=N, got {item!r}",
+                          file=sys.stderr)
+                    return 2
+                executors[comp] = int(n)
+            cluster.wait_leader(args.timeout)
+            where = cluster.rebalance(args.topology, args.workers, executors, wait=args.wait)
+            print(f"topology {args.topology!r} rebalanced:")
+            for component, workers in where.items():
+                print(f"  {component:<22} {', '.join(workers)}")
+        elif action == "drain":
+            cluster.wait_leader(args.timeout)
+            paused = cluster.drain(args.topology)
+            print(f"node {args.topology} drained; its supervisor stopped"
+                  + (f"; paused and resumed: {', '.join(paused)}" if paused else ""))
         elif action == "kill":
             cluster.wait_leader(args.timeout)
             cluster.kill(args.topology, cluster.kill_wait)
@@ -590,11 +610,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("cluster", help="a Storm cluster on loopback addresses (one or more "
                                        "supervisors); submit, kill, switch topologies")
-    s.add_argument("action", choices=["up", "down", "status", "submit", "kill", "switch"])
+    s.add_argument("action", choices=["up", "down", "status", "submit", "kill", "switch",
+                                      "rebalance", "drain"])
     s.add_argument("topology", nargs="?", metavar="TOPOLOGY",
-                   help="submit/kill/switch: explorative, sitemap or warc2warc")
+                   help="submit/kill/switch/rebalance: explorative, sitemap or warc2warc; "
+                        "drain: a node's address (127.0.0.k)")
     _add_conf_args(s)
     s.add_argument("--force", action="store_true", help="submit: replace a running topology")
+    s.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="rebalance: the topology's worker processes (spread over the supervisors)")
+    s.add_argument("--executors", action="append", metavar="COMPONENT=N",
+                   help="rebalance: a component's executors (at most its tasks); repeatable")
+    s.add_argument("--wait", type=int, default=10, metavar="SECONDS",
+                   help="rebalance: how long the topology pauses before it is assigned again")
     s.add_argument("--requirements", metavar="FILE",
                    help="submit on hosts: the workers' virtualenv spec in place of "
                         "virtualenvs/TOPOLOGY.txt")

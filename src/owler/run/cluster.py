@@ -31,14 +31,30 @@ The workers run the Python components with the project's virtualenv: the supervi
 the virtualenv's ``bin`` first on its ``PATH``, where streamparse's ``streamparse_run`` is found
 (``config.json`` env ``local`` sets ``use_virtualenv: false`` for that reason).
 
+A cluster of hosts (``cluster.hosts``, ``up --hosts N``) is deployed as operators deploy one:
+supervisor *k* (2 … N+1) runs on host 127.0.0.k of :mod:`owler.run.hosts`, inside that host's
+mount namespace, as its service account, with Debian's Python running Storm's launcher and an
+environment of its own (no project virtualenv on its ``PATH``); its storm.yaml, local dir and logs
+are in the host's home (``<cluster>/hosts/127.0.0.k/home/storm/``, ``~/storm/`` as the host sees
+it). 127.0.0.1 gets an SSH server too, for the operator's tunnel to nimbus. ``submit`` and
+``switch`` then run ``sparse submit -e hosts`` as the hosts' operator (its ``HOME`` and ``ssh``):
+streamparse builds the topology's virtualenv on every host nimbus knows, tunnels to nimbus and
+submits, after a check that each of those hosts lets the operator in (a refused key would
+otherwise make streamparse's SSH library ask for a password nobody types); a failed build is a
+ClusterError with pip's message and the host. ``rebalance`` spreads a running topology over the
+supervisors there are (a host added by ``up --hosts N+1`` gets its virtualenv first). ``up``
+records the hosts in ``run/hosts`` for the commands after it; ``down`` removes them, with their
+files.
+
 Config keys (the crawler conf, ``--conf`` / ``-o``): ``owler.work.dir``, ``cluster.zookeeper.port``
 (2181), ``cluster.nimbus.port`` (6627), ``cluster.supervisors`` (1, at most
 :data:`MAX_SUPERVISORS`), ``cluster.supervisor.port`` (6628), ``cluster.slots`` ([6700, 6701]: one
 worker each, per node), ``cluster.ui.port`` (8080), ``cluster.worker.heap.mb`` (768),
 ``cluster.kill.wait`` (30 s), ``cluster.storm.conf`` (a map of further storm.yaml keys),
-``cluster.dashboard.port`` (8766: the crawl dashboard, ``owler dashboard``, which ``submit``
-starts for the submitted crawl and ``down`` stops; the UI serves it under ``/owler/dashboard/``
-and links to it from each topology; not ``dashboard.port``, which local runs take).
+``cluster.hosts`` (0) and ``cluster.hosts.ssh.port`` (2222), ``cluster.dashboard.port`` (8766:
+the crawl dashboard, ``owler dashboard``, which ``submit`` starts for the submitted crawl and
+``down`` stops; the UI serves it under ``/owler/dashboard/`` and links to it from each topology;
+not ``dashboard.port``, which local runs take).
 ``config.json``'s env ``local`` must name the same nimbus and UI ports.
 """
 
@@ -65,8 +81,8 @@ import yaml
 
 from owler import conf as C
 from owler import sched
-from owler.constants import (CLUSTER_UI_PORT_KEY, EXECUTOR_METRICS_KEY, MULTILANG_SERIALIZER_KEY,
-                             STORM_HOSTNAME_KEY)
+from owler.constants import (CLUSTER_UI_PORT_KEY, EXECUTOR_METRICS_KEY, MESSAGE_TIMEOUT_KEY,
+                             MULTILANG_SERIALIZER_KEY, STORM_HOSTNAME_KEY)
 from owler.run.hosts import Host, Hosts, HostsError, node_host
 from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 from owler.run.runner import storm_home
@@ -264,10 +280,24 @@ class StormCluster:
     def pid_file(self, name: str) -> Path:
         return self.run_dir / f"{name}.pid"
 
+    def on_host(self, name: str) -> Node | None:
+        """On a cluster of hosts, the node whose host runs daemon ``name`` as the service
+        account: a supervisor's, or for nimbus 127.0.0.1 (nimbus runs as the account, as on a
+        real cluster: a topology's owner is the user nimbus runs as, and a supervisor tells its
+        workers from a process that took a dead one's pid by that owner)."""
+        if self.machines is None:
+            return None
+        if name == "nimbus":
+            return Node(1, self.host(1).home / "storm", self.nimbus_port, ())
+        return self._node_of(name)
+
     def log_file(self, name: str) -> Path:
         node = self._node_of(name)
         if node is not None:
             return node.logs / "supervisor.log"
+        host = self.on_host(name)
+        if host is not None:
+            return host.logs / f"{name}.log"
         return self.logs / ("zookeeper.out" if name == "zookeeper" else f"{name}.log")
 
     @property
@@ -325,10 +355,11 @@ class StormCluster:
         every address and has no setting for it: storm/java/LoopbackBind.java)."""
         return f"-javaagent:{self.home / BIND_AGENT} -Dowler.bind.host={host}"
 
-    def _write_node_conf(self, node: Node) -> None:
+    def _write_node_conf(self, node: Node, conf: dict[str, Any] | None = None) -> None:
         node.logs.mkdir(parents=True, exist_ok=True)
-        node.storm_yaml.write_text(_YAML_HEAD + yaml.safe_dump(self.storm_conf(node), sort_keys=True))
-        if self.machines is not None:  # the host's supervisor runs as the service account
+        conf = conf or self.storm_conf(node)
+        node.storm_yaml.write_text(_YAML_HEAD + yaml.safe_dump(conf, sort_keys=True))
+        if self.machines is not None:  # the host's daemon runs as the service account
             (node.base / "storm-local").mkdir(exist_ok=True)
             account = pwd.getpwnam(self.machines.user)
             for path in (node.base, node.logs, node.base / "storm-local", node.storm_yaml):
@@ -340,6 +371,12 @@ class StormCluster:
         self.storm_yaml.write_text(_YAML_HEAD + yaml.safe_dump(self.storm_conf(), sort_keys=True))
         for node in self.nodes:
             self._write_node_conf(node)
+        nimbus = self.on_host("nimbus")
+        if nimbus is not None:  # nimbus's own storm.yaml, local dir and logs on its host
+            self._write_node_conf(nimbus, {
+                **self.storm_conf(),
+                "storm.local.dir": str(self.seen(nimbus, nimbus.base / "storm-local")),
+                "storm.log.dir": str(self.seen(nimbus, nimbus.logs))})
         data = self.base / "zookeeper" / "data"
         data.mkdir(parents=True, exist_ok=True)
         (self.conf_dir / "zoo.cfg").write_text(
@@ -495,10 +532,11 @@ class StormCluster:
             return [java, "-Xmx256m", "-cp", f"{ZOOKEEPER_JAR}:/etc/zookeeper/conf", ZOOKEEPER_MAIN,
                     str(self.conf_dir / "zoo.cfg")]
         node = self._node_of(name)
-        if node is not None and self.machines is not None:
-            return self.machines.enter(self.host(node.index)) + [
+        host = self.on_host(name)
+        if host is not None:
+            return self.machines.enter(self.host(host.index)) + [
                 HOST_PYTHON, str(self.home / "bin" / "storm"), "--config",
-                str(self.seen(node, node.storm_yaml)), "supervisor"]
+                str(self.seen(host, host.storm_yaml)), "supervisor" if node else name]
         if node is not None:
             return [sys.executable, str(self.home / "bin" / "storm"), "--config",
                     str(node.storm_yaml), "supervisor"]
@@ -506,7 +544,7 @@ class StormCluster:
                 name]
 
     def _start(self, name: str) -> int:
-        node = self._node_of(name)
+        node = self._node_of(name) or self.on_host(name)
         logs = node.logs if node is not None else self.logs
         env = dict(os.environ)
         env["STORM_LOG_DIR"] = str(logs)
@@ -514,7 +552,7 @@ class StormCluster:
             env["STORM_JAVA_OPTS"] = (env.get("STORM_JAVA_OPTS", "") + " "
                                       + self.bind_opts(self._address(name))).strip()
         env[sched.ENV] = "1" if self.sched_batch else "0"  # read by storm/bin/storm's supervisor
-        if node is not None and self.machines is not None:
+        if self.on_host(name) is not None:
             # a host's own environment: its workers run the components from the virtualenvs
             # that sparse submit builds there (config.json env "hosts"), nothing of the operator's
             env = {k: env[k] for k in (*_HOST_ENV_KEYS, "STORM_LOG_DIR", "STORM_JAVA_OPTS",
@@ -719,11 +757,117 @@ class StormCluster:
         if self.machines is not None:  # sparse reaches the hosts over SSH as their operator
             env = self.machines.operator_env(env)
             self.check_reachable()
-        rc, lines = _tee(cmd, cwd=self.root, env=env)
-        if rc != 0:
-            raise ClusterError(f"sparse submit exited {rc}: {sparse_failure(lines)}")
+        _sparse(cmd, cwd=self.root, env=env)
         self.start_dashboard(conf_file, options)
-        return rc
+        return 0
+
+    def rebalance(self, name: str, workers: int | None, executors: Mapping[str, int],
+                  wait: int = 10, timeout: float = 300.0) -> dict[str, list[str]]:
+        """Storm's rebalance of topology ``name`` over the supervisors there are now (a node
+        that joined gets its share; ``workers``: the new number of worker processes,
+        ``executors``: of components, at most their tasks): the topology pauses ``wait``
+        seconds, nimbus assigns its executors again and the workers start where it put them. On
+        a cluster of hosts, streamparse first builds the topology's virtualenv on every host
+        nimbus knows (``sparse update_virtualenv``; quick where it exists). Returns the new
+        placement once every executor runs where nimbus put it."""
+        from streamparse.thrift import storm_thrift
+
+        if workers is not None and workers < 1:
+            raise ClusterError(f"--workers: expected at least 1, got {workers}")
+        info = self._cluster_info()
+        topo = next((t for t in info.topologies if t.name == name), None)
+        if topo is None:
+            raise ClusterError(f"no topology named {name!r} runs on the cluster")
+        if self.machines is not None:
+            self.check_reachable()
+            env = self.machines.operator_env(dict(os.environ, LEIN_ROOT="1"))
+            _sparse([str(Path(sys.executable).parent / "sparse"), "update_virtualenv", "-e",
+                     self.sparse_env, "-n", name], cwd=self.root, env=env)
+        opts = storm_thrift.RebalanceOptions(wait_secs=wait, num_workers=workers,
+                                             num_executors=dict(executors) or None)
+        self._nimbus(lambda client: client.rebalance(name, opts))
+        deadline = time.monotonic() + wait + timeout
+        want = workers or topo.num_workers
+        while time.monotonic() < deadline:
+            time.sleep(2.0)
+            now = next((t for t in self._cluster_info().topologies if t.name == name), None)
+            if now is None or now.status != "ACTIVE" or now.num_workers != want:
+                continue
+            where = self.placement(now.id)
+            if len({w for ws in where.values() for w in ws}) == want:
+                return where
+        raise ClusterError(f"topology {name!r} was not running again on {want} worker(s) "
+                           f"within {wait + timeout:.0f} s; see `owler cluster status`")
+
+    def drain(self, host: str, timeout: float = 600.0) -> list[str]:
+        """Take node ``host`` out of the running crawl, losing nothing: every running topology is
+        deactivated (its spouts stop emitting), the tuples in flight settle (every one a spout
+        emitted is acked or failed: :meth:`_in_flight`), the node's supervisor and its workers
+        stop, nimbus moves their executors to the other nodes, and the topologies are
+        activated again. Storm has no drain of its own; the pause is its cost (a WARC file a
+        stopped writer left open is completed by its task where it starts again, as for a lost
+        node). Returns the names of the topologies that were paused. The node's machine stays
+        (on a cluster of hosts, its SSH server): ``up`` starts its supervisor again."""
+        node = next((n for n in self.known_nodes() if n.host == host), None)
+        if node is None or self.running(node.name) is None:
+            running = [n.host for n in self.known_nodes() if self.running(n.name) is not None]
+            raise ClusterError(f"no supervisor runs on {host}; the nodes: {', '.join(running)}")
+        info = self._cluster_info()
+        others = [s for s in info.supervisors if s.host != host]
+        if not others:
+            raise ClusterError(f"{host} is the last node: nothing could take over its work")
+        names = [t.name for t in info.topologies if t.status == "ACTIVE"]
+        deadline = time.monotonic() + timeout
+        for name in names:
+            self._nimbus(lambda client, n=name: client.deactivate(n))
+        try:
+            for t in info.topologies:
+                if t.name in names:
+                    self._settle(t.id, deadline)
+            self._stop(node.name)
+            while time.monotonic() < deadline:
+                left = [t for t in self._cluster_info().topologies if t.name in names
+                        and any(w.startswith(f"{host}:") for ws in self.placement(t.id).values()
+                                for w in ws)]
+                if not left:
+                    break
+                time.sleep(2.0)
+            else:
+                raise ClusterError(f"nimbus did not move the executors off {host} within "
+                                   f"{timeout:.0f} s; see `owler cluster status`")
+        finally:
+            for name in names:
+                self._nimbus(lambda client, n=name: client.activate(n))
+        return names
+
+    def _in_flight(self, topology_id: str) -> int:
+        """Tuples the topology's spouts emitted and nobody acked or failed yet (Storm's figures,
+        exact at the cluster's sample rate of 1.0)."""
+        info = self._nimbus(lambda client: client.getTopologyInfo(topology_id), 5000)
+        emitted = settled = 0
+        for ex in info.executors or []:
+            spout = ex.stats and ex.stats.specific and ex.stats.specific.spout
+            if not spout:
+                continue
+            emitted += sum(n for stream, n in (ex.stats.emitted or {}).get(":all-time", {}).items()
+                           if not stream.startswith("__"))
+            for figures in (spout.acked, spout.failed):
+                settled += sum((figures or {}).get(":all-time", {}).values())
+        return emitted - settled
+
+    def _settle(self, topology_id: str, deadline: float) -> None:
+        """Wait until nothing of the topology is in flight, the same over two of Storm's stats
+        refreshes (every ``EXECUTOR_METRICS_KEY`` seconds), or until its message timeout has
+        passed (every tuple is then acked or failed; a spout emitting on an unanchored stream
+        never shows 0)."""
+        conf = orjson.loads(self._nimbus(lambda client: client.getTopologyConf(topology_id)))
+        until = min(deadline, time.monotonic() + int(conf.get(MESSAGE_TIMEOUT_KEY, 30)) + 5)
+        seen: list[int] = []
+        while time.monotonic() < until:
+            seen.append(self._in_flight(topology_id))
+            if len(seen) >= 3 and seen[-3:] == [0, 0, 0]:
+                return
+            time.sleep(3.0)
 
     def check_reachable(self) -> None:
         """On a cluster of hosts, a ClusterError unless the operator can log in over SSH to
@@ -822,6 +966,23 @@ def _tee(cmd: list[str], **kw) -> tuple[int, list[str]]:
     return proc.returncode, list(kept)
 
 
+def _sparse(cmd: list[str], **kw) -> None:
+    """Run a ``sparse`` command (:func:`_tee`); a ClusterError that says why it failed. A tunnel
+    to nimbus that could not be opened is tried once more: streamparse probes for a free local
+    port by binding it itself, a race an ``ssh`` starting at that moment can lose (the hosts'
+    SSH config makes that ``ssh`` exit rather than listen on half its addresses)."""
+    for attempt in (1, 2):
+        rc, lines = _tee(cmd, **kw)
+        if rc == 0:
+            return
+        why = sparse_failure(lines)
+        if attempt == 1 and why.startswith(_TUNNEL_FAILED):
+            print(f"owler: {why}; trying once more", file=sys.stderr)
+            continue
+        raise ClusterError(f"sparse {cmd[1]} exited {rc}: {why}")
+
+
+_TUNNEL_FAILED = "the SSH tunnel to nimbus failed"
 #: a line of streamparse's SSH library (Fabric): "[host] out: text"
 _HOST_LINE = re.compile(r"^\[([^\]]+)\] (?:out|err): (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -840,7 +1001,7 @@ def sparse_failure(lines: list[str]) -> str:
                 "(the topology was not submitted)")
     for line in lines:
         if "Unable to open ssh tunnel" in line:
-            return f"the SSH tunnel to nimbus failed: {line.strip()}"
+            return f"{_TUNNEL_FAILED}: {line.strip()}"
     fatal = [line.strip() for line in lines if line.strip().startswith("Fatal error:")]
     if fatal:
         return fatal[-1]
@@ -849,16 +1010,18 @@ def sparse_failure(lines: list[str]) -> str:
 
 
 def _hosts(conf: Mapping[str, Any]) -> dict[str, int]:
-    """``cluster.hosts`` and ``cluster.hosts.ssh.port``; without the first, what ``up`` recorded
-    in the work folder (a cluster of hosts is one until ``down``)."""
+    """``cluster.hosts`` and ``cluster.hosts.ssh.port``; once ``up`` recorded a cluster of hosts
+    in the work folder, its SSH port, and its number of hosts unless ``cluster.hosts`` is given
+    (a cluster of hosts is one until ``down``)."""
     hosts = C.get_int(conf, "cluster.hosts", 0)
     port = C.get_int(conf, "cluster.hosts.ssh.port", 2222)
-    if not hosts:
-        recorded = Path(C.get_str(conf, "owler.work.dir", ".work")) / "cluster" / "run" / "hosts"
-        try:
-            hosts, port = (int(v) for v in recorded.read_text().split()[:2])
-        except (OSError, ValueError):
-            pass
+    recorded = Path(C.get_str(conf, "owler.work.dir", ".work")) / "cluster" / "run" / "hosts"
+    try:
+        was, port_was = (int(v) for v in recorded.read_text().split()[:2])
+    except (OSError, ValueError):
+        pass
+    else:  # the hosts' SSH servers keep their port until `down`; `up --hosts N` may add hosts
+        hosts, port = hosts or was, port_was
     if not 0 <= hosts <= MAX_SUPERVISORS - 1:
         raise C.ConfError(f"cluster.hosts: expected 0..{MAX_SUPERVISORS - 1}, got {hosts}")
     return {"hosts": hosts, "ssh_port": port}

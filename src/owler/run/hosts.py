@@ -263,8 +263,11 @@ class Hosts:
         return pid if alive(pid) else None
 
     def _start(self, host: Host, deadline: float) -> None:
-        if self.running(host) is not None and port_open(host.ssh_port, host.address):
-            return
+        pid = self.running(host)
+        if pid is not None:
+            if port_open(host.ssh_port, host.address):
+                return
+            stop_group(pid, 10.0)  # a server of this host on another port: not two of them
         _run([str(SSHD), "-t", "-f", str(host.sshd_config)], f"the SSH server of {host.address}")
         if port_open(host.ssh_port, host.address):
             raise HostsError(f"port {host.ssh_port} on {host.address} is taken by another "
@@ -297,7 +300,12 @@ class Hosts:
                           "  IdentitiesOnly yes\n"
                           f"  UserKnownHostsFile {self.known_hosts}\n"
                           "  StrictHostKeyChecking yes\n"
-                          "  BatchMode yes\n")
+                          "  BatchMode yes\n"
+                          # a tunnel whose port cannot be bound ends ssh: streamparse probes a
+                          # free port by binding it itself, and an ssh that lost that race and
+                          # listened on ::1 alone would leave it waiting for ever
+                          "  AddressFamily inet\n"
+                          "  ExitOnForwardFailure yes\n")
         self.known_hosts.write_text("\n".join(known) + "\n")
         self.ssh_config.write_text("# Written by owler (owler/run/hosts.py)\n" + "".join(blocks))
         (self.operator_home / ".ssh").mkdir(parents=True, exist_ok=True, mode=0o700)
