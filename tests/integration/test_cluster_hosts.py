@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -139,8 +140,15 @@ def test_up_twice_is_harmless_and_down_leaves_the_other_hosts_alone(hosts, tmp_p
                      venv_root=hosts.venv_root)
         with pytest.raises(HostsError, match=f"port {h.ssh_port} on 127.0.0.7 is taken"):
             busy.up()
+        # a connection still before its login when the host goes down: its sshd (a session of
+        # its own, not in the server's process group) goes too, and writes nothing into the
+        # removed folder
+        pending = socket.create_connection(("127.0.0.7", h.ssh_port), timeout=10)
+        assert pending.recv(64).startswith(b"SSH-2.0-")
     finally:
         out = h.down()
+    with pending:
+        assert pending.recv(64) == b""  # closed by the host going down, not left waiting
     # the module's hosts still use the account and the mount points: they stay, and still work
     assert out == "hosts down: 1 SSH server(s) stopped", out
     assert not port_open(h.ssh_port, "127.0.0.7")

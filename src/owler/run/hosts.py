@@ -38,6 +38,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -70,6 +71,35 @@ def _useradd_home_base() -> Path:
         out = ""
     found = re.search(r"^HOME=(\S+)$", out, re.M)
     return Path(found.group(1) if found else os.path.join(os.sep, "home"))
+
+
+def _stop_namespace(ns: str, grace: float = 5.0) -> None:
+    """SIGTERM every process in mount namespace ``ns`` (``/proc/PID/ns/mnt``), SIGKILL what is
+    left after ``grace`` seconds."""
+    def members() -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and entry != str(os.getpid()):
+                try:
+                    if os.readlink(f"/proc/{entry}/ns/mnt") == ns and alive(int(entry)):
+                        found.append(int(entry))
+                except OSError:
+                    continue
+        return found
+
+    if ns == os.readlink("/proc/self/ns/mnt"):
+        return  # never the machine's own namespace
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in members():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while members() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not members():
+            return
 
 
 def ssh_problem(stderr: str) -> str:
@@ -386,7 +416,16 @@ class Hosts:
         for host in self.hosts:
             pid = self.running(host)
             if pid is not None:
+                try:
+                    ns = os.readlink(f"/proc/{pid}/ns/mnt")
+                except OSError:
+                    ns = None
                 stop_group(pid, 10.0)
+                # what else still runs on the host goes with it: a connection's sshd is not in
+                # the server's process group, and one that was still starting (a port probe)
+                # would write the host's log into the folder being removed
+                if ns is not None:
+                    _stop_namespace(ns)
                 stopped += 1
         shutil.rmtree(self.base, ignore_errors=True)
         try:
