@@ -224,3 +224,20 @@ def test_a_tunnel_that_could_not_be_opened_is_tried_once_more(tmp_path, capsys):
     assert capsys.readouterr().out.count("Unable to open ssh tunnel") == 2
     with pytest.raises(ClusterError, match="^sparse -c exited 3: boom$"):
         CL._sparse(["sh", "-c", "echo boom; exit 3"])
+
+
+def test_the_operators_ssh_wrapper_never_calls_itself(tmp_path, monkeypatch):
+    from owler.run.hosts import Hosts
+
+    h = Hosts(tmp_path, 1)
+    wrapper = h.operator / "bin" / "ssh"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text("#!/bin/sh\n")
+    wrapper.chmod(0o755)
+    real = tmp_path / "usr-bin"
+    real.mkdir()
+    (real / "ssh").write_text("#!/bin/sh\n")
+    (real / "ssh").chmod(0o755)
+    # a shell that took the PATH `up` prints: the wrapper first
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{real}")
+    assert h.real_ssh() == str(real / "ssh")

@@ -342,9 +342,16 @@ class Hosts:
         (self.operator_home / ".ssh" / "config").write_text(self.ssh_config.read_text())
         wrapper = self.operator / "bin" / "ssh"
         wrapper.parent.mkdir(exist_ok=True)
-        wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("ssh") or "/usr/bin/ssh"} '
-                           f'-F "{self.ssh_config}" "$@"\n')
+        wrapper.write_text(f'#!/bin/sh\nexec {self.real_ssh()} -F "{self.ssh_config}" "$@"\n')
         wrapper.chmod(0o755)
+
+    def real_ssh(self) -> str:
+        """The ``ssh`` program on ``PATH``, never the operator's wrapper (a shell that took the
+        operator's ``PATH`` from ``up``'s message would find it first)."""
+        mine = (self.operator / "bin").resolve()
+        path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                               if d and Path(d).resolve() != mine)
+        return shutil.which("ssh", path=path) or "/usr/bin/ssh"
 
     # -- use --------------------------------------------------------------------------------------
     def ssh(self, host: Host, command: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
@@ -357,7 +364,7 @@ class Hosts:
         answers a command): a server that does not answer and a key it refuses are told apart.
         ``sparse submit`` needs every worker and nimbus's machine; streamparse's SSH library
         would, for a refused key, ask for a password that nobody types."""
-        procs = {a: subprocess.Popen(["ssh", "-F", str(self.ssh_config), "-o",
+        procs = {a: subprocess.Popen([self.real_ssh(), "-F", str(self.ssh_config), "-o",
                                       f"ConnectTimeout={int(timeout)}", a, "true"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
