@@ -59,6 +59,18 @@ def host_dir(cluster: dict, address: str) -> Path:
     return cluster["work"] / "cluster" / "hosts" / address
 
 
+def sshd_pid(cluster: dict, address: str) -> int:
+    """The pid of host ``address``'s SSH server (the process whose mount namespace is the
+    host's)."""
+    return int((host_dir(cluster, address) / "sshd.pid").read_text().split()[0])
+
+
+def owner(status: str) -> str:
+    """The user of a process, from its /proc/PID/status text."""
+    uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+    return pwd.getpwuid(uid).pw_name
+
+
 def operator_env(cluster: dict) -> dict[str, str]:
     """The environment of the hosts' operator: HOME with the SSH config Fabric reads, the `ssh`
     that reads it, and the project's virtualenv for `sparse`."""
@@ -89,9 +101,8 @@ def components_on(address: str, sshd_pid: int) -> dict[str, dict]:
             continue
         if ns != host_ns:
             continue
-        uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
         module = args[-2].decode() if args[-1] == b"" else args[-1].decode()
-        found[module] = {"python": args[0].decode(), "user": pwd.getpwuid(uid).pw_name,
+        found[module] = {"python": args[0].decode(), "user": owner(status),
                          "project_venv": str(Path(sys.executable).parent).encode() in env}
     return found
 
@@ -140,10 +151,8 @@ def test_supervisors_run_on_their_hosts_as_the_account_with_debians_python(hosts
     for address in HOSTS:
         k = address.rsplit(".", 1)[1]
         pid = doc["daemons"][f"supervisor-{k}"]["pid"]
-        status = Path(f"/proc/{pid}/status").read_text()
-        uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
-        assert pwd.getpwuid(uid).pw_name == USER
-        sshd = int((host_dir(hosts_cluster, address) / "sshd.pid").read_text().split()[0])
+        assert owner(Path(f"/proc/{pid}/status").read_text()) == USER
+        sshd = sshd_pid(hosts_cluster, address)
         assert os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink(f"/proc/{sshd}/ns/mnt")
         # its files in the host's home: logs, local dir
         assert (host_dir(hosts_cluster, address) / "home" / "storm" / "logs" /
@@ -189,7 +198,7 @@ def hosts_crawl(hosts_cluster, opensearch, s3_server, tmp_path_factory):
         seeds.write_text("\n".join(farm.seeds()) + "\n")
         ok(owler("inject", str(seeds), "--conf", str(conf)))
         out["submit"] = ok(owler("cluster", "submit", "explorative", "--conf", str(conf)))
-        sshd = {a: int((host_dir(hosts_cluster, a) / "sshd.pid").read_text().split()[0])
+        sshd = {a: sshd_pid(hosts_cluster, a)
                 for a in HOSTS}
 
         def running():
@@ -296,7 +305,7 @@ def test_a_host_that_does_not_answer_or_refuses_the_key_fails_the_submit(hosts_c
                                                                          hosts_crawl, tmp_path):
     conf = str(hosts_crawl["conf"])
     down = host_dir(hosts_cluster, "127.0.0.3")
-    pid = int((down / "sshd.pid").read_text().split()[0])
+    pid = sshd_pid(hosts_cluster, "127.0.0.3")
     os.kill(pid, signal.SIGTERM)
     port = int(next(line.split()[1] for line in (down / "sshd_config").read_text().splitlines()
                     if line.startswith("Port ")))
@@ -376,7 +385,7 @@ def joined(hosts_cluster, opensearch, s3_server, tmp_path_factory):
         out["rebalance"] = ok(owler("cluster", "rebalance", "explorative", "--workers", "3",
                                     *hosts_cluster["opt"]))
         out["fetched_at_join"] = fetched_count(conf)
-        sshd = int((host_dir(hosts_cluster, "127.0.0.4") / "sshd.pid").read_text().split()[0])
+        sshd = sshd_pid(hosts_cluster, "127.0.0.4")
         out["components"] = wait_for("components on the new host", lambda: components_on(
             "127.0.0.4", sshd), 120)
         out["joined"] = topology_placement(hosts_cluster)
@@ -444,7 +453,7 @@ def switched(hosts_cluster, opensearch, s3_server, tmp_path_factory):
 
     doc = json.loads(ok(owler("cluster", "status", "--json", *hosts_cluster["opt"])).stdout)
     out: dict = {"hosts": [s["host"] for s in doc["supervisors"]]}
-    sshd = {a: int((host_dir(hosts_cluster, a) / "sshd.pid").read_text().split()[0])
+    sshd = {a: sshd_pid(hosts_cluster, a)
             for a in out["hosts"]}
     work = tmp_path_factory.mktemp("hosts-sitemap")
     conf = on_hosts_conf(hosts_cluster, opensearch, s3_server, work, "hosts-sitemap", (
