@@ -164,6 +164,34 @@ def test_up_twice_is_harmless_and_down_leaves_the_other_hosts_alone(hosts, tmp_p
     assert r.returncode == 255 and "Connection refused" in r.stderr, r.stderr
 
 
+def test_a_host_with_cpus_of_its_own_runs_everything_on_them(hosts, tmp_path):
+    """``cpus``: the host's SSH sessions (what sparse runs there) and what :meth:`Hosts.enter`
+    starts (its supervisor) are in the host's CPU group, the kernel holds them to its share, and
+    ``down`` removes the group."""
+    h = Hosts(tmp_path / "h", 1, ssh_port=_ssh_port(1), first=8, venv_root=hosts.venv_root,
+              cpus=0.2)
+    host = h.hosts[0]
+    limit = h.cpu_limit(host)
+    try:
+        assert "; 0.2 CPU(s) each; ssh -F" in h.up()
+        assert limit.limit() == pytest.approx(0.2)
+        burn = "python3 -c 'import time\nt = time.time()\nwhile time.time() - t < 1: pass'"
+        group = f":/owler-hosts/{host.address}-{h.ssh_port}\n"  # either cgroup version's line
+        r = h.ssh(host, f"cat /proc/self/cgroup; {burn}")
+        assert r.returncode == 0 and group in r.stdout, r.stdout + r.stderr
+        throttled = limit.throttled()
+        assert throttled > 0  # a second of work on a fifth of a CPU: stopped again and again
+        r = subprocess.run(h.enter(host) + ["sh", "-c", f"id -un; cat /proc/self/cgroup; {burn}"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.split()[0] == "owler-cluster", r.stderr
+        assert group in r.stdout
+        assert limit.throttled() > throttled
+    finally:
+        out = h.down()
+    assert out == "hosts down: 1 SSH server(s) stopped", out
+    assert not limit.path.exists()
+
+
 def test_sparse_builds_the_topology_virtualenv_on_every_host_over_ssh(hosts, tmp_path):
     """`sparse update_virtualenv` (what `sparse submit` runs first with install_virtualenv) as an
     operator runs it: its own config.json with an env of the hosts, ~/.ssh/config from $HOME;

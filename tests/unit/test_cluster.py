@@ -156,9 +156,16 @@ def test_a_cluster_of_hosts_puts_each_supervisor_on_its_host(tmp_path):
     # `up --hosts 4` adds a host; the servers keep the port they listen on
     more = make(tmp_path, **{"cluster.hosts": 4})
     assert len(more.nodes) == 4 and more.machines.ssh_port == 2346
+    assert more.machines.cpus == 0  # a record from before the hosts had CPUs of their own
+    # ... and their CPUs, whatever a later command says
+    c.hosts_file.write_text("3 2346 0.5\n")
+    assert make(tmp_path, **{"cluster.hosts.cpus": 1}).machines.cpus == 0.5
     with pytest.raises(ConfError, match="0..8"):
         make(tmp_path, **{"cluster.hosts": 9})
     c.hosts_file.unlink()
+    assert make(tmp_path, **{"cluster.hosts": 1, "cluster.hosts.cpus": 0.25}).machines.cpus == 0.25
+    with pytest.raises(ConfError, match=r"cluster.hosts.cpus: expected 0 \(the machine's"):
+        make(tmp_path, **{"cluster.hosts.cpus": 1000})
     with pytest.raises(ConfError, match="must all differ"):
         make(tmp_path, **{"cluster.hosts": 1, "cluster.hosts.ssh.port": 6627})
     assert make(tmp_path / "other").machines is None

@@ -44,14 +44,16 @@ otherwise make streamparse's SSH library ask for a password nobody types); a fai
 ClusterError with pip's message and the host. ``rebalance`` spreads a running topology over the
 supervisors there are (a host added by ``up --hosts N+1`` gets its virtualenv first). ``up``
 records the hosts in ``run/hosts`` for the commands after it; ``down`` removes them, with their
-files.
+files. With ``cluster.hosts.cpus`` each host has that many CPUs of its own (owler/run/cgroups.py),
+so that a host that joins adds capacity as a real machine does.
 
 Config keys (the crawler conf, ``--conf`` / ``-o``): ``owler.work.dir``, ``cluster.zookeeper.port``
 (2181), ``cluster.nimbus.port`` (6627), ``cluster.supervisors`` (1, at most
 :data:`MAX_SUPERVISORS`), ``cluster.supervisor.port`` (6628), ``cluster.slots`` ([6700, 6701]: one
 worker each, per node), ``cluster.ui.port`` (8080), ``cluster.worker.heap.mb`` (768),
 ``cluster.kill.wait`` (30 s), ``cluster.storm.conf`` (a map of further storm.yaml keys),
-``cluster.hosts`` (0) and ``cluster.hosts.ssh.port`` (2222), ``cluster.dashboard.port`` (8766:
+``cluster.hosts`` (0), ``cluster.hosts.ssh.port`` (2222) and ``cluster.hosts.cpus`` (0: the
+machine's, shared), ``cluster.dashboard.port`` (8766:
 the crawl dashboard, ``owler dashboard``, which ``submit`` starts for the submitted crawl and
 ``down`` stops; the UI serves it under ``/owler/dashboard/`` and links to it from each topology;
 not ``dashboard.port``, which local runs take).
@@ -157,7 +159,7 @@ class StormCluster:
                  worker_heap_mb: int = 768, kill_wait: int = 30,
                  extra: Mapping[str, Any] | None = None, supervisors: int = 1,
                  dashboard_port: int = 8766, sched_batch: bool = True, hosts: int = 0,
-                 ssh_port: int = 2222) -> None:
+                 ssh_port: int = 2222, host_cpus: float = 0.0) -> None:
         self.root = Path(root)
         self.base = Path(work) / "cluster"
         self.home = storm_home(self.root)
@@ -168,7 +170,8 @@ class StormCluster:
         #: of ZooKeeper, nimbus and the UI, has an SSH server for the operator's tunnel to nimbus
         self.machines: Hosts | None = None
         if hosts:
-            self.machines = Hosts(self.base / "hosts", hosts + 1, ssh_port=ssh_port, first=1)
+            self.machines = Hosts(self.base / "hosts", hosts + 1, ssh_port=ssh_port, first=1,
+                                  cpus=host_cpus)
             supervisors_at = range(2, hosts + 2)
         else:
             supervisors_at = range(1, supervisors + 1)
@@ -302,7 +305,8 @@ class StormCluster:
 
     @property
     def hosts_file(self) -> Path:
-        """Where ``up`` records a cluster of hosts ("N SSH-port") for the commands after it."""
+        """Where ``up`` records a cluster of hosts ("N SSH-port CPUs") for the commands after
+        it."""
         return self.run_dir / "hosts"
 
     @property
@@ -485,7 +489,8 @@ class StormCluster:
             except HostsError as exc:
                 raise ClusterError(str(exc)) from None
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.hosts_file.write_text(f"{len(self.nodes)} {self.machines.ssh_port}\n")
+            self.hosts_file.write_text(f"{len(self.nodes)} {self.machines.ssh_port} "
+                                       f"{self.machines.cpus:g}\n")
         try:
             for name in self.daemons():
                 found = self.running(name)
@@ -1009,22 +1014,28 @@ def sparse_failure(lines: list[str]) -> str:
     return " | ".join(tail) or "no output"
 
 
-def _hosts(conf: Mapping[str, Any]) -> dict[str, int]:
-    """``cluster.hosts`` and ``cluster.hosts.ssh.port``; once ``up`` recorded a cluster of hosts
-    in the work folder, its SSH port, and its number of hosts unless ``cluster.hosts`` is given
-    (a cluster of hosts is one until ``down``)."""
+def _hosts(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``cluster.hosts``, ``cluster.hosts.ssh.port`` and ``cluster.hosts.cpus``; once ``up``
+    recorded a cluster of hosts in the work folder, its SSH port and CPUs per host, and its number
+    of hosts unless ``cluster.hosts`` is given (a cluster of hosts is one until ``down``)."""
     hosts = C.get_int(conf, "cluster.hosts", 0)
     port = C.get_int(conf, "cluster.hosts.ssh.port", 2222)
+    cpus = C.get_float(conf, "cluster.hosts.cpus", 0.0)
     recorded = Path(C.get_str(conf, "owler.work.dir", ".work")) / "cluster" / "run" / "hosts"
     try:
-        was, port_was = (int(v) for v in recorded.read_text().split()[:2])
-    except (OSError, ValueError):
+        fields = recorded.read_text().split()
+        was, port_was = int(fields[0]), int(fields[1])
+        cpus_were = float(fields[2]) if len(fields) > 2 else 0.0  # a record from before CPUs
+    except (OSError, ValueError, IndexError):
         pass
-    else:  # the hosts' SSH servers keep their port until `down`; `up --hosts N` may add hosts
-        hosts, port = hosts or was, port_was
+    else:  # the hosts keep their SSH port and CPUs until `down`; `up --hosts N` may add hosts
+        hosts, port, cpus = hosts or was, port_was, cpus_were
     if not 0 <= hosts <= MAX_SUPERVISORS - 1:
         raise C.ConfError(f"cluster.hosts: expected 0..{MAX_SUPERVISORS - 1}, got {hosts}")
-    return {"hosts": hosts, "ssh_port": port}
+    if not 0 <= cpus <= (os.cpu_count() or 1):
+        raise C.ConfError(f"cluster.hosts.cpus: expected 0 (the machine's, shared) .. "
+                          f"{os.cpu_count()} (this machine's), got {cpus:g}")
+    return {"hosts": hosts, "ssh_port": port, "host_cpus": cpus}
 
 
 def _four_letter(port: int, word: bytes) -> bytes:

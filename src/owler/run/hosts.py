@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from owler.run.cgroups import CgroupError, CpuLimit
 from owler.run.procs import alive, port_open, stop_group
 
 SSHD = Path("/usr/sbin/sshd")
@@ -165,9 +166,13 @@ class Hosts:
     """``count`` hosts from ``127.0.0.<first>`` (module docstring)."""
 
     def __init__(self, base: Path, count: int, ssh_port: int = 2222, first: int = 2,
-                 user: str = USER, venv_root: Path = VENV_ROOT) -> None:
+                 user: str = USER, venv_root: Path = VENV_ROOT, cpus: float = 0.0) -> None:
         if count < 1 or first < 1 or first + count - 1 > 254:
             raise HostsError(f"hosts 127.0.0.{first}..{first + count - 1}: out of 127.0.0.1..254")
+        if cpus < 0:
+            raise HostsError(f"a host's CPUs: expected 0 (the machine's) or more, got {cpus}")
+        #: the CPUs each host has (owler/run/cgroups.py); 0: the whole machine's, shared
+        self.cpus = cpus
         self.base = Path(base).resolve()
         self.ssh_port = ssh_port
         self.user = user
@@ -175,6 +180,19 @@ class Hosts:
         self.hosts = [Host(k, self.base / node_host(k), ssh_port)
                       for k in range(first, first + count)]
         self.operator = self.base / "operator"
+
+    def cpu_limit(self, host: Host) -> CpuLimit | None:
+        """The CPU group of ``host`` when the hosts have :attr:`cpus` of their own."""
+        return self._group(host) if self.cpus else None
+
+    def _group(self, host: Host) -> CpuLimit:
+        return CpuLimit(f"{host.address}-{host.ssh_port}", self.cpus or 1.0)
+
+    def _join(self, host: Host) -> list[str]:
+        """The command prefix that puts a program in ``host``'s CPU group (nothing when the
+        hosts share the machine's CPUs)."""
+        limit = self.cpu_limit(host)
+        return limit.join_prefix() if limit is not None else []
 
     @property
     def account_home(self) -> Path:
@@ -229,12 +247,19 @@ class Hosts:
         deadline = time.monotonic() + timeout
         for host in self.hosts:
             self._make(host)
+            limit = self.cpu_limit(host)
+            if limit is not None:  # before its server starts: every session inherits the group
+                try:
+                    limit.create()
+                except CgroupError as exc:
+                    raise HostsError(str(exc)) from None
         for host in self.hosts:
             self._start(host, deadline)
         self._write_operator_files()
+        cpus = f"; {self.cpus:g} CPU(s) each" if self.cpus else ""
         return (f"{len(self.hosts)} host(s) up: "
                 + ", ".join(f"{self.user}@{h.address}:{h.ssh_port}" for h in self.hosts)
-                + f"; ssh -F {self.ssh_config} <address>")
+                + f"{cpus}; ssh -F {self.ssh_config} <address>")
 
     def _account(self) -> pwd.struct_passwd:
         try:
@@ -306,7 +331,8 @@ class Hosts:
         # the server in a mount namespace of its own where the account's home and venv_root are
         # the host's folders; it forks into the background once listening, and the namespace
         # lives as long as it (and the sessions and programs started in it) do
-        _run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec",
+        _run([*self._join(host), "unshare", "--mount", "--propagation", "private", "--",
+              "sh", "-ec",
               'mount --bind "$1" "$2"; mount --bind "$3" "$4"; exec "$5" -f "$6" -E "$7"',
               "host", str(host.home), str(self.account_home), str(host.venvs),
               str(self.venv_root), str(SSHD), str(host.sshd_config), str(log)],
@@ -382,11 +408,11 @@ class Hosts:
 
     def enter(self, host: Host) -> list[str]:
         """The command prefix that runs a program inside ``host``'s mount namespace (its own home
-        and ``venv_root``) as the account."""
+        and ``venv_root``) as the account, on the host's CPUs."""
         pid = self.running(host)
         if pid is None:
             raise HostsError(f"the host {host.address} is not up: run its `up` first")
-        return ["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", "setpriv",
+        return [*self._join(host), "nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", "setpriv",
                 f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", "--", "env",
                 f"HOME={self.account_home}", f"USER={self.user}", f"LOGNAME={self.user}"]
 
@@ -434,20 +460,36 @@ class Hosts:
                 if ns is not None:
                     _stop_namespace(ns)
                 stopped += 1
+        busy = [h.address for h in self.hosts if not self._remove_limit(h)]
         shutil.rmtree(self.base, ignore_errors=True)
+        said = f"hosts down: {stopped} SSH server(s) stopped"
+        if busy:
+            said += f" (CPU groups of {', '.join(busy)} still hold processes: kept)"
         try:
             pwd.getpwnam(self.user)
         except KeyError:  # no account: nothing of it is left to remove
-            return f"hosts down: {stopped} SSH server(s) stopped"
+            return said
         home = self.account_home
         # another work folder's hosts may still use the account and these mount points: removing
         # a mount point here would detach their mounts in their namespaces too (Linux does)
         if self._account_in_use():
-            return f"hosts down: {stopped} SSH server(s) stopped"
+            return said
         _run(["userdel", self.user], "removing the hosts' account")
         for d in (home, self.venv_root, self.venv_root.parent):
             try:
                 d.rmdir()
             except OSError:  # not empty: not only ours
                 pass
-        return f"hosts down: {stopped} SSH server(s) stopped, account {self.user} removed"
+        return f"{said}, account {self.user} removed"
+
+    def _remove_limit(self, host: Host, wait: float = 5.0) -> bool:
+        """Remove ``host``'s CPU group once its last process has gone (True: none is left).
+        Whatever ran in it was stopped with the host's namespace; a process still exiting
+        holds the group a moment longer."""
+        limit = self._group(host)  # also a group an earlier `up` with CPUs made
+        deadline = time.monotonic() + wait
+        while not limit.remove():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
