@@ -693,3 +693,63 @@ def test_monitoring_reads_answer_from_the_queues_index(conf, opensearch):
     # an interest (which the queues' dates do not know): from the URLs, exact
     with open_frontier({**conf, "frontier.interest.exclude.tags": "none"}, owner="i") as f:
         assert f.queue_count(now) == 3 and f.queue_count() == 5
+
+
+_DIES_AFTER_ITS_BULK = """
+import json, os, signal, sys
+from owler.constants import Status
+from owler.frontier import StatusUpdate, open_frontier
+conf, now = json.loads(sys.argv[1]), float(sys.argv[2])
+f = open_frontier(conf, owner="dies")
+f._recover_intents(now)  # (its first write's look at others' intents, before the kill is armed)
+f._next_intents = now + 3600
+f._lower_queues = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+f.apply_updates([StatusUpdate(u, Status.DISCOVERED, {}, now - 5, k) for u, k in (
+    ("http://new.example/1", "new.example"), ("http://new.example/2", "new.example"),
+    ("http://old.example/new", "old.example"))])
+"""
+
+
+def test_a_writer_killed_between_its_bulk_and_the_queues_loses_no_url(conf, opensearch,
+                                                                    monkeypatch):
+    """A writer killed -9 after its statuses are durable and before it lowered their queues: a
+    new host's queue would have no document (its URLs never served) and a known host's would
+    keep its date a month away. Its intent, written in the same bulk, is applied by the next
+    writer: both queues are served at once."""
+    import subprocess
+    import sys
+
+    from owler.frontier import opensearch as osf
+
+    index = conf["opensearch.status.index.name"]
+    now = time.time()
+    month = now + 30 * 86400
+    with open_frontier(conf, owner="before") as f:
+        f.apply_updates([upd("http://old.example/", "FETCHED", month, "old.example")])
+    r = subprocess.run([sys.executable, "-c", _DIES_AFTER_ITS_BULK, json.dumps(conf), str(now)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == -9, r.stderr
+    status, intent = opensearch.request("GET", f"/{index}_leases/_doc/intent:dies")
+    assert status == 200 and intent["_source"]["dues"] == {
+        "new.example": int(now - 5) * 1000, "old.example": int(now - 5) * 1000}
+    # what the writer left: the URLs are stored, their queues do not know them
+    assert queue_doc(opensearch, conf, "new.example") is None
+    assert queue_doc(opensearch, conf, "old.example")["due"] == int(month)
+    with open_frontier(conf, owner="spout") as spout:
+        spout.refresh()
+        assert spout.due(now, 10, 10) == []
+        monkeypatch.setattr(osf, "INTENT_AGE", 0.0)  # (else the next writer waits 30 s)
+        with open_frontier(conf, owner="next") as f:
+            f.apply_updates([upd("http://other.example/", "DISCOVERED", month, "other.example")])
+            f.refresh()
+            status, _ = opensearch.request("GET", f"/{index}_leases/_doc/intent:dies")
+            assert status == 404  # applied, then deleted
+            status, mine = opensearch.request("GET", f"/{index}_leases/_doc/intent:next")
+            assert status == 200 and mine["_source"]["dues"] == {"other.example": int(month) * 1000}
+        assert queue_doc(opensearch, conf, "new.example")["due"] == int(now - 5)
+        assert queue_doc(opensearch, conf, "old.example")["due"] == int(now - 5)
+        assert sorted(u for u, _, _ in spout.due(now, 10, 10)) == [
+            "http://new.example/1", "http://new.example/2", "http://old.example/new"]
+    # a writer that closes removes its own intent: its queues were lowered
+    status, _ = opensearch.request("GET", f"/{index}_leases/_doc/intent:next")
+    assert status == 404

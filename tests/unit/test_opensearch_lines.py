@@ -22,9 +22,12 @@ def test_iso_is_strftime_of_the_second_for_any_time():
 
 
 class Lines(osf.OpenSearchFrontier):
+    _intent_head = None  # (the lines of the updates alone: WithIntent below has it)
+
     def __init__(self, routing: bool):  # noqa: no node: only what the lines need
         self.index, self.routing, self.write_updated, self.tag_rules = "st", routing, True, ()
         self.queues_index, self.round_results = "st_queues", False
+        self.leases_index, self.owner, self._next_intents = "st_leases", "t", float("inf")
         self._md_names, self._md_key_sets, self._action_heads = {}, {}, {}
         self.conf, self._scheduler, self.crawl = {}, None, osf.DEFAULT_CRAWL
 
@@ -289,3 +292,34 @@ def test_opening_an_index_turns_date_detection_off_where_it_can(caplog):
     f.client = MappingClient({"properties": props}, refuse=True)
     f._check_mapping()
     assert "could not turn off date detection" in caplog.text
+
+
+class WithIntent(Lines):
+    _intent_head = osf.OpenSearchFrontier._intent_head
+
+
+def test_a_bulk_that_lowers_queues_carries_the_writers_intent_last(monkeypatch, caplog):
+    """The intent (the queues the updates will lower, and to when) is the bulk's last action, in
+    the leases index; its answer is not one of the updates'; a failed intent is only logged (the
+    writer lowers the queues itself right after)."""
+    monkeypatch.setattr(osf.time, "time", lambda: 1_700_000_000.25)
+    f = WithIntent(False)
+    f.client = Recorder([_answer([201, 409, 200, 409, 201])])
+    assert f.apply_updates(_updates()) == []
+    lines = f.client.bodies[0].splitlines()
+    assert len(lines) == 10
+    assert orjson.loads(lines[8]) == {"index": {"_index": "st_leases", "_id": "intent:t"}}
+    assert orjson.loads(lines[9]) == {"owner": "t", "until": 1_700_000_000_250, "active": False,
+                                      "intent": True,
+                                      "dues": {"a": 1_000_000_000_000, "c": 1_000_000_000_000}}
+    f.client = Recorder([_answer([201, 404, 409, 503, 503])])
+    with caplog.at_level("WARNING", logger="owler.frontier.opensearch"):
+        assert f.apply_updates(_updates()) == [1, 3]
+    assert "cannot write the intent of t" in caplog.text
+    assert set(_queue_lines(f.client.bodies[1])) == {"a"}  # lowered all the same (c failed)
+    # nothing to lower: no intent
+    from owler.constants import Status
+    from owler.frontier import StatusUpdate
+    f.client = Recorder(b'{"errors":false}')
+    f.apply_updates([StatusUpdate("http://b/", Status.ERROR, {}, None, "b")])
+    assert len(f.client.bodies) == 1 and len(f.client.bodies[0].splitlines()) == 2

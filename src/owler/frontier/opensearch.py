@@ -45,10 +45,16 @@ changes is not written again). Taking a lease raises it
 to the lease's end (no other task picks the queue meanwhile); a round's end sets it to the end of
 the pause; a queue given back unserved gets its date before the lease back; and a spout that
 leased a queue and found nothing due in it (:meth:`_settle_queues`) sets it to the queue's
-earliest date or deletes the document. A status updater killed between its bulk and the queues'
-request leaves a queue's date later than a DISCOVERED it created (the replay is a conflict): that
-URL waits until the queue's date. An index of an older version gets its queues index built once
-(:meth:`_build_queues`).
+earliest date or deletes the document. A writer killed between its bulk and the queues' request
+would leave a queue's date later than a DISCOVERED it created, or no document for a new host's
+queue, and the replay cannot tell (it is a conflict, as for any URL already known): the URL would
+wait until the queue's date, or for ever. So every bulk that lowers queues carries, as its last
+action, the writer's intent (``intent:<owner>`` in the leases index: the dates it will lower the
+queues to), durable with the statuses; each writer, at its first write and every
+:data:`INTENT_SCAN` seconds, lowers the queues of the intents other writers left more than
+:data:`INTENT_AGE` seconds ago and deletes them (a writer that finished its lowering meanwhile costs
+a queue picked too early, which the spout settles). A writer deletes its own when it closes. An
+index of an older version gets its queues index built once (:meth:`_build_queues`).
 
 Queues are served in rounds under a lease (:data:`LEASES` index, ``_id`` = key): before a spout task
 serves a queue it takes the queue's lease (create, or overwrite an expired one, with optimistic
@@ -124,6 +130,11 @@ REQUIRED_FIELDS = {"url": ("keyword",), "key": ("keyword",), "status": ("keyword
 
 #: owner of the lease document of a queue held for a throttling server (no task has this name)
 BLOCK_OWNER = "_blocked_"
+#: a writer looks for the intents other writers left every this many seconds (and at its first
+#: write) ...
+INTENT_SCAN = 60.0
+#: ... and applies those older than this many seconds (younger ones may be in flight)
+INTENT_AGE = 30.0
 _MAX_TERMS = 60_000  # keys in one terms query (an index allows 65,536: index.max_terms_count)
 #: seconds a task trusts what it learnt of a queue's pause or block (OpenSearchFrontier.held): a
 #: block may be lifted early by another process (URLFrontier's BlockQueueUntil)
@@ -178,6 +189,12 @@ class BulkRequest:
     dues: list = dataclasses.field(default_factory=list)
     #: the lines joined, once the request is complete (:meth:`seal`)
     body: bytes | None = None
+    #: the action line of the writer's intent document (OpenSearchFrontier._intent_lines), and
+    #: its owner: the queues the updates will lower, written in the same request (None: none)
+    intent_head: bytes | None = None
+    intent_owner: str = ""
+    #: the actions of the sealed body: the updates, and the intent when there is one
+    items: int = 0
 
     def block(self, key: str, until: float) -> None:
         """Block queue ``key`` until ``until`` once written (the latest time asked wins)."""
@@ -196,10 +213,27 @@ class BulkRequest:
     def seal(self) -> bytes:
         """The request's body, joined once. :class:`owler.frontier.pipeline.OneInFlight` seals a
         request in the thread that built it, so that the sending thread has nothing to do between
-        the answer to one request and the start of the next."""
+        the answer to one request and the start of the next. The intent document, when the
+        updates lower queues, is the last action."""
         if self.body is None:
             self.body = _ndjson(self.lines)
+            self.items = self.count
+            first = _earliest(self.dues) if self.intent_head is not None else None
+            if first:
+                self.body += self.intent_head + b"\n" + orjson.dumps({
+                    "owner": self.intent_owner, "until": int(time.time() * 1000),
+                    "active": False, "intent": True, "dues": first}) + b"\n"
+                self.items += 1
         return self.body
+
+
+def _earliest(dues: Iterable[tuple[str, int | None]]) -> dict[str, int]:
+    """Each key's earliest date of ``dues`` ((key, epoch ms or None) pairs)."""
+    first: dict[str, int] = {}
+    for key, due in dues:
+        if due is not None and (key not in first or due < first[key]):
+            first[key] = due
+    return first
 
 
 def _ndjson(lines: list[bytes]) -> bytes:
@@ -236,6 +270,8 @@ class OpenSearchFrontier:
         self._releasing: dict[bool, dict[str, tuple[dict, float, tuple | None]]] = {}
         self._releasing_since = 0.0
         self._written_due: int | None = None  # (_doc_dict)
+        #: when this writer next looks for the intents of others (0: it has written nothing)
+        self._next_intents = 0.0
         #: the statuses written other than DISCOVERED are the results of the spouts' rounds (the
         #: status updater says so): their queues are dated when the rounds end, not by the writes
         self.round_results = False
@@ -395,10 +431,7 @@ class OpenSearchFrontier:
         again (most URLs a page links to are of its own host). Raises OpenSearchError when the
         node refused one. (A process does not skip a queue it lowered a moment ago: another
         process may have deleted the document since, as URLFrontier's DeleteQueue does.)"""
-        first: dict[str, int] = {}
-        for key, due in dues:
-            if due is not None and (key not in first or due < first[key]):
-                first[key] = due
+        first = _earliest(dues)
         if not first:
             return
         w = int(time.time() * 1000) if written is None else written
@@ -622,7 +655,8 @@ class OpenSearchFrontier:
         """The request that writes ``updates``, built but not sent (:meth:`send_updates` sends
         it): a caller may build the next batch's while the node indexes the one before
         (:class:`owler.frontier.pipeline.OneInFlight`)."""
-        req = BulkRequest(updates=list(updates))
+        req = BulkRequest(updates=list(updates), intent_head=self._intent_head,
+                          intent_owner=self.owner)
         lines, dues = req.lines, req.dues
         now = time.time()
         n = 0
@@ -653,9 +687,20 @@ class OpenSearchFrontier:
             return []
         errors: dict[int, Any] = {}
         try:
+            now = time.time()
+            if now >= self._next_intents:
+                self._next_intents = now + INTENT_SCAN
+                self._recover_intents(now)
             # (each item's status: the queues index learns the dates of the URLs written, not
             # those of the DISCOVERED already known)
-            statuses = self._bulk(req.seal(), req.count, errors)
+            body = req.seal()
+            statuses = self._bulk(body, req.items, errors)
+            if req.items > req.count:  # the intent: only logged, the queues are lowered below
+                if statuses[req.count] >= 300:
+                    log.warning("cannot write the intent of %s: %s", self.owner,
+                                errors.get(req.count))
+                del statuses[req.count:]
+                errors.pop(req.count, None)
             refused = [i for i, e in errors.items() if statuses[i] == 400
                        and i < len(req.updates) and isinstance(e, dict)
                        and e.get("type") in _DOCUMENT_ERRORS]
@@ -668,6 +713,32 @@ class OpenSearchFrontier:
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
         return failed
+
+    @property
+    def _intent_head(self) -> bytes:
+        return b'{"index":{"_index":%s,"_id":%s}}' % (orjson.dumps(self.leases_index),
+                                                     orjson.dumps(f"intent:{self.owner}"))
+
+    def _recover_intents(self, now: float) -> int:
+        """Lower the queues of the intents other writers left (module docstring): every intent
+        document older than :data:`INTENT_AGE` but this writer's own, each then deleted unless
+        its writer wrote it again meanwhile. Returns how many were applied."""
+        _, data = self.client.request("POST", f"/{self.leases_index}/_search", {
+            "size": 200, "seq_no_primary_term": True, "query": {"bool": {
+                "filter": [{"term": {"intent": True}},
+                           {"range": {"until": {"lt": int((now - INTENT_AGE) * 1000)}}}],
+                "must_not": [{"term": {"owner": self.owner}}]}}})
+        hits = (data or {}).get("hits", {}).get("hits", [])
+        for hit in hits:
+            src = hit["_source"]
+            self._lower_queues(list((src.get("dues") or {}).items()), written=src.get("until"))
+            self.client.request("DELETE", f"/{self.leases_index}/_doc/{quote(hit['_id'], safe='')}",
+                                params={"if_seq_no": hit["_seq_no"],
+                                        "if_primary_term": hit["_primary_term"]},
+                                ok=(200, 404, 409))
+        if hits:
+            log.info("lowered the queues of %d intent(s) that writers left", len(hits))
+        return len(hits)
 
     def _write_refused(self, req: BulkRequest, refused: list[int], errors: dict[int, Any],
                        statuses: list[int]) -> None:
@@ -1483,6 +1554,13 @@ class OpenSearchFrontier:
 
     def close(self) -> None:
         self.flush_releases()
+        if self._next_intents:  # a writer: its last intent's queues were lowered
+            try:
+                self.client.request("DELETE", f"/{self.leases_index}/_doc/"
+                                    f"{quote(f'intent:{self.owner}', safe='')}", ok=(200, 404),
+                                    retries=0)
+            except OpenSearchError as exc:
+                log.warning("cannot remove the intent document of %s: %s", self.owner, exc)
         if self.next_beat:  # announced: leave (else the others wait until it expires)
             try:
                 self.client.request("DELETE", f"/{self.leases_index}/_doc/"
