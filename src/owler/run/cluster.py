@@ -42,7 +42,8 @@ streamparse builds the topology's virtualenv on every host nimbus knows, tunnels
 submits, after a check that each of those hosts lets the operator in (a refused key would
 otherwise make streamparse's SSH library ask for a password nobody types); a failed build is a
 ClusterError with pip's message and the host. ``rebalance`` spreads a running topology over the
-supervisors there are (a host added by ``up --hosts N+1`` gets its virtualenv first). ``up``
+supervisors there are (a host added by ``up --hosts N+1`` gets its virtualenv first), paused
+until nothing is in flight, so that no URL is fetched twice. ``up``
 records the hosts in ``run/hosts`` for the commands after it; ``down`` removes them, with their
 files. With ``cluster.hosts.cpus`` each host has that many CPUs of its own (owler/run/cgroups.py),
 so that a host that joins adds capacity as a real machine does.
@@ -770,11 +771,15 @@ class StormCluster:
                   wait: int = 10, timeout: float = 300.0) -> dict[str, list[str]]:
         """Storm's rebalance of topology ``name`` over the supervisors there are now (a node
         that joined gets its share; ``workers``: the new number of worker processes,
-        ``executors``: of components, at most their tasks): the topology pauses ``wait``
-        seconds, nimbus assigns its executors again and the workers start where it put them. On
-        a cluster of hosts, streamparse first builds the topology's virtualenv on every host
-        nimbus knows (``sparse update_virtualenv``; quick where it exists). Returns the new
-        placement once every executor runs where nimbus put it."""
+        ``executors``: of components, at most their tasks), losing nothing: the topology is
+        deactivated and what is in flight settles first (as for :meth:`drain`: Storm's own
+        rebalance kills the workers with their tuples, whose URLs come back after the message
+        timeout and are fetched a second time), then it pauses ``wait`` seconds, nimbus
+        assigns its executors again, the workers start where it put them, and the topology is
+        activated again if it was active. On a cluster of hosts, streamparse first builds the
+        topology's virtualenv on every host nimbus knows (``sparse update_virtualenv``; quick
+        where it exists). Returns the new placement once every executor runs where nimbus put
+        it."""
         from streamparse.thrift import storm_thrift
 
         if workers is not None and workers < 1:
@@ -790,19 +795,42 @@ class StormCluster:
                      self.sparse_env, "-n", name], cwd=self.root, env=env)
         opts = storm_thrift.RebalanceOptions(wait_secs=wait, num_workers=workers,
                                              num_executors=dict(executors) or None)
-        self._nimbus(lambda client: client.rebalance(name, opts))
         deadline = time.monotonic() + wait + timeout
-        want = workers or topo.num_workers
-        while time.monotonic() < deadline:
-            time.sleep(2.0)
-            now = next((t for t in self._cluster_info().topologies if t.name == name), None)
-            if now is None or now.status != "ACTIVE" or now.num_workers != want:
-                continue
-            where = self.placement(now.id)
-            if len({w for ws in where.values() for w in ws}) == want:
-                return where
-        raise ClusterError(f"topology {name!r} was not running again on {want} worker(s) "
-                           f"within {wait + timeout:.0f} s; see `owler cluster status`")
+        active = topo.status == "ACTIVE"
+        if active:
+            self._nimbus(lambda client: client.deactivate(name))
+        try:
+            if active:
+                self._settle(topo.id, deadline)
+            self._nimbus(lambda client: client.rebalance(name, opts))
+            want = workers or topo.num_workers
+            while time.monotonic() < deadline:
+                time.sleep(2.0)
+                now = next((t for t in self._cluster_info().topologies if t.name == name), None)
+                if now is None or now.status == "REBALANCING" or now.num_workers != want:
+                    continue
+                where = self.placement(now.id)
+                if len({w for ws in where.values() for w in ws}) == want:
+                    return where
+            raise ClusterError(f"topology {name!r} was not running again on {want} worker(s) "
+                               f"within {wait + timeout:.0f} s; see `owler cluster status`")
+        finally:
+            if active:
+                self._resume(name)
+
+    def _resume(self, name: str, timeout: float = 60.0) -> None:
+        """Activate topology ``name`` again after a pause (nimbus refuses while it is still
+        rebalancing: tried until ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._nimbus(lambda client: client.activate(name))
+                return
+            except ClusterError as exc:
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"cannot activate {name!r} again ({exc}): run "
+                                       f"`storm activate {name}`") from None
+                time.sleep(2.0)
 
     def drain(self, host: str, timeout: float = 600.0) -> list[str]:
         """Take node ``host`` out of the running crawl, losing nothing: every running topology is
@@ -842,7 +870,7 @@ class StormCluster:
                                    f"{timeout:.0f} s; see `owler cluster status`")
         finally:
             for name in names:
-                self._nimbus(lambda client, n=name: client.activate(n))
+                self._resume(name)
         return names
 
     def _in_flight(self, topology_id: str) -> int:
