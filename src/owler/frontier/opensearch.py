@@ -690,7 +690,10 @@ class OpenSearchFrontier:
             now = time.time()
             if now >= self._next_intents:
                 self._next_intents = now + INTENT_SCAN
-                self._recover_intents(now)
+                try:  # (another writer's leftovers do not fail this batch: tried again later)
+                    self._recover_intents(now)
+                except OpenSearchError as exc:
+                    log.warning("cannot apply the intents other writers left: %s", exc)
             # (each item's status: the queues index learns the dates of the URLs written, not
             # those of the DISCOVERED already known)
             body = req.seal()
