@@ -10,8 +10,8 @@ settles (``--settle`` seconds; the first time from its first page), then pages/s
 count of pages served over ``--window`` seconds (a page served again counts once;
 ``fetched_twice`` says how many were). Per host it reports the share of CFS periods in which the
 kernel stopped the host's processes for having used their CPUs (near 1: the host is saturated),
-and the machine's idle share (what the hosts left unused: the farm, OpenSearch, nimbus and
-ZooKeeper run outside them).
+and the machine's idle share (what the hosts left unused: the farm, OpenSearch and ZooKeeper run
+outside them; nimbus runs on 127.0.0.1's host, which has the same share as the workers).
 
 Needs root, Debian's openssh-server and python3-virtualenv (`make setup`), the package registry
 (each host builds its virtualenv with pip), cluster ports 2181/6627/8080 free, and about 20

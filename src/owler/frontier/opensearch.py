@@ -189,7 +189,7 @@ class BulkRequest:
     dues: list = dataclasses.field(default_factory=list)
     #: the lines joined, once the request is complete (:meth:`seal`)
     body: bytes | None = None
-    #: the action line of the writer's intent document (OpenSearchFrontier._intent_lines), and
+    #: the action line of the writer's intent document (OpenSearchFrontier._intent_head), and
     #: its owner: the queues the updates will lower, written in the same request (None: none)
     intent_head: bytes | None = None
     intent_owner: str = ""
