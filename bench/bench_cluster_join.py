@@ -8,7 +8,8 @@ home), then twice: `owler cluster up --hosts N+1` and `owler cluster rebalance e
 --workers N+1`, the way an operator adds a machine to a running crawl. After each step the crawl
 settles (``--settle`` seconds; the first time from its first page), then pages/s is the farm's
 count of pages served over ``--window`` seconds (a page served again counts once;
-``fetched_twice`` says how many were). Per host it reports the share of CFS periods in which the
+``fetched_twice`` says how many were), and the frontier's writes/s (the status index's indexing
+operations, OpenSearch's own count). Per host it reports the share of CFS periods in which the
 kernel stopped the host's processes for having used their CPUs (near 1: the host is saturated),
 and the machine's idle share (what the hosts left unused: the farm, OpenSearch and ZooKeeper run
 outside them; nimbus runs on 127.0.0.1's host, which has the same share as the workers).
@@ -67,16 +68,30 @@ def idle_total() -> tuple[float, float]:
     return ticks[3] + ticks[4], sum(ticks)
 
 
-def measure(farm: BenchFarm, hosts: list[CpuLimit], window: float) -> dict:
+def status_writes(port: int) -> tuple[int, int]:
+    """The status index's indexing operations so far, and those that failed (OpenSearch's
+    ``index_total`` and ``index_failed`` of the primaries)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/join/_stats/indexing",
+                                timeout=30) as r:
+        st = json.loads(r.read())["_all"]["primaries"]["indexing"]
+    return st["index_total"], st["index_failed"]
+
+
+def measure(farm: BenchFarm, hosts: list[CpuLimit], window: float, port: int) -> dict:
     p0, c0, i0, t0 = farm_stats(farm), [cfs(h) for h in hosts], idle_total(), time.time()
+    w0 = status_writes(port)
     time.sleep(window)
     p1, c1, i1, t1 = farm_stats(farm), [cfs(h) for h in hosts], idle_total(), time.time()
+    w1 = status_writes(port)
     twice = p1["duplicates"] - p0["duplicates"]
     pages = p1["pages"] - p0["pages"] - twice  # a page fetched again counts once
     return {"pages": pages, "seconds": round(t1 - t0, 1),
             "pages_per_s": round(pages / (t1 - t0), 1),
             "requests_per_s": round((p1["requests"] - p0["requests"]) / (t1 - t0), 1),
             "fetched_twice": twice,
+            # the frontier's writes: statuses and outlinks indexed into the status index
+            "status_writes_per_s": round((w1[0] - w0[0]) / (t1 - t0), 1),
+            "status_writes_failed_per_s": round((w1[1] - w0[1]) / (t1 - t0), 1),
             "throttled_share": [round((b[1] - a[1]) / max(b[0] - a[0], 1), 2)
                                 for a, b in zip(c0, c1)],
             "machine_idle_share": round((i1[0] - i0[0]) / max(i1[1] - i0[1], 1), 2)}
@@ -144,7 +159,7 @@ def main() -> None:
                 port = args.ssh_port
                 limits = [CpuLimit(f"{node_host(k)}-{port}", args.cpus) for k in range(2, n + 2)]
                 step = {"hosts": n, "cpus": round(n * args.cpus, 2), "join_s": joined_in,
-                        **measure(farm, limits, args.window)}
+                        **measure(farm, limits, args.window, args.opensearch_port)}
                 steps.append(step)
                 print(json.dumps(step), flush=True)
             served = farm_stats(farm)
