@@ -43,7 +43,7 @@ submits, after a check that each of those hosts lets the operator in (a refused 
 otherwise make streamparse's SSH library ask for a password nobody types); a failed build is a
 ClusterError with pip's message and the host. ``rebalance`` spreads a running topology over the
 supervisors there are (a host added by ``up --hosts N+1`` gets its virtualenv first), paused
-until nothing is in flight, so that no URL is fetched twice. ``up``
+until nothing is in flight, so that no tuple is killed in flight and replayed. ``up``
 records the hosts in ``run/hosts`` for the commands after it; ``down`` removes them, with their
 files. With ``cluster.hosts.cpus`` each host has that many CPUs of its own (owler/run/cgroups.py),
 so that a host that joins adds capacity as a real machine does.
