@@ -63,6 +63,7 @@ not ``dashboard.port``, which local runs take).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -77,7 +78,7 @@ import zipfile
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import orjson
 import yaml
@@ -796,12 +797,7 @@ class StormCluster:
         opts = storm_thrift.RebalanceOptions(wait_secs=wait, num_workers=workers,
                                              num_executors=dict(executors) or None)
         deadline = time.monotonic() + wait + timeout
-        active = topo.status == "ACTIVE"
-        if active:
-            self._nimbus(lambda client: client.deactivate(name))
-        try:
-            if active:
-                self._settle(topo.id, deadline)
+        with self._paused([topo], deadline):
             self._nimbus(lambda client: client.rebalance(name, opts))
             want = workers or topo.num_workers
             while time.monotonic() < deadline:
@@ -814,9 +810,24 @@ class StormCluster:
                     return where
             raise ClusterError(f"topology {name!r} was not running again on {want} worker(s) "
                                f"within {wait + timeout:.0f} s; see `owler cluster status`")
+
+    @contextlib.contextmanager
+    def _paused(self, topologies: list, deadline: float) -> Iterator[list[str]]:
+        """The active ones of ``topologies`` (nimbus's summaries) deactivated and settled (nothing
+        of them in flight: :meth:`_settle`) while the block runs, activated again after it
+        whatever happened; yields their names."""
+        paused: list = []
+        try:
+            for t in topologies:
+                if t.status == "ACTIVE":
+                    self._nimbus(lambda client, n=t.name: client.deactivate(n))
+                    paused.append(t)
+            for t in paused:
+                self._settle(t.id, deadline)
+            yield [t.name for t in paused]
         finally:
-            if active:
-                self._resume(name)
+            for t in paused:
+                self._resume(t.name)
 
     def _resume(self, name: str, timeout: float = 60.0) -> None:
         """Activate topology ``name`` again after a pause (nimbus refuses while it is still
@@ -849,14 +860,8 @@ class StormCluster:
         others = [s for s in info.supervisors if s.host != host]
         if not others:
             raise ClusterError(f"{host} is the last node: nothing could take over its work")
-        names = [t.name for t in info.topologies if t.status == "ACTIVE"]
         deadline = time.monotonic() + timeout
-        for name in names:
-            self._nimbus(lambda client, n=name: client.deactivate(n))
-        try:
-            for t in info.topologies:
-                if t.name in names:
-                    self._settle(t.id, deadline)
+        with self._paused(info.topologies, deadline) as names:
             self._stop(node.name)
             while time.monotonic() < deadline:
                 left = [t for t in self._cluster_info().topologies if t.name in names
@@ -868,9 +873,6 @@ class StormCluster:
             else:
                 raise ClusterError(f"nimbus did not move the executors off {host} within "
                                    f"{timeout:.0f} s; see `owler cluster status`")
-        finally:
-            for name in names:
-                self._resume(name)
         return names
 
     def _in_flight(self, topology_id: str) -> int:
