@@ -8,8 +8,10 @@ home), then twice: `owler cluster up --hosts N+1` and `owler cluster rebalance e
 --workers N+1`, the way an operator adds a machine to a running crawl. After each step the crawl
 settles (``--settle`` seconds; the first time from its first page), then pages/s is the farm's
 count of pages served over ``--window`` seconds (a page served again counts once;
-``fetched_twice`` says how many were), and the frontier's writes/s (the status index's indexing
-operations, OpenSearch's own count). Per host it reports the share of CFS periods in which the
+``fetched_twice`` says how many were; the frontier spout's tuples failed in the window, from the
+Storm UI, say whether they were replays, and ``twice_after_s`` at the end gives the quartiles of
+the seconds between a page's two fetches), and the frontier's writes/s (the status index's
+indexing operations, OpenSearch's own count). Per host it reports the share of CFS periods in which the
 kernel stopped the host's processes for having used their CPUs (near 1: the host is saturated),
 and the machine's idle share (what the hosts left unused: the farm, OpenSearch and ZooKeeper run
 outside them; nimbus runs on 127.0.0.1's host, which has the same share as the workers).
@@ -31,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -77,18 +80,42 @@ def status_writes(port: int) -> tuple[int, int]:
     return st["index_total"], st["index_failed"]
 
 
+def spout_tuples(ui: str = "http://127.0.0.1:8080") -> tuple[int, int]:
+    """The frontier spout's tuples acked and failed so far (Storm UI, all time). A failed tuple's
+    URL is given out again: when it failed by the message timeout its page is fetched twice."""
+    acked = failed = 0
+    with urllib.request.urlopen(f"{ui}/api/v1/topology/summary", timeout=30) as r:
+        tops = json.loads(r.read())["topologies"]
+    for top in tops:
+        q = urllib.parse.quote(top["id"])
+        with urllib.request.urlopen(f"{ui}/api/v1/topology/{q}?window=:all-time",
+                                    timeout=30) as r:
+            for spout in json.loads(r.read())["spouts"]:
+                acked += int(spout.get("acked") or 0)
+                failed += int(spout.get("failed") or 0)
+    return acked, failed
+
+
+def served_again(farm: BenchFarm) -> list[float]:
+    """Seconds between the two fetches of each page the farm served twice (the first 1,000)."""
+    url = f"http://{host_addr(0)}:{farm.port}/__again"
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return sorted(round(second - first, 1) for _, _, first, second in json.loads(r.read()))
+
+
 def measure(farm: BenchFarm, hosts: list[CpuLimit], window: float, port: int) -> dict:
     p0, c0, i0, t0 = farm_stats(farm), [cfs(h) for h in hosts], idle_total(), time.time()
-    w0 = status_writes(port)
+    w0, s0 = status_writes(port), spout_tuples()
     time.sleep(window)
     p1, c1, i1, t1 = farm_stats(farm), [cfs(h) for h in hosts], idle_total(), time.time()
-    w1 = status_writes(port)
+    w1, s1 = status_writes(port), spout_tuples()
     twice = p1["duplicates"] - p0["duplicates"]
     pages = p1["pages"] - p0["pages"] - twice  # a page fetched again counts once
     return {"pages": pages, "seconds": round(t1 - t0, 1),
             "pages_per_s": round(pages / (t1 - t0), 1),
             "requests_per_s": round((p1["requests"] - p0["requests"]) / (t1 - t0), 1),
             "fetched_twice": twice,
+            "spout_acked": s1[0] - s0[0], "spout_failed": s1[1] - s0[1],
             # the frontier's writes: statuses and outlinks indexed into the status index
             "status_writes_per_s": round((w1[0] - w0[0]) / (t1 - t0), 1),
             "status_writes_failed_per_s": round((w1[1] - w0[1]) / (t1 - t0), 1),
@@ -163,6 +190,7 @@ def main() -> None:
                 steps.append(step)
                 print(json.dumps(step), flush=True)
             served = farm_stats(farm)
+            gaps = served_again(farm)
             owler("cluster", "kill", "explorative", *opt)
     finally:
         try:
@@ -174,7 +202,10 @@ def main() -> None:
     total = farm_hosts * (farm_pages_per_host + 1)
     base = steps[0]["pages_per_s"]
     result = {"cpus_per_host": args.cpus, "farm": args.farm, "farm_pages": total,
-              "served": served["pages"], "fetched_twice": served["duplicates"], "steps": steps,
+              "served": served["pages"], "fetched_twice": served["duplicates"],
+              # quartiles of the seconds between a page's two fetches
+              "twice_after_s": [gaps[int(q * (len(gaps) - 1))] for q in (0, .25, .5, .75, 1)]
+              if gaps else [], "steps": steps,
               "ratios": [round(s["pages_per_s"] / base, 2) if base else None for s in steps]}
     if served["pages"] - served["duplicates"] >= total * 0.95:
         result["warning"] = "the farm ran nearly dry: the last windows may have lacked URLs"

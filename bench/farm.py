@@ -200,7 +200,8 @@ class Stats:
         self.bytes = 0
         self.first = self.last = 0.0
         self.per_second: dict[int, int] = {}
-        self.seen: set[tuple[int, bytes]] = set()
+        self.seen: dict[tuple[int, bytes], float] = {}  # page -> when first served
+        self.again: list[tuple[int, str, float, float]] = []  # the first 1,000 served again
 
     def as_dict(self) -> dict:
         return {"requests": self.requests, "pages": self.pages, "robots": self.robots,
@@ -248,6 +249,8 @@ class Server(asyncio.Protocol):
         st.requests += 1
         if path == b"/__stats":
             return _response(200, "application/json", json.dumps(st.as_dict()).encode())
+        if path == b"/__again":  # pages served twice: host, path, first and second time
+            return _response(200, "application/json", json.dumps(st.again).encode())
         path = path.split(b"?", 1)[0]
         resp = self.web.pages[self.host].get(path)
         if resp is not None and path != b"/robots.txt":
@@ -263,10 +266,13 @@ class Server(asyncio.Protocol):
             resp = self.web.not_found
         else:
             key = (self.host, path)
-            if key in st.seen:
+            first = st.seen.get(key)
+            if first is not None:
                 st.duplicates += 1
+                if len(st.again) < 1000:
+                    st.again.append((self.host, path.decode(), first, now))
             else:
-                st.seen.add(key)
+                st.seen[key] = now
             st.pages += 1
             st.first = st.first or now
             st.last = now
