@@ -223,7 +223,7 @@ def main() -> None:
         drop("warmup2")
         # rounds: the peer and ours one after the other, the order alternating from round to
         # round (the node keeps getting faster over its first minutes: the order alone moved
-        # the peer by 20 %, BENCHMARKS.md); each ratio is within its round
+        # the peer by 20 %, docs/benchmarks-history.md); each ratio is within its round
         failed = [0]
         rounds_: list[dict] = []
         fronts: list = []

@@ -21,7 +21,8 @@ At each size:
   (``status.updater.batch.size``) of that stream, timed on their own, starting from an empty WAL
   (SQLite: the fill's WAL is checkpointed first, so no size pays the checkpoints of its fill's new
   URLs) and long enough to span several of the checkpoint thread's cycles and the WAL's growth
-  to its steady size (the 20 batches of the first version took 1.6 s at 0.1 M: BENCHMARKS.md);
+  to its steady size (the 20 batches of the first version took 1.6 s at 0.1 M:
+  docs/benchmarks-history.md, issue 45, fifth session);
 - **URLs served/s**: ``due(now, 1000 queues, 10 per queue)`` as the spout calls it, for 3 s;
 - **monitoring reads**, ms each (median of 5): ``counts()`` (``owler status``, the dashboard's
   recorder), ``due_count()`` (every progress line of ``owler run``), ``queue_count()`` with and

@@ -23,8 +23,8 @@ client (Apache httpclient), its parser extracting the text of every page.
 Not like the other columns: **no WARC is written.** StormCrawler's WARC module for Storm 2.x is
 not on Maven Central (only 1.18, for Storm 1.x), and nothing else in StormCrawler stores pages;
 its column therefore does less work than ours: archiving a page (the fetcher's WARC archiver, its
-deflate most of it) costs about 1.6 ms of CPU per page on this machine (BENCHMARKS.md, issue 20,
-fifth session).
+deflate most of it) costs about 1.6 ms of CPU per page on this machine
+(docs/benchmarks-history.md, issue 20, fifth session).
 
 Memory: the whole crawler is one JVM, pages included. ``MemorySpout`` hands out URLs in date order
 (the order they were discovered), so for all hosts to be fetched in parallel the fetcher's per-host

@@ -8,8 +8,9 @@ switches per page, the parser preempted 3.7 times a page) and comes back to cold
 ``SCHED_BATCH`` (Linux, any user may ask for it) tells the kernel the process is CPU-bound: a
 woken batch process waits for the running one's time slice to end instead of preempting it. The
 same crawl then spent 7-13 % less CPU per page in every process, JVM included, and fetched
-9-15 % more pages per second (BENCHMARKS.md, issue 20, fourteenth session). A tuple waits at most
-a time slice (a few milliseconds) longer for its process to run; nothing else changes.
+9-15 % more pages per second (docs/benchmarks-history.md, issue 20, fourteenth session). A tuple
+waits at most a time slice (a few milliseconds) longer for its process to run; nothing else
+changes.
 
 ``owler.sched.batch`` (default true) turns it on. ``owler run`` and ``owler cluster`` start the
 worker JVMs so (the launcher, storm/bin/storm, reads :data:`ENV`; the Python components a worker

@@ -4,8 +4,9 @@ Hot path: a page has ~200 outlinks, each resolved and normalised here, so the
 parsing is done by ada (a WHATWG URL parser in C++) and the rest is a few string operations on its
 serialisation; no per-call heavy objects. ada is called through ``ada_url``'s own cffi binding
 (:func:`_ada_href`), without the wrapper around it: ``ada_url.join_url`` gives every result a
-cffi finaliser and copies its text twice, a third of its ~3 µs per link (BENCHMARKS.md, issue 20,
-twelfth session; ``tests/unit/test_urls.py`` checks that both give the same on real links).
+cffi finaliser and copies its text twice, a third of its ~3 µs per link
+(docs/benchmarks-history.md, issue 20, twelfth session; ``tests/unit/test_urls.py`` checks that
+both give the same on real links).
 
 Normalisation (:func:`normalize`) = the WHATWG URL standard's parse + serialise, which already
 lower-cases scheme and host, converts IDN hosts to punycode, decodes ``%XX`` in hosts, drops the
@@ -26,7 +27,7 @@ canonicalised (``http://0x7f.1/`` → ``http://127.0.0.1/``). A host's trailing 
 A normalised URL normalises to itself. :func:`normalize` does not parse again a URL that
 :func:`resolve` returned lately (a bounded set, emptied when full): the URL filters' normaliser
 sees every link the parser resolved, and a second WHATWG parse was a third of the filter chain's
-cost for a new link (BENCHMARKS.md, issue 20).
+cost for a new link (docs/benchmarks-history.md, issue 20).
 
 Config keys read: ``partition.url.mode`` (:func:`partition_mode`, the one reader of the key; the
 other functions take the mode as an argument).

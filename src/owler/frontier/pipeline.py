@@ -2,7 +2,8 @@
 
 A status updater that writes a batch and waits for the node leaves the node idle while it builds
 the next request, and itself idle while the node indexes: with the OpenSearch frontier the
-client's CPU per update adds to the time per update almost one for one (BENCHMARKS.md, issue 20).
+client's CPU per update adds to the time per update almost one for one (docs/benchmarks-history.md,
+issue 20).
 StormCrawler's status updater hands its batches to a bulk processor with
 ``opensearch.status.concurrentRequests`` requests in flight (1 by default) and acks a batch's
 tuples when its answer comes. :class:`OneInFlight` does the same for a frontier that can build a
@@ -23,7 +24,7 @@ a fraction of a millisecond. The request's body is joined (``seal()``) in the ca
 Between the answer to one request and the start of the next, the sending thread only checks the
 answer (and writes the batch's refused statuses and queue blocks, when it has any): that gap was
 2.3 ms per bulk of 2,000 when the caller took the answer and handed the next request over
-(BENCHMARKS.md, issue 20, thirteenth session).
+(docs/benchmarks-history.md, issue 20, thirteenth session).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ names as in ``owler run``'s stats files); ``srcComponent`` says which component.
 ``family/member``: ``http/<code>``, ``error.cause/<cause>``, ``robots/<decision>``,
 ``rejected/<filter>``, ``blacklisted/<list>``, ``errors/reported``, ``metrics/dropped``. Counter
 values are cumulative since the component process started (a restarted worker starts from 0);
-gauges are the value at the time of the document. The list: README.md, "Metrics".
+gauges are the value at the time of the document. The list: docs/configuration.md,
+"Metrics and errors".
 
 Writing never slows the component: :class:`MetricsReporter` takes a snapshot every
 ``metrics.interval`` seconds on its own thread and hands the documents to :class:`MetricsSink`, a

@@ -15,8 +15,8 @@ pystorm's own MessagePack serializer is used with two changes that matter for a 
 For speed, the pipes to the JVM are widened to :data:`PIPE_SIZE` (1 MiB, Linux's default most
 for an unprivileged process) when the component starts (:func:`widen_pipe`): through the
 default 64 KiB pipe, 4,000 pages of 60 KB switched the writing process out 3,700 times against
-230 (the CPU per message moved less than the bench's noise: BENCHMARKS.md, issue 20, fourth
-session).
+230 (the CPU per message moved less than the bench's noise: docs/benchmarks-history.md, issue 20,
+fourth session).
 
 And input is read into one reusable buffer (``os.readv``), where pystorm's ``os.read(fd, 1 MiB)``
 allocates a 1 MiB object for every read, whatever arrives: a little less CPU per message
@@ -31,7 +31,8 @@ reach :data:`COALESCE_MAX` bytes. Any other message (a sync, a log line, an erro
 from another thread (the fetch engine's, the WARC archiver's) goes out at once, with what waits
 before it: the pipe carries the messages in the order they were sent, and nothing waits while
 the component waits for the JVM. An ack, sent once its effect is durable, goes out when the
-component is done with the input that caused it (BENCHMARKS.md, issue 20, fifteenth session).
+component is done with the input that caused it (docs/benchmarks-history.md, issue 20, fifteenth
+session).
 
 :func:`register` puts this class under ``msgpack`` in pystorm's table of serializers;
 ``owler.task.component`` calls it on import, before any component is built.

@@ -11,7 +11,7 @@ its tuple.
 
 Why in the fetcher and not a bolt of its own: a page then crosses the worker JVM once on its way to
 the parser instead of twice (fetcher → writer → parser), and no process decodes 60 KB messages
-only to write them (BENCHMARKS.md, issue 20, fifth session).
+only to write them (docs/benchmarks-history.md, issue 20, fifth session).
 
 Output (:func:`owler.warc.upload.open_output`):
 

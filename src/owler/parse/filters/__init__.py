@@ -79,7 +79,7 @@ def non_space_length(text: str) -> int:
     """Characters of ``text`` but spaces, tabs, line breaks and no-break spaces, counted as
     numbers in an array (numpy) rather than by one ``str.count`` per character: 5x faster on the
     benchmark farm's ASCII pages, 1.7x on the real pages of bench/bench_parsefilters.py (other text
-    as its code points in UTF-32; BENCHMARKS.md, issue 20)."""
+    as its code points in UTF-32; docs/benchmarks-history.md, issue 20)."""
     if text.isascii():
         units = np.frombuffer(text.encode("ascii"), np.uint8)
         spaces = (32, 10, 9)
