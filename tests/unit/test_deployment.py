@@ -111,9 +111,12 @@ def test_every_topology_has_the_virtualenv_sparse_submit_builds():
         spec = ROOT / "virtualenvs" / f"{topology}.txt"
         assert spec.is_file(), f"no {spec.relative_to(ROOT)} for sparse submit"
         got = {_norm(k): v for k, v in pins(spec).items()}
-        # everything a component imports, pinned as in the project's own virtualenv
+        # everything a component imports, pinned as in the project's own virtualenv, and
+        # nothing else (every worker installs it: the test runner has no place there)
         missing = sorted(needed - set(got))
         assert not missing, (topology, missing)
+        extra = sorted(set(got) - needed)
+        assert not extra, (topology, extra)
         differ = {k: (v, requirements[k]) for k, v in got.items()
                   if k in requirements and requirements[k] != v}
         assert not differ, (topology, differ)
