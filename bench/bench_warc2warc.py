@@ -15,7 +15,7 @@ real sites; ``--links unique``: every link new), made once from ``--seed``.
    anchor texts, no text), the like-for-like run the ratios are taken on; ``shipped`` parses with
    the shipped configuration (language identification, the risk classifier, page metadata,
    SimHash, anchors), for what a real run costs.
-2. The bare loop: a process reads the files with :mod:`owler.warc.reader`, parses each 200
+2. The bare loop: a process reads the files with :mod:`owler.warc.format.reader`, parses each 200
    response and extracts its links with the crawler's own parser (:func:`owler.parse.html.parse_html`,
    which resolves and normalizes them), and appends every record's bytes to one output file, with
    :data:`BARE_PARSE`. It runs in one process (the issue's measure) and with one process per
@@ -28,8 +28,8 @@ the figure is the median of the rounds' ratios, with their range. A run's row is
 median records/s.
 
 With ``--opensearch PORT`` the pipeline runs as on a cluster: a local OpenSearch node started on
-PORT holds the frontier and the progress (``owler.warc.progress_os``), the bench polls the progress
-there; the bare loop is the same.
+PORT holds the frontier and the progress (``owler.warc.warc2warc.progress_opensearch``), the bench
+polls the progress there; the bare loop is the same.
 
 Usage: .venv/bin/python bench/bench_warc2warc.py [--files 4] [--pages 1500] [--kb 40]
        [--runs like-bare,shipped] [--rounds 3] [--opensearch 9291] [-o KEY=VALUE ...]
@@ -60,9 +60,9 @@ from bench.measure import TreeSampler, lower_median, machine_cpu, steal_between 
 from owler.parse.html import parse_html  # noqa: E402
 from owler.conf import load_conf  # noqa: E402
 from owler.run.services import OpenSearchNode  # noqa: E402
-from owler.warc.progress import open_progress  # noqa: E402
-from owler.warc.reader import InputRecord, iter_records  # noqa: E402
-from owler.warc.record import parse_http_response  # noqa: E402
+from owler.warc.format.reader import InputRecord, iter_records  # noqa: E402
+from owler.warc.warc2warc.progress import open_progress  # noqa: E402
+from owler.warc.warc2warc.record_as_page import parse_http_response  # noqa: E402
 from tests import warcgen as G  # noqa: E402
 
 WORDS = ("crawler open web index search europe archive page link text data storm python "

@@ -3,7 +3,7 @@
 Does the work of the explorative crawl with the fastest sound libraries in the virtualenv, and
 nothing else: aiohttp (keep-alive connection reuse) fetches, protego reads robots.txt, selectolax
 (lexbor) finds the links, ada-url resolves and normalizes them, and the project's own
-``owler.warc.writer.WARCWriter`` writes the same per-record-gzipped WARC files as the crawler
+``owler.warc.storage.files.WARCWriter`` writes the same per-record-gzipped WARC files as the crawler
 (a request and a response record per page, zlib level 6). Parsing and WARC writing run inline in
 the event loop: what one Python process can do on its own. ``--workers N`` runs N such processes,
 each owning the hosts whose CRC-32 falls to it (its own seen-set, queues and WARC partition) and
@@ -66,11 +66,11 @@ from selectolax.lexbor import LexborHTMLParser
 
 try:
     from owler.urls import host_of
-    from owler.warc.writer import WARCWriter
+    from owler.warc.storage.files import WARCWriter
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from owler.urls import host_of
-    from owler.warc.writer import WARCWriter
+    from owler.warc.storage.files import WARCWriter
 
 log = logging.getLogger("crawl_bare")
 

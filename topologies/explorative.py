@@ -1,11 +1,11 @@
 """The explorative crawl: frontier → partitioner → fetcher → parser → outlinks back to the frontier.
 
-The fetcher archives each page it fetched (src/owler/warc/archive.py, on a thread of the fetcher's
-process) and passes it on to the parser once its records are stored, so a FETCHED status never
-outlives a lost capture; a replay meets the fetcher task of its queue, the one that knows what it
-stored before a crash. Page statuses go to the status updater with the page's outlinks, one batch tuple per page,
-which the parser has passed through the URL filters and the blacklist itself (as StormCrawler's
-parser does); a redirect's target goes through the URL filter and blacklist bolts.
+The fetcher archives each page it fetched (src/owler/warc/crawl/archiver.py, on a thread of the
+fetcher's process) and passes it on to the parser once its records are stored, so a FETCHED status
+never outlives a lost capture; a replay meets the fetcher task of its queue, the one that knows what
+it stored before a crash. Page statuses go to the status updater with the page's outlinks, one batch
+tuple per page, which the parser has passed through the URL filters and the blacklist itself (as
+StormCrawler's parser does); a redirect's target goes through the URL filter and blacklist bolts.
 
 Run: ``owler run explorative`` (local mode), ``sparse run -n explorative`` or
 ``sparse submit -n explorative``. Crawler keys: ``resources/crawler-conf.yaml``, a file named by
@@ -60,8 +60,8 @@ class Explorative(Topology):
     def check_conf(conf: dict) -> None:
         """Raise ConfError for bad fetch keys before Storm starts (``owler run`` calls it)."""
         from owler.fetch.engine import check_conf as check_fetch_conf
-        from owler.warc.archive import archiving
-        from owler.warc.stream import check_conf as check_warc_conf
+        from owler.warc.crawl.archiver import archiving
+        from owler.warc.storage.s3_stream import check_conf as check_warc_conf
 
         check_fetch_conf(conf)
         if archiving(conf):

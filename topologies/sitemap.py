@@ -9,13 +9,14 @@ Two spouts over the frontier:
   the fetcher looks up each seed host's sitemaps (robots.txt ``Sitemap:`` lines, else
   ``/sitemap.xml`` and ``/sitemap_index.xml``) instead of fetching the page.
 
-partitioner → fetcher (grouped by key: politeness and robots.txt per queue; it archives sitemaps
-and pages, and a page goes on once its records are stored, src/owler/warc/archive.py) → sitemap
+partitioner → fetcher (grouped by key: politeness and robots.txt per queue; it archives sitemaps and
+pages, and a page goes on once its records are stored, src/owler/warc/crawl/archiver.py) → sitemap
 parser (sitemaps: entries DISCOVERED, with lastmod/changefreq/priority/extensions, straight to the
 status updater; other pages passed on) → parser (HTML pages: FETCHED with title, signature; their
-outlinks are NOT followed: the parser's outlinks stream is not wired). Redirect targets go through the URL filters and the blacklists
-as in every pipeline and inherit ``isSitemap``/``isDiscoveredOnSitemap`` (``metadata.transfer``
-of the status updater), so a redirected sitemap or listed page stays in this pipeline.
+outlinks are NOT followed: the parser's outlinks stream is not wired). Redirect targets go through
+the URL filters and the blacklists as in every pipeline and inherit
+``isSitemap``/``isDiscoveredOnSitemap`` (``metadata.transfer`` of the status updater), so a
+redirected sitemap or listed page stays in this pipeline.
 
 Component configuration fixed here (it wins over the crawler configuration): the spouts'
 interest tags, ``sitemap.discovery: true`` for the fetcher (a host's robots.txt re-read after
@@ -86,11 +87,11 @@ class Sitemap(Topology):
     def check_conf(conf: dict) -> None:
         """Raise ConfError for bad sitemap keys before Storm starts (``owler run`` calls it)."""
         from owler.fetch.engine import check_conf as check_fetch_conf
-        from owler.warc.archive import archiving
         from owler.frontier import tag_rules
         from owler.scheduler import load_scheduler
         from owler.sitemap.processor import SitemapProcessor
-        from owler.warc.stream import check_conf as check_warc_conf
+        from owler.warc.crawl.archiver import archiving
+        from owler.warc.storage.s3_stream import check_conf as check_warc_conf
 
         if str(conf.get(FRONTIER_BACKEND_KEY) or "").strip().lower() == "urlfrontier":
             raise ConfError("frontier.backend: the sitemap topology serves its spouts by frontier "

@@ -2,8 +2,9 @@
 archived unchanged; nothing is fetched.
 
 The WARCSpout copies every record, its exact bytes, into its own output WARC files and emits
-the HTTP responses, once their copy is recorded, to the parser (``owler.warc.copying``): a
-record's bytes cross the worker JVM at most once, and a request or metadata record never. The
+the HTTP responses, once their copy is recorded, to the parser
+(``owler.warc.warc2warc.copying_feed``): a record's bytes cross the worker JVM at most once, and a
+request or metadata record never. The
 parser gives each response's status (the record's URL goes to the frontier as FETCHED with its
 WARC-Date, or REDIRECTION / FETCH_ERROR / ERROR) and ONE tuple with its outlinks, those the URL
 filters and the blacklist let through (in the parser's process, as the explorative crawl's parser
@@ -50,8 +51,8 @@ class Warc2Warc(Topology):
     def check_conf(conf: dict) -> None:
         """Raise ConfError for bad progress or S3 streaming keys before Storm starts (``owler
         run`` and ``owler cluster submit`` call it)."""
-        from owler.warc.progress import progress_backend
-        from owler.warc.stream import check_conf as check_warc_conf
+        from owler.warc.storage.s3_stream import check_conf as check_warc_conf
+        from owler.warc.warc2warc.progress import progress_backend
 
         if not C.get_bool(conf, WARC_ENABLED_KEY, True):
             raise C.ConfError(f"{WARC_ENABLED_KEY}: warc2warc writes WARC files, it cannot run "

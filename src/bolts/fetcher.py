@@ -10,9 +10,9 @@ happen on the engine's thread, anchored to the input; a full queue fails the tup
 (back-pressure). Counters: ``Outcome.counters``, ``engine.snapshot``.
 
 Unless ``warc.enabled: false``, a fetched page is archived first
-(:class:`owler.warc.archive.Archiver`, on a thread of its own, counters ``warc/*``): the page goes
-to the parser, and its tuple is acked, only once its WARC records are stored; a page whose records
-could not be stored is failed.
+(:class:`owler.warc.crawl.archiver.Archiver`, on a thread of its own, counters ``warc/*``): the
+page goes to the parser, and its tuple is acked, only once its WARC records are stored; a page
+whose records could not be stored is failed.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from owler.constants import (FETCH_EXCEPTION, FETCHED_FIELDS, OUTLINKS_FIELDS, O
 from owler.fetch.engine import FetchEngine, FetchItem, Outcome
 from owler.sitemap.processor import EntryGate
 from owler.task.component import StatusEmitter
-from owler.warc.archive import Archiver, Page, archiving
-from owler.warc.writer import partition_name
+from owler.warc.crawl.archiver import Archiver, Page, archiving
+from owler.warc.storage.files import partition_name
 
 log = logging.getLogger("owler.fetcher")
 

@@ -1,8 +1,9 @@
 """WARCParserBolt: an archived HTTP response → what a fetch of it would have given: its status
 (FETCHED, REDIRECTION, FETCH_ERROR, or ERROR for a damaged record) and, for a page, its outlinks as
 ONE tuple, exactly as the explorative crawl's parser emits them
-(:class:`owler.warc.record.RecordParser`, then :class:`owler.parse.page.PageHandler`). The record
-itself was archived by the WARC spout before it was emitted (:mod:`owler.warc.copying`).
+(:class:`owler.warc.warc2warc.record_as_page.RecordParser`, then
+:class:`owler.parse.page.PageHandler`). The record itself was archived by the WARC spout before it
+was emitted (:mod:`owler.warc.warc2warc.copying_feed`).
 
 The outlinks (a page's links, a redirection's target) pass the URL filters and the blacklist here,
 in this process (:class:`owler.parse.gate.OutlinkGate`), and go straight to the status updater.
@@ -25,7 +26,7 @@ from owler.parse.gate import OutlinkGate
 from owler.parse.filters import FAILED_KEY as FILTERS_FAILED
 from owler.parse.page import PageHandler
 from owler.task.component import StatusEmitter
-from owler.warc.record import RecordParser
+from owler.warc.warc2warc.record_as_page import RecordParser
 
 
 class WARCParserBolt(StatusEmitter, Bolt):

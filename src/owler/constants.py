@@ -155,9 +155,11 @@ WARC_S3_PREFIX_KEY = "warc.s3.prefix"
 S3_MAX_ATTEMPTS_KEY = "s3.max.attempts"
 WARC2WARC_INPUT_KEY = "warc2warc.input"
 WARC2WARC_PROGRESS_KEY = "warc2warc.progress.path"
-# the spout's reader checks the digests; the parser only when it did not (owler.warc.record)
+# the spout's reader checks the digests; the parser only when it did not
+# (owler.warc.warc2warc.record_as_page)
 VERIFY_DIGESTS_KEY = "warc2warc.verify.digests"
-# the states of a warc2warc input file in either progress store (owler.warc.progress, progress_os)
+# the states of a warc2warc input file in either progress store (owler.warc.warc2warc:
+# progress_sqlite, progress_opensearch)
 WARC2WARC_FILE_STATES = ("pending", "reading", "done", "failed")
 METRICS_ENABLED_KEY = "metrics.opensearch"
 #: where owler run records a run's figures for the dashboard (owler/run/history.py)

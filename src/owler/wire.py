@@ -42,7 +42,8 @@ RAW_PAYLOAD_DIGEST = "_raw.payload_digest"
 #: what it carries, since its first emission may not have reached its end
 RAW_REPLAYED = "_raw.replayed"
 #: set by the WARC spout on a response whose digests its reader checked: the mismatch found, or
-#: empty; the parser does not hash the record again (owler.warc.record.RecordParser)
+#: empty; the parser does not hash the record again
+#: (owler.warc.warc2warc.record_as_page.RecordParser)
 RAW_DIGESTS = "_raw.digests"
 
 

@@ -1,9 +1,10 @@
 """WARCSpout: the records of the input WARC files (``warc2warc.input``), each copied into the
 output WARC files in this process, and each HTTP response then emitted until it is acked.
 
-The logic is :class:`owler.warc.copying.CopyingFeed` (reading: :class:`owler.warc.feed.WARCFeed`;
-the copy: :class:`owler.warc.copy.ArchiveCopier`, partition of this task). Only HTTP responses go
-to Storm, once their copy is recorded; every other record is copied and acked here. Gauges for
+The logic is :class:`owler.warc.warc2warc.copying_feed.CopyingFeed` (reading:
+:class:`owler.warc.warc2warc.input_feed.WARCFeed`; the copy:
+:class:`owler.warc.warc2warc.output.ArchiveCopier`, partition of this task). Only HTTP responses
+go to Storm, once their copy is recorded; every other record is copied and acked here. Gauges for
 ``owler run``: ``in_flight`` and ``idle`` (1 when nothing is left to read or in flight), and the
 copy's (``warc/*``). Up to ``warc2warc.emit.per.call`` (10) records go per ``next_tuple`` call:
 each call is a round trip with Storm's ShellSpout.
@@ -20,12 +21,12 @@ from owler import conf as C
 from owler.constants import FETCHED_FIELDS
 from owler.task.component import OwlerComponent
 from owler.task.shard import Shard
-from owler.warc.copy import ArchiveCopier
-from owler.warc.copying import CopyBroken, CopyingFeed
-from owler.warc.feed import WARCFeed
-from owler.warc.progress import open_progress
-from owler.warc.source import InputSource
-from owler.warc.writer import partition_name
+from owler.warc.storage.files import partition_name
+from owler.warc.warc2warc.copying_feed import CopyBroken, CopyingFeed
+from owler.warc.warc2warc.input_feed import WARCFeed
+from owler.warc.warc2warc.inputs import InputSource
+from owler.warc.warc2warc.output import ArchiveCopier
+from owler.warc.warc2warc.progress import open_progress
 
 log = logging.getLogger("owler.warc.spout")
 

@@ -12,7 +12,7 @@ import pytest
 from owler import outlinks as outlink
 from owler import wire
 from owler.conf import load_conf
-from owler.warc.progress import Progress
+from owler.warc.warc2warc.progress_sqlite import Progress
 from tests import warcgen as G
 from tests.component.multilang import ShellComponent
 

@@ -49,8 +49,8 @@ from owler.fetch.robots import parse_robots
 from owler.filters import URLFilters, check_url
 from owler.parse.html import parse_html
 from owler.sitemap.parser import Limits, SitemapError, parse_sitemap
-from owler.warc.reader import InputRecord, WARCReadError, iter_records
-from owler.warc.record import RecordParser, parse_http_response
+from owler.warc.format.reader import InputRecord, WARCReadError, iter_records
+from owler.warc.warc2warc.record_as_page import RecordParser, parse_http_response
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXAMPLES = int(os.environ.get("OWLER_FUZZ_EXAMPLES", "150"))

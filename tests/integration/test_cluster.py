@@ -373,7 +373,7 @@ def test_no_warc_record_lost_or_half_written(crawl, opensearch):
     assert set(responses) == fetched, sorted(set(responses) ^ fetched)
     # once each, but for a page fetched again after the kill: in warc.dir the killed fetcher's
     # records of a page it had not acked stay (its .open file is finalized at the restart,
-    # src/owler/warc/writer.py), so such a page may be archived once per fetch
+    # src/owler/warc/storage/files.py), so such a page may be archived once per fetch
     assert {u: n for u, n in responses.items() if not 1 <= n <= served[u]} == {}
 
 

@@ -7,10 +7,10 @@ seed final, every page the farm served FETCHED and once in the bucket. Then the 
 fetcher is killed -9 mid-crawl (its supervisor, workers and their Python components), as soon as
 its open WARC file has a part stored in S3 (the farm's pages are padded to make megabytes): Storm
 moves its executors to the other node and the crawl completes, each FETCHED page archived exactly
-once: the fetcher streams its WARC files to S3 (owler.warc.archive, owler.warc.stream) and passes
-a page on to the parser only once its part is stored, and the fetcher task restarted on the
-surviving node completes the upload the dead one left open (its log says so) and does not archive
-again the pages of its stored parts that Storm replays.
+once: the fetcher streams its WARC files to S3 (owler.warc.crawl.archiver,
+owler.warc.storage.s3_stream) and passes a page on to the parser only once its part is stored, and
+the fetcher task restarted on the surviving node completes the upload the dead one left open (its
+log says so) and does not archive again the pages of its stored parts that Storm replays.
 The sitemap topology runs spread over both nodes as well, its two parser tasks sharing the host
 budgets in OpenSearch. Last, warc2warc on both nodes, its progress in OpenSearch: the node of a
 copy task is killed -9 mid-file, and every input record ends in the bucket exactly once (the
@@ -34,8 +34,8 @@ import pytest
 import urllib3
 from warcio.archiveiterator import ArchiveIterator
 
-from owler.warc.reader import iter_records
-from owler.warc.writer import parse_file_name, partition_name
+from owler.warc.format.reader import iter_records
+from owler.warc.storage.files import parse_file_name, partition_name
 from tests import warcgen as G
 from tests.farm.harness import FarmProcess
 from tests.integration.test_cluster import (DEFAULT_PORTS, assert_on_loopback, crawl_done,
@@ -124,8 +124,9 @@ def open_uploads(s3_server, bucket: str, partitions) -> dict[str, list[dict]]:
 
 
 def fetcher_tasks(topology: str) -> dict[str, str]:
-    """The WARC partition of each fetcher task (its task id: owler.warc.writer.partition_name)
-    and the node it runs on, from the Storm UI; empty until the executors reported."""
+    """The WARC partition of each fetcher task (its task id:
+    owler.warc.storage.files.partition_name) and the node it runs on, from the Storm UI; empty
+    until the executors reported."""
     page = ui(f"/api/v1/topology/{topology_id(topology)}/component/fetcher")
     tasks = {}
     for ex in page["executorStats"]:
@@ -136,8 +137,8 @@ def fetcher_tasks(topology: str) -> dict[str, str]:
 
 def recovery_lines(nodes, host: str, topology: str) -> list[str]:
     """The lines of the workers' logs of ``topology`` on node ``host`` in which a WARC writer
-    completed an upload left open (owler.warc.stream.recover_uploads; the Python components log
-    through Storm into their worker's log)."""
+    completed an upload left open (owler.warc.storage.s3_stream.recover_uploads; the Python
+    components log through Storm into their worker's log)."""
     logs = nodes["work"] / "cluster" / "nodes" / host / "logs" / "workers-artifacts"
     return [line for f in sorted(logs.glob(f"{topology_id(topology)}/*/worker.log"))
             for line in f.read_text(errors="replace").splitlines()
@@ -514,7 +515,7 @@ def test_the_restarted_fetcher_completes_the_upload_the_dead_one_left_open(node_
         pages = responses_in({key: objects[key]})
         assert pages, key
         # ... each page of them archived once (the restarted writer read them back: a replay
-        # of one is not archived again, src/owler/warc/stream.py)
+        # of one is not archived again, src/owler/warc/storage/s3_stream.py)
         assert {u: counts[u] for u in pages} == dict.fromkeys(pages, 1)
 
 
@@ -639,7 +640,8 @@ def test_warc2warc_on_a_lost_node_copies_every_record_exactly_once(w2w_lost):
     assert not twice, twice[:3]
     assert got == expected  # none lost, none added
     # each input record acked once: a restarted spout task skips the records acked beyond its
-    # file's resume point (src/owler/warc/progress_os.py), a replay is counted at its ack only
+    # file's resume point (src/owler/warc/warc2warc/progress_opensearch.py), a replay is counted
+    # at its ack only
     assert w2w_lost["progress"]["records"] == sum(expected.values())
     # every response of the generated sites reached the frontier as FETCHED
     assert w2w_lost["blob_urls"] == w2w_lost["fetched"] == 4 * 2000

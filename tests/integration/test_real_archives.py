@@ -36,7 +36,7 @@ from owler.blacklist import Blacklist
 from owler.conf import load_conf
 from owler.filters import URLFilters, check_url
 from owler.frontier import open_frontier
-from owler.warc.reader import InputRecord, WARCReadError, iter_records
+from owler.warc.format.reader import InputRecord, WARCReadError, iter_records
 from tests.material import fetched, shared
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,8 +1,9 @@
-"""owler.warc.s3 and owler.warc.upload against a real S3 API server (moto) on 127.0.0.1: listing,
-reads that survive cut connections, verified single-part and multipart uploads, uploads retried
-while the server is away, the fetcher's WARC archiver uploading the files it closes, and WARC files streamed to S3 (owler.warc.stream): parts of whole records,
-pages held until their part is stored, the uploads of a crashed writer completed by the next one,
-and replays of pages it stored not archived again."""
+"""owler.warc.storage.s3 and owler.warc.storage.s3_upload against a real S3 API server (moto) on
+127.0.0.1: listing, reads that survive cut connections, verified single-part and multipart uploads,
+uploads retried while the server is away, the fetcher's WARC archiver uploading the files it closes,
+and WARC files streamed to S3 (owler.warc.storage.s3_stream): parts of whole records, pages held
+until their part is stored, the uploads of a crashed writer completed by the next one, and replays
+of pages it stored not archived again."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from owler.warc import s3 as S3
-from owler.warc.source import InputSource
-from owler.warc.upload import UPLOADED_SUFFIX, Uploader
 from owler.conf import load_conf
-from owler.warc.archive import Page
+from owler.warc.crawl.archiver import Page
+from owler.warc.storage import s3 as S3
+from owler.warc.storage.s3_upload import UPLOADED_SUFFIX, Uploader
+from owler.warc.warc2warc.inputs import InputSource
 from tests.component.test_crawl_bolts import PAGE, page_md
 from tests.integration.waiting import returns, wait_for
 from tests.netproxy import Proxy
@@ -153,12 +154,12 @@ def test_the_fetchers_archiver_uploads_the_files_it_closes(s3_server, tmp_path, 
     assert all(b"http://e.example/" in gzip.decompress(v) for v in objects.values())
 
 
-# --- WARC files streamed to S3 (owler.warc.stream) ------------------------------------------------
+# --- WARC files streamed to S3 (owler.warc.storage.s3_stream) ------------------------------------
 MiB = 1 << 20
 
 
 def stream_writer(env, bucket: str, partition: str = "00", **kw):
-    from owler.warc.stream import S3StreamWriter
+    from owler.warc.storage.s3_stream import S3StreamWriter
 
     return S3StreamWriter.from_conf(
         conf_for(env.port, **{"warc.s3.bucket": bucket, "warc.s3.prefix": "crawl",
@@ -194,7 +195,7 @@ def stored_records(env, bucket: str, key: str) -> list[str]:
 
 
 def test_streamed_parts_hold_whole_records_and_pages_wait_for_their_part(env):
-    from owler.warc.reader import InputRecord, iter_records
+    from owler.warc.format.reader import InputRecord, iter_records
 
     b = env.bucket("stream-parts")
     w = stream_writer(env, b)
@@ -387,8 +388,8 @@ def archived_pairs(data: bytes) -> list[tuple[str, str]]:
 def test_real_archives_stream_through_unchanged(env):
     # records nobody on the project wrote (Common Crawl, Dolma: tests/data/warc/NOTICE), copied
     # as they are through the S3 stream over a part boundary, then read back for the dedup window
-    from owler.warc.reader import InputRecord, iter_records
-    from owler.warc.stream import archived_urls
+    from owler.warc.format.reader import InputRecord, iter_records
+    from owler.warc.storage.s3_stream import archived_urls
 
     data = Path(__file__).resolve().parents[1] / "data" / "warc"
     records = []

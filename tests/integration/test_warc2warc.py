@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from owler.warc.progress import Progress
-from owler.warc.reader import InputRecord, WARCReadError, iter_records
+from owler.warc.format.reader import InputRecord, WARCReadError, iter_records
+from owler.warc.warc2warc.progress_sqlite import Progress
 from tests import warcgen as G
 from tests.integration.waiting import wait_for
 

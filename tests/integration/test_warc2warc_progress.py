@@ -1,7 +1,7 @@
 """The warc2warc progress in a real OpenSearch node and its output streamed to a real S3 API server
 (moto), without Storm: what lets a spout task restarted on another node resume exactly
-where the dead one stopped (owler.warc.progress_os, owler.warc.copy with owler.warc.stream,
-owler.warc.copying).
+where the dead one stopped (owler.warc.warc2warc.progress_opensearch, owler.warc.warc2warc.output
+with owler.warc.storage.s3_stream, owler.warc.warc2warc.copying_feed).
 
 The feed's behaviour is checked as the SQLite store's (tests/unit/test_warc_copy.py); the copy is
 checked across crashes at each point that matters: after a part is stored and recorded, after a
@@ -18,14 +18,14 @@ from collections import Counter
 import pytest
 
 from owler.task.shard import Shard
-from owler.warc.copy import ArchiveCopier
-from owler.warc.copying import CopyingFeed
-from owler.warc.feed import WARCFeed
-from owler.warc.progress import open_progress
-from owler.warc.progress_os import OpenSearchProgress, file_id
-from owler.warc.reader import InputRecord, iter_records
-from owler.warc.source import InputSource
-from owler.warc.stream import S3StreamWriter
+from owler.warc.format.reader import InputRecord, iter_records
+from owler.warc.storage.s3_stream import S3StreamWriter
+from owler.warc.warc2warc.copying_feed import CopyingFeed
+from owler.warc.warc2warc.input_feed import WARCFeed
+from owler.warc.warc2warc.inputs import InputSource
+from owler.warc.warc2warc.output import ArchiveCopier
+from owler.warc.warc2warc.progress import open_progress
+from owler.warc.warc2warc.progress_opensearch import OpenSearchProgress, file_id
 from tests import warcgen as G
 from tests.unit.test_warc_copy import drain, inputs, plain  # noqa: F401 (inputs: a fixture)
 

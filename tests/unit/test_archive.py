@@ -1,5 +1,5 @@
-"""owler.warc.archive.Archiver: the fetcher's WARC output on a thread of its own, on real files:
-pages handed back in order once written, a page that cannot be written handed back as lost,
+"""owler.warc.crawl.archiver.Archiver: the fetcher's WARC output on a thread of its own, on real
+files: pages handed back in order once written, a page that cannot be written handed back as lost,
 rotation on ticks, a close that writes what is queued. (Streamed to S3: tests/integration/test_s3.py.)"""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from owler import wire
 from owler.constants import CAPTURE_DATE, CAPTURE_DIGEST
-from owler.warc.archive import Archiver, Page
+from owler.warc.crawl.archiver import Archiver, Page
 from tests.component.test_crawl_bolts import PAGE, page_md
 
 
@@ -119,7 +119,7 @@ def test_a_revisit_is_counted_as_one(handed, tmp_path):
 
 
 def test_a_tick_closes_a_file_older_than_the_rotation_time(handed, tmp_path, monkeypatch):
-    from owler.warc import archive
+    from owler.warc.crawl import archiver as archive
 
     now = [time.time()]  # the clock of the archiver and of its writer, moved by the test
     monkeypatch.setattr(archive, "time", SimpleNamespace(time=lambda: now[0]))

@@ -1,6 +1,7 @@
 """The layout of the library (docs/ARCHITECTURE.md, "Layers"): every import goes down the layers,
 packages of one layer do not import each other, nothing in ``owler`` imports the Storm adapters,
-and no module imports itself back through others (imports inside functions included)."""
+and no module imports itself back through others (imports inside functions included). Inside
+``owler.warc`` the same between its four packages (format, storage, then crawl and warc2warc)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,78 @@ def test_no_import_cycle():
         if node not in state:
             visit(node, [])
     assert not cycles, "\n".join(cycles)
+
+
+#: the packages of ``owler.warc``, lowest first (docs/ARCHITECTURE.md, "Inside warc/"): the record
+#: format, where files go, and the two pipelines that write WARC files, which never import each other
+WARC_LAYERS = [{"format"}, {"storage"}, {"crawl", "warc2warc"}]
+WARC_LAYER_OF = {name: i for i, names in enumerate(WARC_LAYERS) for name in names}
+
+
+def warc_package(module: str) -> str | None:
+    """``owler.warc.format.reader`` → ``format``; None for ``owler.warc`` itself."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else None
+
+
+def warc_layer_violations(g: dict[str, set[str]]) -> list[str]:
+    """The imports inside ``owler.warc`` that break its layers. A module of one of its packages
+    never imports ``owler.warc`` itself: that package re-exports the writer (storage), which
+    ``format`` must not reach."""
+    wrong = []
+    for mod, deps in g.items():
+        if not mod.startswith("owler.warc."):
+            continue
+        a = warc_package(mod)
+        if a not in WARC_LAYER_OF:
+            wrong.append(f"{mod} is in none of the packages of owler.warc")
+            continue
+        for dep in deps:
+            if dep == "owler.warc":
+                wrong.append(f"{mod} imports the package owler.warc (import the module instead)")
+                continue
+            if not dep.startswith("owler.warc."):
+                continue
+            b = warc_package(dep)
+            if b == a:
+                continue
+            if b not in WARC_LAYER_OF:
+                wrong.append(f"{mod} imports {dep}, in none of the packages of owler.warc")
+            elif WARC_LAYER_OF[b] >= WARC_LAYER_OF[a]:
+                wrong.append(f"{mod} ({a}) imports {dep} ({b})")
+    return sorted(wrong)
+
+
+def test_warc_packages_import_down_only():
+    """format ← storage ← crawl, warc2warc: format imports neither, storage only format, crawl
+    and warc2warc both and never each other."""
+    wrong = warc_layer_violations(graph())
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_warc_module_is_in_one_of_its_packages():
+    warc = SRC / "owler" / "warc"
+    flat = sorted(p.name for p in warc.glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"modules directly in owler/warc: {flat}"
+    packages = {p.name for p in warc.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages == set(WARC_LAYER_OF), packages ^ set(WARC_LAYER_OF)
+
+
+def test_the_warc_layer_check_sees_each_forbidden_import():
+    g = {"owler.warc.format.reader": {"owler.warc.storage.files"},
+         "owler.warc.storage.files": {"owler.warc.format.serialize", "owler.warc.crawl.archiver"},
+         "owler.warc.crawl.archiver": {"owler.warc.warc2warc.output", "owler.warc.storage.files"},
+         "owler.warc.warc2warc.output": {"owler.warc.crawl", "owler.warc.format.reader"},
+         "owler.warc.format.serialize": {"owler.warc"},
+         "owler.warc.copy": set()}
+    assert warc_layer_violations(g) == [
+        "owler.warc.copy is in none of the packages of owler.warc",
+        "owler.warc.crawl.archiver (crawl) imports owler.warc.warc2warc.output (warc2warc)",
+        "owler.warc.format.reader (format) imports owler.warc.storage.files (storage)",
+        "owler.warc.format.serialize imports the package owler.warc (import the module instead)",
+        "owler.warc.storage.files (storage) imports owler.warc.crawl.archiver (crawl)",
+        "owler.warc.warc2warc.output (warc2warc) imports owler.warc.crawl (crawl)",
+    ]
 
 
 def test_the_fetch_engine_needs_no_filters_blacklists_or_sitemap_parser():

@@ -51,7 +51,7 @@ def test_bad_parallelism_is_a_clear_error(topology, option, message):
         check_topology_conf(cls, ROOT, load_conf(None, [option]))
 
 
-# --- where pages are archived (owler/warc/archive.py: in the fetcher) -----------------------------
+# --- where pages are archived (owler/warc/crawl/archiver.py: in the fetcher) --------------------
 def inputs(cls) -> dict[str, dict[str, str]]:
     return {s.name: {k.componentId: str(v) for k, v in s.inputs.items()} for s in cls.specs}
 

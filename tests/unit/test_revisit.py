@@ -1,6 +1,6 @@
 """Re-visits: conditional requests and what a re-fetch leaves in the metadata
 (owler.fetch.revisit), through the fetch engine against a real HTTP server on loopback; revisit
-records (owler.warc.writer) read back by warcio and checked by ``warcio check``; the parser's
+records (owler.warc.storage.files) read back by warcio and checked by ``warcio check``; the parser's
 signatureOld and 304 handling (owler.parse.page)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from owler.constants import CAPTURE_DATE, CAPTURE_DIGEST, Status
 from owler.fetch.engine import FetchEngine, FetchItem
 from owler.fetch.revisit import IDENTICAL, NOT_MODIFIED, Revisits
 from owler.parse.page import PageHandler
-from owler.warc.writer import WARCWriter
+from owler.warc.storage.files import WARCWriter
 
 AGENT = {"http.agent.name": "OWLer-py", "http.allow.private.addresses": True,
          "fetcher.server.delay": 0.0, "http.robots.file.skip": True}

@@ -13,12 +13,12 @@ import pytest
 
 from owler import wire
 from owler.task.shard import Shard
-from owler.warc.copy import ArchiveCopier
-from owler.warc.feed import ARCHIVE_STREAM, WARCFeed
-from owler.warc.progress import Progress
-from owler.warc.reader import InputRecord, iter_records
-from owler.warc.record import FILE_ID, WARC_KEY, WARC_OFFSET, record_metadata
-from owler.warc.source import InputSource
+from owler.warc.format.reader import InputRecord, iter_records
+from owler.warc.warc2warc.input_feed import ARCHIVE_STREAM, WARCFeed
+from owler.warc.warc2warc.inputs import InputSource
+from owler.warc.warc2warc.output import ArchiveCopier
+from owler.warc.warc2warc.progress_sqlite import Progress
+from owler.warc.warc2warc.record_as_page import FILE_ID, WARC_KEY, WARC_OFFSET, record_metadata
 from tests import warcgen as G
 
 

@@ -1,7 +1,7 @@
-"""The WARC spout's copy (owler.warc.copying), without Storm, on real files and a real progress
-file: a record is released (an HTTP response to Storm, any other record acked) only once its copy
-is recorded; every record is copied exactly once across Storm's replays, a crash and failed
-writes or commits."""
+"""The WARC spout's copy (owler.warc.warc2warc.copying_feed), without Storm, on real files and a
+real progress file: a record is released (an HTTP response to Storm, any other record acked) only
+once its copy is recorded; every record is copied exactly once across Storm's replays, a crash
+and failed writes or commits."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from collections import Counter
 import pytest
 
 from owler import wire
-from owler.warc.copy import ArchiveCopier
-from owler.warc.copying import BACKOFF, CopyBroken, CopyingFeed
-from owler.warc.feed import WARCFeed
-from owler.warc.progress import Progress
-from owler.warc.source import InputSource
+from owler.warc.warc2warc.copying_feed import BACKOFF, CopyBroken, CopyingFeed
+from owler.warc.warc2warc.input_feed import WARCFeed
+from owler.warc.warc2warc.inputs import InputSource
+from owler.warc.warc2warc.output import ArchiveCopier
+from owler.warc.warc2warc.progress_sqlite import Progress
 from tests import warcgen as G
 from tests.unit.test_warc_copy import archived_records, inputs, plain, records_of  # noqa: F401
 

@@ -1,5 +1,6 @@
-"""owler.warc.reader: records with their exact input bytes, from every layout and through damage;
-and owler.warc.record: what the pipeline makes of an archived response."""
+"""owler.warc.format.reader: records with their exact input bytes, from every layout and through
+damage; and owler.warc.warc2warc.record_as_page: what the pipeline makes of an archived
+response."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from owler import wire
 from owler.constants import Status
-from owler.warc.reader import InputProblem, InputRecord, WARCReadError, iter_records
-from owler.warc.record import RecordParser, parse_raw, warc_date_epoch
+from owler.warc.format.reader import InputProblem, InputRecord, WARCReadError, iter_records
+from owler.warc.warc2warc.record_as_page import RecordParser, parse_raw, warc_date_epoch
 from tests import warcgen as G
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "warc"

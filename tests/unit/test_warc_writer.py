@@ -16,9 +16,9 @@ from warcio.exceptions import ArchiveLoadFailed
 
 from owler import wire
 from owler.warc import WARCFormatError, WARCWriter
-from owler.warc import records as R
 from owler.warc import recover_open_files, scan_members
-from owler.warc.upload import open_output
+from owler.warc.format import serialize as R
+from owler.warc.storage.s3_upload import open_output
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "warc"
 T0 = 1_714_564_800.25  # 2024-05-01T12:00:00.25Z

@@ -41,7 +41,7 @@ def crawl_status(conf: dict, now: float | None = None, with_metrics: bool = True
     from owler.frontier import (FrontierError, backend_of, configured_crawl, crawl_spaces,
                                 list_crawls, open_frontier, space_exists)
     from owler.frontier.crawls import DEFAULT_CRAWL, sqlite_path
-    from owler.warc.progress import open_progress
+    from owler.warc.warc2warc.progress import open_progress
 
     now = time.time() if now is None else now
     try:

@@ -206,8 +206,8 @@ class LocalRun:
         return jar, flux_path
 
     def check_warc_input(self) -> None:
-        from owler.warc.s3 import S3Error
-        from owler.warc.source import InputSource
+        from owler.warc.storage.s3 import S3Error
+        from owler.warc.warc2warc.inputs import InputSource
 
         try:
             found = InputSource.from_conf(C.absolute_paths(dict(self.conf), self.root)).list()
@@ -423,7 +423,7 @@ class LocalRun:
             self.dashboard = None
 
     def finish(self, stopping: bool, rc: int, storm_log: Path) -> int:
-        from owler.warc.writer import recover_open_files
+        from owler.warc.storage.files import recover_open_files
 
         warc_dir = Path(str(self.conf.get(WARC_DIR_KEY)))
         left_open = sorted(warc_dir.glob("*.open")) if warc_dir.is_dir() else []
@@ -433,8 +433,8 @@ class LocalRun:
                            f"{dead or 'see ' + str(self.log_dir / 'owler-console.log')}", 1)
         if left_open and self.name == "warc2warc":
             # cut back to what the progress file records, or records would be archived twice
-            from owler.warc.copy import recover_outputs
-            from owler.warc.progress import open_progress
+            from owler.warc.warc2warc.output import recover_outputs
+            from owler.warc.warc2warc.progress import open_progress
 
             progress = open_progress(self.conf)
             try:

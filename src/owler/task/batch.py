@@ -4,7 +4,7 @@ The status updater (frontier writes) works this way: collect tuples, write their
 batch when ``size`` items are pending or the oldest tuple has waited ``interval`` seconds, then
 ack each tuple whose effects were written and fail (Storm replays it) each one whose write failed.
 (The WARC spout's copy releases record by record instead, as each one's bytes are stored:
-``src/owler/warc/copying.py``.)
+``src/owler/warc/warc2warc/copying_feed.py``.)
 """
 
 from __future__ import annotations

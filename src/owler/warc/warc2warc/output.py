@@ -5,17 +5,17 @@ record exactly once, even across crashes, Storm's replays and a node lost.
 uncompressed record compressed as one member of its own; :meth:`WARCWriter.write_record_bytes`)
 unless the progress store says it is archived already; :meth:`ArchiveCopier.commit` then records
 the records whose bytes are stored, with the output's new committed length, in one commit of the
-progress store (:func:`owler.warc.progress.open_progress`); the WARC spout acks them only after
-that (:mod:`owler.warc.copying`). A record is stored:
+progress store (:func:`owler.warc.warc2warc.progress.open_progress`); the WARC spout acks them
+only after that (:mod:`owler.warc.warc2warc.copying_feed`). A record is stored:
 
 - in a local file (``warc.dir``) once written. Files are rotated by ``warc.rotation.size`` /
   ``warc.rotation.time`` only right after a commit, so a finished file never holds a record that
   is not recorded; finished files are uploaded when ``warc.s3.bucket`` is set and
-  ``warc.s3.stream`` is false (:class:`owler.warc.upload.Uploader`);
+  ``warc.s3.stream`` is false (:class:`owler.warc.storage.s3_upload.Uploader`);
 - in an S3 upload (``warc.s3.bucket``, ``warc.s3.stream``: the default) once the part holding it
-  is stored (:mod:`owler.warc.stream`). Nothing is on the node's disk. Before an upload is
-  completed its last records are recorded (:meth:`ArchiveCopier._before_complete`); the spout
-  stores what it holds when its oldest record has waited ``warc.s3.max.age`` seconds.
+  is stored (:mod:`owler.warc.storage.s3_stream`). Nothing is on the node's disk. Before an
+  upload is completed its last records are recorded (:meth:`ArchiveCopier._before_complete`); the
+  spout stores what it holds when its oldest record has waited ``warc.s3.max.age`` seconds.
 
 Crash recovery (:meth:`ArchiveCopier.recover`, when a spout task of the partition starts, on any
 node): an output left open is cut back to its committed length (the records after it were never
@@ -25,8 +25,8 @@ ends at a part boundary), or aborted. One with nothing committed is deleted. Eac
 starts with a warcinfo record of its own; the input's own warcinfo records are copied like any
 other record.
 
-Config keys: those of :class:`owler.warc.writer.WARCWriter`, :mod:`owler.warc.upload` and
-:mod:`owler.warc.stream`.
+Config keys: those of :class:`owler.warc.storage.files.WARCWriter`,
+:mod:`owler.warc.storage.s3_upload` and :mod:`owler.warc.storage.s3_stream`.
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ from typing import Any, Mapping
 
 from owler import conf as C
 from owler.constants import WARC_ROTATION_SIZE_KEY, WARC_ROTATION_TIME_KEY
-from owler.warc.progress import open_progress
-from owler.warc.stream import S3StreamWriter, recover_uploads, stream_enabled
-from owler.warc.upload import Uploader
-from owler.warc.writer import OPEN_SUFFIX, WARC_SUFFIX, WARCWriter, _finalize, parse_file_name
+from owler.warc.storage.files import (OPEN_SUFFIX, WARC_SUFFIX, WARCWriter, _finalize,
+                                      parse_file_name)
+from owler.warc.storage.s3_stream import S3StreamWriter, recover_uploads, stream_enabled
+from owler.warc.storage.s3_upload import Uploader
+from owler.warc.warc2warc.progress import open_progress
 
 log = logging.getLogger("owler.warc.copy")
 
@@ -76,9 +77,10 @@ class ArchiveCopier:
     def open(cls, conf: Mapping[str, Any], partition: str,
              progress=None) -> "ArchiveCopier":
         """A copy task's archive: the client of the progress store it is given, or its own
-        (:func:`owler.warc.progress.open_progress`, closed with the copier); its output streamed to
-        S3 (``warc.s3.bucket`` with ``warc.s3.stream``), or local files uploaded once closed
-        (with a bucket) or kept; what an earlier run of the partition left open recovered."""
+        (:func:`owler.warc.warc2warc.progress.open_progress`, closed with the copier); its output
+        streamed to S3 (``warc.s3.bucket`` with ``warc.s3.stream``), or local files uploaded once
+        closed (with a bucket) or kept; what an earlier run of the partition left open
+        recovered."""
         owns = progress is None
         if owns:
             progress = open_progress(conf)

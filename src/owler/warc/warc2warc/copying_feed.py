@@ -1,9 +1,9 @@
 """The warc2warc spout's records, copied before they are emitted: :class:`CopyingFeed`.
 
-The WARC spout reads the input records (:class:`owler.warc.feed.WARCFeed`) and copies each into
-its own output WARC files (:class:`owler.warc.copy.ArchiveCopier`) in its own process. So a
-record's bytes cross the worker JVM at most once: an HTTP response's, to the parser. A request,
-metadata or warcinfo record never leaves the spout's process.
+The WARC spout reads the input records (:class:`owler.warc.warc2warc.input_feed.WARCFeed`) and
+copies each into its own output WARC files (:class:`owler.warc.warc2warc.output.ArchiveCopier`) in
+its own process. So a record's bytes cross the worker JVM at most once: an HTTP response's, to the
+parser. A request, metadata or warcinfo record never leaves the spout's process.
 
 A record is released once its copy is recorded in the progress store. The copier records in
 batches: every ``warc2warc.copy.batch`` records written, every ``warc2warc.copy.interval``
@@ -40,9 +40,9 @@ from collections import Counter, deque
 from typing import Any, Callable, Mapping
 
 from owler import conf as C
-from owler.warc.copy import ArchiveCopier
-from owler.warc.feed import ARCHIVE_STREAM, Emission, WARCFeed
-from owler.warc.stream import MAX_AGE_KEY
+from owler.warc.storage.s3_stream import MAX_AGE_KEY
+from owler.warc.warc2warc.input_feed import ARCHIVE_STREAM, Emission, WARCFeed
+from owler.warc.warc2warc.output import ArchiveCopier
 
 log = logging.getLogger("owler.warc.copy")
 

@@ -1,8 +1,8 @@
 """warc2warc without Storm: what the pipeline makes of one archived record.
 
-The WARCSpout reads records (:mod:`owler.warc.reader`), appends each one's exact input bytes
-unchanged to its output (:mod:`owler.warc.copy`) and emits the HTTP responses with those bytes;
-the parser bolt turns an HTTP response into what a fetch would have given, with
+The WARCSpout reads records (:mod:`owler.warc.format.reader`), appends each one's exact input bytes
+unchanged to its output (:mod:`owler.warc.warc2warc.output`) and emits the HTTP responses with
+those bytes; the parser bolt turns an HTTP response into what a fetch would have given, with
 :func:`record_outcome`, following StormCrawler's WARCSpout:
 
 - a 200 response is a fetched page: payload de-chunked and decoded (gzip, deflate, br, zstd) and
@@ -45,14 +45,14 @@ from owler.constants import (CONTENT_LIMIT_KEY, ERROR_CAUSE, ERROR_MESSAGE, FETC
                              STORE_HEADERS_KEY, VERIFY_DIGESTS_KEY, Status)
 from owler.fetch.http import DecodeError, TooLarge, decode_body, max_decompressed_size
 from owler.metadata import set_value
-from owler.warc.reader import HEAD_END, InputRecord, check_digests, parse_head
+from owler.warc.format.reader import HEAD_END, InputRecord, check_digests, parse_head
 
 WARC_FILE = "warc.file.name"
 WARC_OFFSET = "warc.record.offset"
 WARC_LENGTH = "warc.record.length"
 WARC_DATE = "warc.record.date"
 WARC_KEY = "warc.record.key"  # position of a record inside a multi-record member ("off+n")
-FILE_ID = "warc.file.id"  # the input file's id in the progress file (owler.warc.progress)
+FILE_ID = "warc.file.id"  # the input file's id in the progress file (owler.warc.warc2warc.progress)
 HTTP_TRIMMED = "http.trimmed"
 HTTP_TRIMMED_REASON = "http.trimmed.reason"
 #: how a record's body was read against what its HTTP headers say (``not-chunked``: said chunked,

@@ -1,17 +1,19 @@
 """What the WARCSpout emits: the records of the input WARC files, each until it is acked.
 
-:class:`WARCFeed` lists the input files (:mod:`owler.warc.source`) every
+:class:`WARCFeed` lists the input files (:mod:`owler.warc.warc2warc.inputs`) every
 ``warc2warc.list.interval`` seconds and registers them in the progress file
-(:func:`owler.warc.progress.open_progress`: SQLite, or OpenSearch beside that frontier); a spout task takes the files of its share
-(:class:`~owler.task.shard.Shard` of the file name, as the frontier spout splits queues), one at
-a time, and streams each once from its resume point.
+(:func:`owler.warc.warc2warc.progress.open_progress`: SQLite, or OpenSearch beside that
+frontier); a spout task takes the files of its share (:class:`~owler.task.shard.Shard` of the file
+name, as the frontier spout splits queues), one at a time, and streams each once from its resume
+point.
 
 Emissions: an HTTP response record is for the default stream ``(url, content, metadata)`` (to
 the parser), every other record is marked ``archive`` (it is only copied, never sent:
-:mod:`owler.warc.copying`); ``content`` is the record's exact input bytes (:mod:`owler.wire`),
-``raw`` the same bytes for the copy, ``metadata`` its position (:mod:`owler.warc.record` keys
-plus ``warc.file.id``) and, when the digests were checked, ``_raw.digests`` (the mismatch, or
-empty: the parser does not check them again). The message id is ``<file id>:<record key>``.
+:mod:`owler.warc.warc2warc.copying_feed`); ``content`` is the record's exact input bytes
+(:mod:`owler.wire`), ``raw`` the same bytes for the copy, ``metadata`` its position
+(:mod:`owler.warc.warc2warc.record_as_page` keys plus ``warc.file.id``) and, when the digests were
+checked, ``_raw.digests`` (the mismatch, or empty: the parser does not check them again). The
+message id is ``<file id>:<record key>``.
 
 Acks: an acked record is recorded (batched: every ``warc2warc.ack.flush`` seconds) with the file's
 new resume point, the smallest resume offset of its records still in flight or not read yet. A
@@ -23,7 +25,7 @@ all (missing, denied, S3 failing after its retries) is ``failed``.
 
 After a crash nothing is lost: the records of a file that were not acked are read again from the
 resume point (acked ones skipped by key), and the spout's copy does not archive a record twice
-(:mod:`owler.warc.copying`).
+(:mod:`owler.warc.warc2warc.copying_feed`).
 
 Config keys: ``warc2warc.input``, ``warc2warc.list.interval`` (60), ``warc2warc.ack.flush``
 (0.5), ``warc2warc.max.record.size`` (268435456), ``warc2warc.verify.digests`` (true),
@@ -43,10 +45,10 @@ from owler import conf as C
 from owler import wire
 from owler.constants import VERIFY_DIGESTS_KEY
 from owler.task.shard import Shard
-from owler.warc import s3 as S3
-from owler.warc.reader import InputProblem, InputRecord, WARCReadError, iter_records
-from owler.warc.record import FILE_ID, record_metadata
-from owler.warc.source import InputSource
+from owler.warc.format.reader import InputProblem, InputRecord, WARCReadError, iter_records
+from owler.warc.storage import s3 as S3
+from owler.warc.warc2warc.inputs import InputSource
+from owler.warc.warc2warc.record_as_page import FILE_ID, record_metadata
 
 log = logging.getLogger("owler.warc.feed")
 
@@ -62,7 +64,7 @@ class Emission:
     key: str
     resume: int
     raw: bytes  # the record's input bytes (what is copied)
-    archived: bool = False  # its copy is recorded (owler.warc.copying)
+    archived: bool = False  # its copy is recorded (owler.warc.warc2warc.copying_feed)
 
 
 class _OpenFile:
@@ -235,7 +237,7 @@ class WARCFeed:
             return Emission(f"{f.id}:{rec.key}", "default",
                             [rec.target_uri, wire.encode_content(rec.raw, self.binary), md],
                             f.id, rec.key, rec.resume_offset, rec.raw)
-        # never sent: only copied (owler.warc.copying)
+        # never sent: only copied (owler.warc.warc2warc.copying_feed)
         return Emission(f"{f.id}:{rec.key}", ARCHIVE_STREAM, [rec.target_uri, None, md],
                         f.id, rec.key, rec.resume_offset, rec.raw)
 

@@ -1,8 +1,10 @@
-"""WARCWriter: rotated, per-record-gzipped WARC/1.1 files for the fetcher's archiver (archive.py).
+"""WARCWriter: rotated, per-record-gzipped WARC/1.1 files, for the crawl's archiver
+(:mod:`owler.warc.crawl.archiver`) and warc2warc's copy (:mod:`owler.warc.warc2warc.output`).
 
 Port of StormCrawler's ``WARCHdfsBolt`` + ``WARCFileNameFormat`` + ``FileTimeSizeRotationPolicy``
-(external/warc), writing records with :mod:`owler.warc.records` (level 6 per record member, by
-zlib-ng: several times faster than warcio's level-9 writer, see ``bench/bench_warc.py``).
+(external/warc), writing records with :mod:`owler.warc.format.serialize` (level 6 per record
+member, by zlib-ng: several times faster than warcio's level-9 writer, see
+``bench/bench_warc.py``).
 
 Files
   ``{prefix}-{yyyyMMddHHmmss}-{partition}-{serial:05d}.warc.gz`` (open time, UTC). StormCrawler
@@ -54,7 +56,7 @@ from owler import conf as C
 from owler import wire
 from owler.constants import (CAPTURE_DATE, CAPTURE_DIGEST, WARC_DIR_KEY, WARC_PREFIX_KEY,
                              WARC_ROTATION_SIZE_KEY, WARC_ROTATION_TIME_KEY)
-from owler.warc import records as R
+from owler.warc.format import serialize as R
 
 log = logging.getLogger("owler.warc")
 
@@ -106,6 +108,47 @@ def parse_file_name(name: str) -> dict[str, str] | None:
         name = name[: -len(OPEN_SUFFIX)]
     m = _FILE_NAME.match(name)
     return m.groupdict() if m else None
+
+
+def _check_exchange_args(truncated: str | None, revisit: str | None) -> None:
+    """WARCFormatError for a WARC-Truncated reason or a revisit profile WARC/1.1 does not name."""
+    if truncated is not None and truncated not in R.TRUNCATED_REASONS:
+        raise R.WARCFormatError(f"WARC-Truncated must be one of {sorted(R.TRUNCATED_REASONS)}, "
+                                f"not {truncated!r}")
+    if revisit is not None and revisit not in R.REVISIT_PROFILES:
+        raise R.WARCFormatError(f"revisit profile must be one of {sorted(R.REVISIT_PROFILES)},"
+                                f" not {revisit!r}")
+
+
+def _response_headers(resp_id: str, req_id: str | None, common: list[tuple[str, str]], uri: str,
+                      *, revisit: str | None, refers_to_date: str | None, protocol: str | None,
+                      truncated: str | None, payload_digest: str | None, block_digest: str,
+                      identified_payload_type: str | None,
+                      extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The WARC headers of an exchange's response record, or of its revisit record (WARC/1.1
+    §6.7: the profile and the capture it refers to; never WARC-Truncated), in the order written."""
+    h = [("WARC-Type", "response" if revisit is None else "revisit"),
+         ("WARC-Record-ID", resp_id), *common]
+    if req_id:
+        h.append(("WARC-Concurrent-To", req_id))
+    if revisit is not None:
+        h.append(("WARC-Profile", R.REVISIT_PROFILES[revisit]))
+        h.append(("WARC-Refers-To-Target-URI", uri))
+        if refers_to_date:
+            h.append(("WARC-Refers-To-Date", R.warc_value("WARC-Refers-To-Date", refers_to_date)))
+    if protocol:
+        h.append(("WARC-Protocol", protocol))
+    if truncated and revisit is None:
+        h.append(("WARC-Truncated", truncated))
+    h.append(("Content-Type", R.RESPONSE_CONTENT_TYPE))
+    if payload_digest:
+        h.append(("WARC-Payload-Digest", R.warc_value("WARC-Payload-Digest", payload_digest)))
+    h.append(("WARC-Block-Digest", block_digest))
+    if identified_payload_type:
+        h.append(("WARC-Identified-Payload-Type",
+                  R.warc_value("WARC-Identified-Payload-Type", identified_payload_type)))
+    h.extend(extra)
+    return h
 
 
 class WARCWriter:
@@ -257,17 +300,12 @@ class WARCWriter:
         caller has it (the payload's; for a 304 the capture's), else it is computed.
 
         ``payload`` is the body after transfer decoding (and after content decoding when
-        ``payload_decoded``); headers are fixed up accordingly (:mod:`owler.warc.records`).
-        ``fetch_time`` None means now. ``truncated`` is a WARC-Truncated reason (``length``,
-        ``time``, ``disconnect``, ``unspecified``). Raises :class:`~owler.warc.records.
-        WARCFormatError` on bad arguments (nothing written) and ``OSError`` on I/O failure (the
-        file is cut back to its last complete record)."""
-        if truncated is not None and truncated not in R.TRUNCATED_REASONS:
-            raise R.WARCFormatError(f"WARC-Truncated must be one of {sorted(R.TRUNCATED_REASONS)}, "
-                                    f"not {truncated!r}")
-        if revisit is not None and revisit not in R.REVISIT_PROFILES:
-            raise R.WARCFormatError(f"revisit profile must be one of {sorted(R.REVISIT_PROFILES)},"
-                                    f" not {revisit!r}")
+        ``payload_decoded``); headers are fixed up accordingly
+        (:mod:`owler.warc.format.serialize`). ``fetch_time`` None means now. ``truncated`` is a
+        WARC-Truncated reason (``length``, ``time``, ``disconnect``, ``unspecified``). Raises
+        :class:`~owler.warc.format.serialize.WARCFormatError` on bad arguments (nothing written)
+        and ``OSError`` on I/O failure (the file is cut back to its last complete record)."""
+        _check_exchange_args(truncated, revisit)
         uri = R.target_uri(url)
         extra = R.check_extra_headers(extra_headers)
         line, protocol = R.http_status_line(status_line)
@@ -281,53 +319,53 @@ class WARCWriter:
         self._ensure_open()
         resp_id = R.new_record_id()
         req_id = R.new_record_id() if req_head is not None else None
+        common = self._shared_headers(date, ip, uri)
+        members = []
+        if req_head is not None:
+            members.append(self._request_member(req_head, req_id, resp_id, common))
+        if revisit is not None:  # the block is the HTTP head; the payload is the capture's
+            payload = b""
+        h = _response_headers(resp_id, req_id, common, uri, revisit=revisit,
+                              refers_to_date=refers_to_date, protocol=protocol,
+                              truncated=truncated, payload_digest=payload_digest,
+                              block_digest=R.sha1_b32(http_head, payload),
+                              identified_payload_type=identified_payload_type, extra=extra)
+        block_len = len(http_head) + len(payload)
+        members.append(R.gzip_member((R.record_head(h, block_len), http_head, payload, R.RECORD_END),
+                                     self.gzip_level))
+        return self._append_exchange(members, resp_id, with_request=req_head is not None,
+                                     revisit=revisit is not None)
+
+    def _shared_headers(self, date: str, ip: str | None, uri: str) -> list[tuple[str, str]]:
+        """The WARC headers the request and response records of one exchange both carry."""
         common = [("WARC-Date", date), ("WARC-Warcinfo-ID", self._warcinfo_id)]
         if ip:
             common.append(("WARC-IP-Address", R.warc_value("WARC-IP-Address", ip)))
         common.append(("WARC-Target-URI", uri))
-        members = []
-        if req_head is not None:
-            h = [("WARC-Type", "request"), ("WARC-Record-ID", req_id), *common,
-                 ("WARC-Concurrent-To", resp_id), ("Content-Type", R.REQUEST_CONTENT_TYPE),
-                 ("WARC-Block-Digest", R.sha1_b32(req_head))]
-            members.append(R.gzip_member((R.record_head(h, len(req_head)), req_head, R.RECORD_END),
-                                         self.gzip_level))
-        if revisit is not None:  # the block is the HTTP head; the payload is the capture's
-            payload = b""
-        h = [("WARC-Type", "response" if revisit is None else "revisit"),
-             ("WARC-Record-ID", resp_id), *common]
-        if req_id:
-            h.append(("WARC-Concurrent-To", req_id))
-        if revisit is not None:
-            h.append(("WARC-Profile", R.REVISIT_PROFILES[revisit]))
-            h.append(("WARC-Refers-To-Target-URI", uri))
-            if refers_to_date:
-                h.append(("WARC-Refers-To-Date", R.warc_value("WARC-Refers-To-Date",
-                                                              refers_to_date)))
-        if protocol:
-            h.append(("WARC-Protocol", protocol))
-        if truncated and revisit is None:
-            h.append(("WARC-Truncated", truncated))
-        h.append(("Content-Type", R.RESPONSE_CONTENT_TYPE))
-        if payload_digest:
-            h.append(("WARC-Payload-Digest", R.warc_value("WARC-Payload-Digest", payload_digest)))
-        h.append(("WARC-Block-Digest", R.sha1_b32(http_head, payload)))
-        if identified_payload_type:
-            h.append(("WARC-Identified-Payload-Type",
-                      R.warc_value("WARC-Identified-Payload-Type", identified_payload_type)))
-        h.extend(extra)
-        block_len = len(http_head) + len(payload)
-        members.append(R.gzip_member((R.record_head(h, block_len), http_head, payload, R.RECORD_END),
-                                     self.gzip_level))
+        return common
+
+    def _request_member(self, req_head: bytes, req_id: str, resp_id: str,
+                        common: list[tuple[str, str]]) -> bytes:
+        """The request record, compressed: its block is the HTTP request head."""
+        h = [("WARC-Type", "request"), ("WARC-Record-ID", req_id), *common,
+             ("WARC-Concurrent-To", resp_id), ("Content-Type", R.REQUEST_CONTENT_TYPE),
+             ("WARC-Block-Digest", R.sha1_b32(req_head))]
+        return R.gzip_member((R.record_head(h, len(req_head)), req_head, R.RECORD_END),
+                             self.gzip_level)
+
+    def _append_exchange(self, members: list[bytes], resp_id: str, with_request: bool,
+                         revisit: bool) -> int:
+        """Append an exchange's records, note where its response went and count it; return the
+        compressed bytes written."""
         offset = self._append(members)
-        resp_offset = offset + (len(members[0]) if req_head is not None else 0)
+        resp_offset = offset + (len(members[0]) if with_request else 0)
         n = sum(len(m) for m in members)
         self.last_record = WrittenRecord(self._final_name, resp_offset, len(members[-1]), resp_id)
-        if revisit is None:
-            self.stats.responses += 1
-        else:
+        if revisit:
             self.stats.revisits += 1
-        self.stats.requests += 1 if req_head is not None else 0
+        else:
+            self.stats.responses += 1
+        self.stats.requests += 1 if with_request else 0
         self.stats.records += len(members)
         self._after_write()
         return n
@@ -453,7 +491,7 @@ class WARCWriter:
         self.stats.bytes += n
         return start
 
-    # the storage of a file: a local ``.open`` file here (owler.warc.stream: an S3 upload)
+    # the storage of a file: a local ``.open`` file here (storage/s3_stream.py: an S3 upload)
     def _name_taken(self, name: str) -> bool:
         return any((self.directory / (name + s)).exists() for s in ("", CORRUPT_SUFFIX))
 

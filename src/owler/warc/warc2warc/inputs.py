@@ -1,6 +1,6 @@
 """Where the warc2warc pipeline's input WARC files are: ``warc2warc.input`` is an
 ``s3://bucket/prefix`` (every ``*.warc`` / ``*.warc.gz`` object under it, through
-:mod:`owler.warc.s3`) or a local folder (every such file under it, recursively).
+:mod:`owler.warc.storage.s3`) or a local folder (every such file under it, recursively).
 
 A file is named by ``s3://bucket/key`` or its absolute path; its ``etag`` (S3's ETag, or
 mtime-size locally) lets a changed file be told from the one that was read.
@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, Mapping
 
 from owler import conf as C
 from owler.constants import S3_MAX_ATTEMPTS_KEY, WARC2WARC_INPUT_KEY
-from owler.warc import s3 as S3
+from owler.warc.storage import s3 as S3
 
 INPUT_KEY = WARC2WARC_INPUT_KEY
 

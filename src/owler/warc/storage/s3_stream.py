@@ -2,8 +2,9 @@
 node's disk (``warc.s3.bucket`` with ``warc.s3.stream: true``, the default).
 
 Each file is one S3 multipart upload. The writer (:class:`S3StreamWriter`, a
-:class:`~owler.warc.writer.WARCWriter` whose files are uploads) keeps the part being filled in
-memory and cuts it only between records (gzip members), so every stored part holds whole records:
+:class:`~owler.warc.storage.files.WARCWriter` whose files are uploads) keeps the part being filled
+in memory and cuts it only between records (gzip members), so every stored part holds whole
+records:
 
 - a part is sent as soon as it holds ``warc.s3.stream.part.size`` bytes (8 MiB; S3's minimum is
   5 MiB);
@@ -30,7 +31,7 @@ writer runs, for the same reason. A start reads the partition's files opened wit
 Config keys: ``warc.s3.bucket``, ``warc.s3.prefix``, ``warc.s3.stream`` (true),
 ``warc.s3.stream.part.size``, ``warc.s3.max.age`` (10 s), ``warc.s3.dedup.window`` (600 s), the WARC
 writer's keys (``warc.prefix``, rotation, gzip level) and the ``s3.*`` client keys of
-:mod:`owler.warc.s3`.
+:mod:`owler.warc.storage.s3`.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 from owler import conf as C
 from owler.constants import MESSAGE_TIMEOUT_KEY, WARC_S3_BUCKET_KEY, WARC_S3_PREFIX_KEY
-from owler.warc import s3 as S3
-from owler.warc.reader import InputRecord, iter_records
-from owler.warc.writer import WARCWriter, parse_file_name
+from owler.warc.format.reader import InputRecord, iter_records
+from owler.warc.storage import s3 as S3
+from owler.warc.storage.files import WARCWriter, parse_file_name
 
 log = logging.getLogger("owler.warc.stream")
 
@@ -61,8 +62,8 @@ STREAM_PART_SIZE = 8 << 20
 
 class MultipartFile:
     """One WARC file being uploaded: the part being filled is in memory; file-like for
-    :class:`~owler.warc.writer.WARCWriter` (``write``, ``flush``, ``seek`` + ``truncate`` within
-    the unsent part)."""
+    :class:`~owler.warc.storage.files.WARCWriter` (``write``, ``flush``, ``seek`` + ``truncate``
+    within the unsent part)."""
 
     def __init__(self, s3, bucket: str, key: str, part_size: int) -> None:
         from botocore.exceptions import BotoCoreError, ClientError

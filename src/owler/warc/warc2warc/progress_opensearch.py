@@ -1,9 +1,9 @@
 """The warc2warc progress in OpenSearch, beside the frontier (``frontier.backend: opensearch``), so
 that a spout task restarted on another node resumes where the dead one stopped.
 
-The same operations as the SQLite :class:`owler.warc.progress.Progress`, over five indices
-``<base>_<kind>`` (``resources/opensearch/warc2warc.json``; ``base`` is ``warc2warc.progress.index``,
-default ``<status index>_warc2warc``):
+The same operations as the SQLite :class:`owler.warc.warc2warc.progress_sqlite.Progress`, over
+five indices ``<base>_<kind>`` (``resources/opensearch/warc2warc.json``; ``base`` is
+``warc2warc.progress.index``, default ``<status index>_warc2warc``):
 
 ``files``
     one document per input file, ``_id`` = its file id (:func:`file_id`, a hash of its name, the
@@ -26,7 +26,7 @@ default ``<status index>_warc2warc``):
 Lookups of archived records come from memory: the records of an input file are loaded once per
 task when the task first meets the file, and the task's own commits are added as it makes them.
 That is exact because a record is read, and copied, only by the spout task whose share holds
-its file (:mod:`owler.warc.copying`): no other task archives it.
+its file (:mod:`owler.warc.warc2warc.copying_feed`): no other task archives it.
 
 Searches read refreshed indices (a refresh is asked for before each), and :meth:`open_files`
 checks each file found with a real-time get, so a file done a moment ago is never read again.
@@ -48,7 +48,7 @@ import orjson
 from owler import conf as C
 from owler.constants import WARC2WARC_FILE_STATES as STATES
 from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key
-from owler.warc.writer import parse_file_name
+from owler.warc.storage.files import parse_file_name
 
 log = logging.getLogger("owler.warc.progress")
 

@@ -1,10 +1,10 @@
 """Finished WARC files to S3: ``warc.s3.bucket`` / ``warc.s3.prefix`` with ``warc.s3.stream: false``
 (no bucket: the files stay in ``warc.dir``; the default with a bucket streams each file to S3 as it
-is written, :mod:`owler.warc.stream`).
+is written, :mod:`owler.warc.storage.s3_stream`).
 
 A writer hands every file it closes to :class:`Uploader`, whose own thread uploads it with
-:func:`owler.warc.s3.upload_verified` (multipart, verified), retrying with back-off while S3 fails,
-and then deletes the local copy (``warc.s3.keep.local: true`` keeps it and leaves a
+:func:`owler.warc.storage.s3.upload_verified` (multipart, verified), retrying with back-off while
+S3 fails, and then deletes the local copy (``warc.s3.keep.local: true`` keeps it and leaves a
 ``<name>.uploaded`` marker). Only finished files are ever uploaded (a file being written ends in
 ``.open``). At start, finished files of the writer's prefix and partition still in ``warc.dir``
 (closed before a crash or while S3 was down) are queued again; an object that is already in S3
@@ -13,7 +13,7 @@ seconds (120) for the queue; what is left is uploaded by the next start.
 
 Config keys: ``warc.s3.bucket``, ``warc.s3.prefix``, ``warc.s3.part.size`` (64 MiB),
 ``warc.s3.keep.local`` (false), ``warc.s3.close.wait`` (120), and the ``s3.*`` client keys of
-:mod:`owler.warc.s3`.
+:mod:`owler.warc.storage.s3`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any, Callable, Mapping
 
 from owler import conf as C
 from owler.constants import WARC_S3_BUCKET_KEY, WARC_S3_PREFIX_KEY
-from owler.warc import s3 as S3
-from owler.warc.writer import WARC_SUFFIX, WARCWriter, parse_file_name, recover_open_files
+from owler.warc.storage import s3 as S3
+from owler.warc.storage.files import WARC_SUFFIX, WARCWriter, parse_file_name, recover_open_files
 
 log = logging.getLogger("owler.warc.upload")
 
@@ -38,11 +38,11 @@ UPLOADED_SUFFIX = ".uploaded"
 def open_output(conf: Mapping[str, Any], partition: str, extra_info: Mapping[str, Any] | None = None
                 ) -> tuple[WARCWriter, "Uploader | None"]:
     """A writer task's WARC output: with ``warc.s3.stream`` (and a bucket) an
-    :class:`~owler.warc.stream.S3StreamWriter` that has completed the uploads its partition left
-    open; else local files, where files of ``partition`` left ``.open`` by an earlier run are
-    finalized, its finished files still in ``warc.dir`` are queued for upload (with
+    :class:`~owler.warc.storage.s3_stream.S3StreamWriter` that has completed the uploads its
+    partition left open; else local files, where files of ``partition`` left ``.open`` by an earlier
+    run are finalized, its finished files still in ``warc.dir`` are queued for upload (with
     ``warc.s3.bucket``), and the writer hands every file it closes to the uploader."""
-    from owler.warc.stream import S3StreamWriter, stream_enabled
+    from owler.warc.storage.s3_stream import S3StreamWriter, stream_enabled
 
     if stream_enabled(conf):  # straight to S3: nothing on the node's disk
         stream = S3StreamWriter.from_conf(conf, partition, extra_info=extra_info)

@@ -27,10 +27,8 @@ Durability: WAL, ``synchronous=NORMAL`` (a commit survives the crash of any proc
 up to 30 s for one another. Config key: ``warc2warc.progress.path``
 (default ``<owler.work.dir>/warc2warc.sqlite``).
 
-That file is on one node's disk. With ``frontier.backend: opensearch`` the progress is kept in
-OpenSearch instead (:mod:`owler.warc.progress_os`, same operations), so a task restarted on
-another node resumes where the dead one stopped; :func:`open_progress` chooses.
-``warc2warc.progress.backend`` (``sqlite`` | ``opensearch``, default: the frontier's) overrides.
+That file is on one node's disk; :func:`owler.warc.warc2warc.progress.open_progress` chooses
+between it and the same operations in OpenSearch.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from owler import conf as C
-from owler.constants import FRONTIER_BACKEND_KEY, WARC2WARC_FILE_STATES as STATES, WARC2WARC_PROGRESS_KEY
+from owler.constants import WARC2WARC_FILE_STATES as STATES, WARC2WARC_PROGRESS_KEY
 from owler.frontier.sqlite import _Transaction
 
 PROGRESS_PATH = WARC2WARC_PROGRESS_KEY
@@ -61,34 +59,6 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS problems (file_id INTEGER NOT NULL, offset INTEGER NOT NULL, "
     "message TEXT NOT NULL, time REAL NOT NULL)",
 ]
-
-BACKEND_KEY = "warc2warc.progress.backend"
-
-
-def progress_backend(conf: Mapping[str, Any]) -> str:
-    frontier = (C.get_str(conf, FRONTIER_BACKEND_KEY, "sqlite") or "sqlite").strip().lower()
-    backend = (C.get_str(conf, BACKEND_KEY, "")
-               or ("opensearch" if frontier == "opensearch" else "sqlite")).strip().lower()
-    if backend not in ("sqlite", "opensearch"):
-        raise C.ConfError(f"{BACKEND_KEY}: unknown backend {backend!r}; expected 'sqlite' or "
-                          "'opensearch'")
-    return backend
-
-
-def open_progress(conf: Mapping[str, Any], create: bool = True):
-    """The progress store ``conf`` names (module docstring); ``None`` when ``create`` is false
-    and no warc2warc run has made one."""
-    if progress_backend(conf) == "opensearch":
-        from owler.warc.progress_os import OpenSearchProgress
-
-        if not create and not OpenSearchProgress.exists(conf):
-            return None
-        return OpenSearchProgress(conf)
-    path = progress_path(conf)
-    if not create and not path.exists():
-        return None
-    return Progress(path)
-
 
 def progress_path(conf: Mapping[str, Any]) -> Path:
     conf = C.absolute_paths(dict(conf))

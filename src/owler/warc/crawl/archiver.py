@@ -1,34 +1,34 @@
 """Archiver: the fetcher's WARC output, written on a thread of its own.
 
 A page the fetcher fetched is handed to :meth:`Archiver.submit`; a thread writes its request and
-response records (:meth:`owler.warc.writer.WARCWriter.write_page`: the deflate, which releases
-the GIL, runs beside the fetch loop) and calls ``stored(page)`` once the file holds them for good,
-in the order pages came. Only then does the fetcher pass the page on to the parser and ack its
-tuple, so a page's FETCHED status is never written for a capture that was lost: a fetcher killed
-with pages in the queue, or written but not yet stored, never acked them, and Storm replays them.
-A page whose records cannot be written or stored goes to ``lost(page, reason)``: the fetcher fails
-its tuple.
+response records (:meth:`owler.warc.storage.files.WARCWriter.write_page`: the deflate, which
+releases the GIL, runs beside the fetch loop) and calls ``stored(page)`` once the file holds them
+for good, in the order pages came. Only then does the fetcher pass the page on to the parser and ack
+its tuple, so a page's FETCHED status is never written for a capture that was lost: a fetcher killed
+with pages in the queue, or written but not yet stored, never acked them, and Storm replays them. A
+page whose records cannot be written or stored goes to ``lost(page, reason)``: the fetcher fails its
+tuple.
 
 Why in the fetcher and not a bolt of its own: a page then crosses the worker JVM once on its way to
 the parser instead of twice (fetcher → writer → parser), and no process decodes 60 KB messages
 only to write them (docs/benchmarks-history.md, issue 20, fifth session).
 
-Output (:func:`owler.warc.upload.open_output`):
+Output (:func:`owler.warc.storage.s3_upload.open_output`):
 
 - ``warc.dir`` (no ``warc.s3.bucket``): records are written and flushed before ``stored`` is
   called; files end in ``.open`` until closed, and ``.open`` files a crash left are finalized
-  when the archiver opens (:class:`owler.warc.writer.WARCWriter`).
+  when the archiver opens (:class:`owler.warc.storage.files.WARCWriter`).
 - ``warc.s3.bucket`` with ``warc.s3.stream: true``: files are S3 multipart uploads, nothing on the
-  node's disk (:mod:`owler.warc.stream`). A page is stored once the part holding its records is;
-  the archiver stores what it holds when its oldest page has waited ``warc.s3.max.age`` seconds
-  (10), checked on :meth:`Archiver.tick`. Pages of a part S3 refused are lost. A page stored in
-  the last ``warc.s3.dedup.window`` seconds (600) by this partition, before a crash or on another
+  node's disk (:mod:`owler.warc.storage.s3_stream`). A page is stored once the part holding its
+  records is; the archiver stores what it holds when its oldest page has waited ``warc.s3.max.age``
+  seconds (10), checked on :meth:`Archiver.tick`. Pages of a part S3 refused are lost. A page stored
+  in the last ``warc.s3.dedup.window`` seconds (600) by this partition, before a crash or on another
   node, is stored without being archived again when Storm replays it: the fetcher's grouping by
   queue sends the replay to the task of the same partition. A page of a URL written and not yet
-  stored (Storm delivered the URL twice: a replay racing the first copy, as after a node's loss)
-  is not written again either: it waits for the first copy and shares its fate, stored or lost.
+  stored (Storm delivered the URL twice: a replay racing the first copy, as after a node's loss) is
+  not written again either: it waits for the first copy and shares its fate, stored or lost.
 - ``warc.s3.stream: false``: local files as above, each uploaded once closed
-  (:class:`owler.warc.upload.Uploader`).
+  (:class:`owler.warc.storage.s3_upload.Uploader`).
 
 Counters (through ``count``): ``records``, ``revisits``, ``bytes``, ``write_failed``,
 ``replays_not_archived``; :attr:`Archiver.pending` is the pages written and not yet stored (and
@@ -48,8 +48,8 @@ from typing import Any, Callable, Mapping
 from owler import conf as C
 from owler import wire
 from owler.constants import AGENT_NAME_KEY, WARC_ENABLED_KEY
-from owler.warc.stream import MAX_AGE_KEY, S3StreamWriter
-from owler.warc.upload import open_output
+from owler.warc.storage.s3_stream import MAX_AGE_KEY, S3StreamWriter
+from owler.warc.storage.s3_upload import open_output
 
 log = logging.getLogger("owler.warc")
 
