@@ -341,6 +341,9 @@ class FetchEngine:
         return True
 
     async def _process(self, key: str, item: FetchItem) -> tuple[Outcome, float | None]:
+        """One URL from its queue to its outcome and the delay its queue waits after it: refused
+        by the caller, stopped by robots.txt (:meth:`_robots_gate`), or fetched and answered
+        (:meth:`_answered`)."""
         md = md_copy(item.metadata)
         url = item.url
         refused = self.refuse(url) if self.refuse is not None else None
@@ -348,6 +351,19 @@ class FetchEngine:
             set_value(md, ERROR_CAUSE, refused)
             return Outcome(item, "status", md, Status.ERROR), 0.0
         rules = await self.robots.rules_for(url)
+        stopped = self._robots_gate(key, item, md, rules)
+        if stopped is not None:
+            return stopped
+        conditional = self.revisits.conditional_headers(md)
+        res = await self.http.fetch(url, extra_headers=conditional)
+        return self._answered(key, item, md, res, conditional)
+
+    def _robots_gate(self, key: str, item: FetchItem, md: dict,
+                     rules) -> tuple[Outcome, float | None] | None:
+        """What the host's robots.txt ``rules`` decide before the fetch: the sitemaps it names
+        (:class:`SitemapDiscovery`; a seed of the sitemap pipeline ends there), a denial, a
+        Crawl-delay too long, else None with the queue's Crawl-delay set (noted in ``md``)."""
+        url = item.url
         found = self.discovery.look(url, md, rules)
         if found is not None:
             item.sitemaps = found.sitemaps
@@ -363,7 +379,6 @@ class FetchEngine:
             set_value(md, ERROR_CAUSE, "robots.txt")
             return Outcome(item, "status", md, Status.ERROR), 0.0
         self._count("robots_allowed")
-        delay = None
         if rules.crawl_delay is not None:
             if rules.crawl_delay > self.max_crawl_delay:
                 if not self.force_crawl_delay:
@@ -372,13 +387,18 @@ class FetchEngine:
                 delay = self.max_crawl_delay
             else:
                 delay = rules.crawl_delay
+            # stored on the queue: finish() applies it with the queue's own rules
             with self._lock:
                 self.queues.set_crawl_delay(key, delay)
             set_value(md, QUEUE_CRAWL_DELAY, f"{delay:g}")
-            delay = None  # stored on the queue: finish() applies it with the queue's own rules
+        return None
 
-        conditional = self.revisits.conditional_headers(md)
-        res = await self.http.fetch(url, extra_headers=conditional)
+    def _answered(self, key: str, item: FetchItem, md: dict, res: FetchResult,
+                  conditional: dict | None) -> tuple[Outcome, float | None]:
+        """The outcome of a fetch by what came back: no answer, a throttling server, a status
+        code, or a page (:meth:`_page`); the delay is None (the queue's own) except when the
+        server throttles."""
+        delay = None
         if res.status is None:
             cause = res.error_cause or "exception"
             set_value(md, ERROR_CAUSE, cause)
@@ -405,17 +425,21 @@ class FetchEngine:
             target = redirect_target(res)
             if target:
                 set_value(md, REDIRECT_TO, target)
-                if self.allow_redirs and target != url and self._may_redirect(md):
+                if self.allow_redirs and target != item.url and self._may_redirect(md):
                     outlinks.append(target)
             return Outcome(item, "status", md, status, outlinks=outlinks), delay
         if status is Status.FETCH_ERROR:
             return Outcome(item, "status", md, status), delay
+        return self._page(item, md, res), delay
+
+    def _page(self, item: FetchItem, md: dict, res: FetchResult) -> Outcome:
+        """A page: the revisit's validators or capture noted, and what the WARC writer needs
+        kept in ``md`` (transient ``_raw.*`` keys, never persisted)."""
         if res.status == 304:  # the last capture's content: archived as a revisit
             self.revisits.note_not_modified(md, res.header)
         else:
             self.revisits.note_validators(md, res.header)
             self.revisits.note_capture(md, res.content, res.fetch_time)
-        # a page: keep what the WARC writer needs, transient (_raw.*), never persisted
         md[wire.RAW_REQUEST] = [res.request_bytes().decode("latin-1")]
         md[wire.RAW_STATUS_LINE] = [f"HTTP/{res.http_version or '1.1'} {res.status} {res.reason or ''}".rstrip()]
         md[wire.RAW_HEADERS] = wire.encode_headers(res.headers)
@@ -424,4 +448,4 @@ class FetchEngine:
             md[wire.RAW_IP] = [res.ip]
         if res.truncated:
             md[wire.RAW_TRUNCATED] = ["length"]
-        return Outcome(item, "page", md, None, content=res.content), delay
+        return Outcome(item, "page", md, None, content=res.content)

@@ -441,27 +441,63 @@ def _parse(
     conf: Mapping[str, Any] | None,
     agent_names: Iterable[str] | None,
 ) -> ParseResult:
+    """:func:`parse_html` without its error wrapping: decode, parse, read the head and the robots
+    directives, then the outlinks, the text and the signature."""
     if not isinstance(content, (bytes, bytearray, memoryview)):
         raise ParseError(f"content must be bytes, not {type(content).__name__}")
     content = bytes(content)
     cf: Mapping[str, Any] = conf or {}
     ctype, robots_headers = _headers_lower(headers)
+    encoding, html = _decode_page(content, ctype, cf)
+    tree = LexborHTMLParser(_guard_depth(html))
+
+    page_url = _normalize(url) or url
+    res = ParseResult(url=url, base_url=page_url, charset=encoding)
+    agents = _agents(conf, agent_names)
+    flags = [False, False, False]  # noindex, nofollow, noarchive
+    _read_head(tree, res, page_url, agents | {"robots"}, C.get_bool(cf, SKIP_META_KEY, False),
+               flags)
+    if not C.get_bool(cf, SKIP_HEADERS_KEY, False):
+        for value in robots_headers:
+            _apply_header(value, agents, flags)
+    res.noindex, res.nofollow, res.noarchive = flags
+
+    # outlinks
+    strict = C.get_bool(cf, NOFOLLOW_STRICT_KEY, True)
+    if max_outlinks is None or max_outlinks < 0:
+        max_outlinks = C.get_int(cf, MAX_OUTLINKS_KEY, -1)
+    emit = C.get_bool(cf, EMIT_OUTLINKS_KEY, True) and not (res.nofollow and strict)
+    if emit and max_outlinks != 0:
+        res.outlinks = _outlinks(tree, res, page_url, cf, strict, max_outlinks)
+
+    _text_and_signature(tree, res, content, conf, cf)
+    res.tree = tree
+    return res
+
+
+def _decode_page(content: bytes, ctype: str | None, cf: Mapping[str, Any]) -> tuple[str, str]:
+    """(encoding, text) of the page's bytes (:mod:`owler.parse.charset`), NULs replaced."""
     encoding = _charset.detect(
         content, ctype, C.get_int(cf, _charset.MAX_LENGTH_KEY, _charset.DEFAULT_MAX_LENGTH)
     )
     html = _charset.decode(content, encoding)
     if "\x00" in html:  # the HTML tokenizer drops/replaces NULs anyway; keep C strings clean
         html = html.replace("\x00", "\ufffd")
-    tree = LexborHTMLParser(_guard_depth(html))
+    return encoding, html
 
-    page_url = _normalize(url) or url
-    res = ParseResult(url=url, base_url=page_url, charset=encoding)
-    agents = _agents(conf, agent_names)
-    robot_names = agents | {"robots"}
-    flags = [False, False, False]  # noindex, nofollow, noarchive
-    skip_meta = C.get_bool(cf, SKIP_META_KEY, False)
 
-    # one pass over the head-ish elements, in document order
+def _read_head(
+    tree: LexborHTMLParser,
+    res: ParseResult,
+    page_url: str,
+    robot_names: frozenset[str],
+    skip_meta: bool,
+    flags: list[bool],
+) -> None:
+    """The head-ish elements in one pass, in document order: title, ``<base>``, the meta tags
+    (robots directives into ``flags``, description, keywords, refresh, content-language) and the
+    canonical link; then the canonical and refresh targets resolved against the base, and the
+    ``<html lang>``. Sets them on ``res``."""
     base_seen = False
     canonical_href: str | None = None
     refresh: str | None = None
@@ -514,19 +550,16 @@ def _parse(
         if lang:
             res.lang = lang
 
-    if not C.get_bool(cf, SKIP_HEADERS_KEY, False):
-        for value in robots_headers:
-            _apply_header(value, agents, flags)
-    res.noindex, res.nofollow, res.noarchive = flags
 
-    # outlinks
-    strict = C.get_bool(cf, NOFOLLOW_STRICT_KEY, True)
-    if max_outlinks is None or max_outlinks < 0:
-        max_outlinks = C.get_int(cf, MAX_OUTLINKS_KEY, -1)
-    emit = C.get_bool(cf, EMIT_OUTLINKS_KEY, True) and not (res.nofollow and strict)
-    if emit and max_outlinks != 0:
-        res.outlinks = _outlinks(tree, res, page_url, cf, strict, max_outlinks)
-
+def _text_and_signature(
+    tree: LexborHTMLParser,
+    res: ParseResult,
+    content: bytes,
+    conf: Mapping[str, Any] | None,
+    cf: Mapping[str, Any],
+) -> None:
+    """The page's text (:func:`_extract_text`), its SimHash (``simhash.enabled``, of the rough
+    text when no text was extracted) and its signature, set on ``res``."""
     res.text = _extract_text(tree, conf)
     if C.get_bool(cf, SIMHASH_KEY, False):
         if not res.text:
@@ -535,8 +568,6 @@ def _parse(
     use_text = res.text and C.get_bool(cf, SIGNATURE_TEXT_KEY, False)
     data = res.text.encode("utf-8") if use_text else content
     res.signature = hashlib.md5(data).hexdigest()  # noqa: S324 - a change signature, not security
-    res.tree = tree
-    return res
 
 
 _UNSEEN = object()

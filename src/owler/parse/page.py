@@ -44,7 +44,7 @@ from owler.constants import (ANCHORS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, 
 from owler.metadata import first, set_value
 from owler.parse.filters import ParsedPage, ParseFilters
 from owler.parse.html import (SIGNATURE_TEXT_KEY, SIMHASH_KEY, TEXT_NONE_KEY, TRACK_ANCHORS_KEY,
-                              is_html, parse_html)
+                              ParseResult, is_html, parse_html)
 from owler.parse.simhash import NearDuplicates, to_hex
 from owler.status import MetadataTransfer
 from owler.urls import host_of
@@ -86,6 +86,10 @@ class PageHandler:
         self.skip_near_outlinks = C.get_bool(conf, "simhash.skip.outlinks", False)
 
     def handle_page(self, url: str, content: bytes, metadata: dict) -> PageOutcome:
+        """The page's status, metadata, outlinks and text: a 304 keeps the last fetch's, a page
+        that is not HTML is recorded (:meth:`_not_html`), an HTML page is parsed, its findings
+        noted (:meth:`_note_parse`), its outlinks chosen (:meth:`_outlinks`) and the parse
+        filters run over it."""
         headers = wire.decode_headers(metadata.get(wire.RAW_HEADERS))
         md = wire.strip_transient(metadata)
         old_signature = md.pop(SIGNATURE, None)
@@ -97,25 +101,10 @@ class PageHandler:
             return PageOutcome(Status.FETCHED, md)
         old_simhash = md.pop(SIMHASH, None)  # what a new parse gives replaces them
         old_near = md.pop(NEAR_DUPLICATE_OF, None)
-        header_map: dict[str, str] = {}
-        robots_tags = []
-        for name, value in headers:
-            lname = name.lower()
-            if lname == "x-robots-tag":
-                robots_tags.append(value)
-            header_map.setdefault(lname, value)
+        header_map, robots_tags = _split_headers(headers)
         ctype = header_map.get("content-type")
         if not is_html(ctype, content):
-            self.filters.clear(md)  # what an earlier parse of an HTML page found
-            mimetype = (ctype or "unknown").split(";")[0].strip()
-            set_value(md, "parse.mimetype", mimetype)
-            if mimetype.lower() in FEED_TYPES:
-                set_value(md, IS_FEED, "true")
-            if self.non_html_error:
-                set_value(md, ERROR_SOURCE, "parser")
-                set_value(md, ERROR_MESSAGE, f"not HTML: {ctype}")
-                return PageOutcome(Status.ERROR, md)
-            return PageOutcome(Status.FETCHED, md)
+            return self._not_html(md, ctype)
         try:
             parse_headers = dict(header_map)
             if robots_tags:
@@ -129,6 +118,34 @@ class PageHandler:
             set_value(md, ERROR_MESSAGE, f"{type(exc).__name__}: {exc}")
             set_value(md, ERROR_CAUSE, "parse")
             return PageOutcome(Status.ERROR, md)
+        near = self._note_parse(url, res, md, old_simhash, old_near)
+        outlinks = self._outlinks(url, res, md, near)
+        if self.filters.filters:
+            page = ParsedPage(url, content, header_map, res, md, outlinks)
+            self.filters.run(page)
+            outlinks = page.outlinks
+        res.tree = None  # the document is not needed any more
+        return PageOutcome(Status.FETCHED, md, outlinks, res.text)
+
+    def _not_html(self, md: dict, ctype: str | None) -> PageOutcome:
+        """A page that is not HTML: its MIME type (and ``isFeed`` for RSS or Atom) recorded,
+        FETCHED, or ERROR with ``jsoup.treat.non.html.as.error``."""
+        self.filters.clear(md)  # what an earlier parse of an HTML page found
+        mimetype = (ctype or "unknown").split(";")[0].strip()
+        set_value(md, "parse.mimetype", mimetype)
+        if mimetype.lower() in FEED_TYPES:
+            set_value(md, IS_FEED, "true")
+        if self.non_html_error:
+            set_value(md, ERROR_SOURCE, "parser")
+            set_value(md, ERROR_MESSAGE, f"not HTML: {ctype}")
+            return PageOutcome(Status.ERROR, md)
+        return PageOutcome(Status.FETCHED, md)
+
+    def _note_parse(self, url: str, res: ParseResult, md: dict, old_simhash: list | None,
+                    old_near: list | None) -> str | None:
+        """What the parse found, in the page's metadata: MIME type, title, charset, signature,
+        SimHash and near-duplicate mark, canonical URL, noindex. Returns the URL of the page this
+        one nearly duplicates, if any."""
         set_value(md, "parse.mimetype", "text/html")
         if res.title:
             set_value(md, "parse.title", res.title[:1000])
@@ -149,6 +166,12 @@ class PageHandler:
             set_value(md, "canonical", res.canonical)
         if res.noindex:
             set_value(md, "robots.noIndex", "true")
+        return near
+
+    def _outlinks(self, url: str, res: ParseResult, md: dict, near: str | None) -> list:
+        """The outlinks to follow: the parse's followed links, the meta refresh target (noted as
+        ``parse.metarefresh``), at most ``parser.emitOutlinks.max.per.page``; none for a near
+        duplicate with ``simhash.skip.outlinks``."""
         # parse_html has deduplicated the links, dropped the page itself, and applied nofollow
         # (items are URL strings or [url, anchor] pairs: owler.outlinks)
         outlinks = [[link.url, link.anchor] if link.anchor else link.url
@@ -161,12 +184,20 @@ class PageHandler:
             outlinks = outlinks[: self.max_outlinks]
         if near and self.skip_near_outlinks:
             outlinks = []
-        if self.filters.filters:
-            page = ParsedPage(url, content, header_map, res, md, outlinks)
-            self.filters.run(page)
-            outlinks = page.outlinks
-        res.tree = None  # the document is not needed any more
-        return PageOutcome(Status.FETCHED, md, outlinks, res.text)
+        return outlinks
+
+
+def _split_headers(headers) -> tuple[dict[str, str], list[str]]:
+    """The response headers as a map of lower-cased names to their first value, and the values
+    of every ``X-Robots-Tag`` header in order."""
+    header_map: dict[str, str] = {}
+    robots_tags = []
+    for name, value in headers:
+        lname = name.lower()
+        if lname == "x-robots-tag":
+            robots_tags.append(value)
+        header_map.setdefault(lname, value)
+    return header_map, robots_tags
 
 
 def _anchors_used(conf: dict) -> bool:

@@ -554,9 +554,19 @@ def cmd_frontier_dump(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``owler`` command line: one sub-command per action, added group by group."""
     p = argparse.ArgumentParser(prog="owler", description="OWLer-py: a StormCrawler port for Apache Storm")
     sub = p.add_subparsers(dest="command", required=True)
+    _add_crawl_commands(sub)
+    _add_check_commands(sub)
+    _add_services_command(sub)
+    _add_cluster_command(sub)
+    _add_frontier_command(sub)
+    return p
 
+
+def _add_crawl_commands(sub) -> None:
+    """``inject``, ``run``, ``dashboard`` and ``status``: feed a crawl, run it and watch it."""
     s = sub.add_parser("inject", help="add seed URLs to the frontier, or a dump's URLs")
     s.add_argument("seeds", nargs="?", metavar="SEEDS_FILE",
                    help="one URL per line, TAB key=value metadata; - for stdin")
@@ -584,6 +594,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="one JSON object")
     s.set_defaults(func=cmd_status)
 
+
+def _add_check_commands(sub) -> None:
+    """``check-url`` and ``check-robots``: the crawler's URL filters and robots.txt code on
+    URLs given on the command line."""
     s = sub.add_parser("check-url", help="normalize and filter URLs as the crawler would")
     _add_conf_args(s)
     s.add_argument("urls", nargs="+", metavar="URL")
@@ -595,6 +609,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("urls", nargs="+", metavar="URL")
     s.set_defaults(func=cmd_check_robots)
 
+
+def _add_services_command(sub) -> None:
+    """``services``: OpenSearch for the frontier, one node or a cluster on loopback addresses."""
     s = sub.add_parser("services", help="run OpenSearch for the frontier on loopback addresses "
                                          "(one node, or a cluster: --nodes N)")
     s.add_argument("action", choices=["up", "down", "status"])
@@ -608,6 +625,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "services.opensearch.nodes, 1)")
     s.set_defaults(func=cmd_services)
 
+
+def _add_cluster_command(sub) -> None:
+    """``cluster``: a Storm cluster and the topologies on it (up, submit, rebalance, drain...)."""
     s = sub.add_parser("cluster", help="a Storm cluster on loopback addresses (one or more "
                                        "supervisors); submit, kill, switch topologies")
     s.add_argument("action", choices=["up", "down", "status", "submit", "kill", "switch",
@@ -638,6 +658,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="status: one JSON object")
     s.set_defaults(func=cmd_cluster)
 
+
+def _add_frontier_command(sub) -> None:
+    """``frontier`` and its actions ``serve``, ``retag`` and ``dump``."""
     s = sub.add_parser("frontier", help="serve the frontier as a URLFrontier service (gRPC), "
                                         "dump a crawl's URLs as JSON lines, or retag them")
     actions = s.add_subparsers(dest="action", required=True)
@@ -679,7 +702,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--output", default="-", metavar="FILE|-",
                    help="where the lines go (default -: standard output)")
     s.set_defaults(func=cmd_frontier_dump)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -250,6 +250,35 @@ class LocalRun:
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> int:
+        """The whole run: checks and set-up (:meth:`_prepare_run`), Storm started
+        (:meth:`_launch`), watched until it stops (:meth:`_watch`), then cleaned up and reported
+        (:meth:`finish`). Returns the exit code; raises :class:`RunError`."""
+        frontier, batch, jar, flux_path = self._prepare_run()
+        env = self._storm_env(batch)
+        storm_log = self.log_dir / "owler-local.log"
+        proc, console = self._launch(jar, flux_path, env, storm_log)
+        interrupted = []
+
+        def on_signal(signum, frame):  # noqa: ARG001
+            interrupted.append(signum)
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            stopping = self._watch(proc, frontier, storm_log, interrupted)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            frontier.close()
+            if proc.poll() is None:
+                proc.kill()
+            console.close()
+            self.stop_observing()
+        return self.finish(stopping, proc.returncode, storm_log)
+
+    def _prepare_run(self) -> tuple:
+        """Before Storm starts, the checks whose failure is a clear error (warc2warc's input, the
+        scheduling key, the frontier), then :meth:`prepare`. Returns the open frontier, whether
+        to batch (:mod:`owler.sched`), the jar and the Flux file."""
         from owler.frontier import FrontierError, open_frontier
 
         if self.name == "warc2warc":  # an input that cannot be listed is a clear error up front
@@ -265,6 +294,11 @@ class LocalRun:
             frontier.close()
             raise
         self.frontier_location = frontier.location
+        return frontier, batch, jar, flux_path
+
+    def _storm_env(self, batch: bool) -> dict[str, str]:
+        """The environment of Storm's process: the project, the logs, stop on stdin, the batch
+        switch, and where and how often the launcher writes Storm's figures."""
         env = dict(os.environ)
         env["OWLER_HOME"] = str(self.root)
         env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
@@ -275,7 +309,13 @@ class LocalRun:
         self.storm_stats = self.run_dir / "storm-stats.json"  # storm/java/LocalRunner.java
         env["OWLER_STORM_STATS"] = str(self.storm_stats)
         env["OWLER_STORM_STATS_EVERY"] = str(max(1, int(self.record_every)))
-        storm_log = self.log_dir / "owler-local.log"
+        return env
+
+    def _launch(self, jar: Path, flux_path: Path, env: dict[str, str],
+                storm_log: Path) -> tuple:
+        """Storm's local mode started on the topology, its output in ``owler-console.log``, with
+        the recorder and the dashboard (:meth:`start_observing`). Returns the process and the
+        open console log."""
         if storm_log.exists():
             storm_log.unlink()
         ttl = int(self.time_limit) + 600 if self.time_limit else 0
@@ -289,92 +329,100 @@ class LocalRun:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=console,
                                 stderr=subprocess.STDOUT, env=env, cwd=str(self.root),
                                 start_new_session=True)
-        interrupted = []
+        return proc, console
 
-        def on_signal(signum, frame):  # noqa: ARG001
-            interrupted.append(signum)
-
-        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    def _watch(self, proc: subprocess.Popen, frontier, storm_log: Path,
+               interrupted: list) -> bool:
+        """Every half second until Storm's process exits: fail on a dead component, decide to
+        stop (a signal, the time limit, idleness) and ask Storm to, record the figures and print
+        the progress line; kill Storm when it has not stopped 90 s after it was asked. Returns
+        whether the run was stopping (else Storm stopped by itself)."""
         start = time.time()
         idle_since: float | None = None
         last_progress = last_record = 0.0
         last_fetched, last_t = 0.0, start
         stopping = False
-        try:
-            while True:
-                rc = proc.poll()
-                if rc is not None:
-                    break
-                now = time.time()
-                dead = self.component_died(storm_log)
-                if dead and not stopping:
-                    # local mode does not halt on a dead shell component: it would loop forever
-                    proc.kill()
-                    proc.wait()
-                    raise RunError(f"the topology failed: {dead}", 1)
-                if interrupted and not stopping:
-                    self.stop_reason = "interrupted"
-                elif self.time_limit and now - start >= self.time_limit and not stopping:
-                    self.stop_reason = f"time limit of {self.time_limit:g} s reached"
-                stats = self.component_stats()
-                in_flight = self.totals(stats, "spout", "gauges", "in_flight")
-                queued = self.totals(stats, "fetcher", "gauges", "queued")
-                try:
-                    due = frontier.due_count(now)
-                except Exception:  # noqa: BLE001 - the database may be busy for a moment
-                    due = -1
-                started = any(k.startswith("spout") for k in stats)
-                # spouts that know when their input is exhausted (warc2warc) say so themselves
-                spout_idle = [v.get("gauges", {}).get("idle") for k, v in stats.items()
-                              if k.startswith("spout")]
-                if spout_idle and None not in spout_idle:
-                    quiet = all(spout_idle) and in_flight == 0
-                else:
-                    quiet = due == 0 and in_flight == 0 and queued == 0
-                if started and quiet:
-                    idle_since = idle_since or now
-                    if now - idle_since >= self.idle_exit and not stopping:
-                        self.stop_reason = f"idle for {self.idle_exit:g} s"
-                else:
-                    idle_since = None
-                if now - last_record >= self.record_every:
-                    self.record(now, stats)
-                    last_record = now
-                if now - last_progress >= self.progress_every:
-                    fetched = self.totals(stats, "fetcher", "counters", "fetched")
-                    errors = sum(self.totals(stats, "fetcher", "counters", s)
-                                 for s in ("FETCH_ERROR", "ERROR"))
-                    rate = (fetched - last_fetched) / max(now - last_t, 1e-6)
-                    last_fetched, last_t = fetched, now
-                    records = sum(self.totals(stats, c, "counters", "warc/records")
-                                  for c in ("spout", "fetcher"))  # warc2warc, explorative
-                    extra = f"records={records:.0f} " if records else ""
-                    print(f"[{now - start:6.0f}s] {extra}fetched={fetched:.0f} errors={errors:.0f} "
-                          f"pages/s={rate:.1f} due={due} in_flight={in_flight:.0f} "
-                          f"queued={queued:.0f} warc_bytes={self.warc_bytes()}",
-                          file=self.out, flush=True)
-                    last_progress = now
-                if self.stop_reason and not stopping:
-                    stopping = True
-                    print(f"owler: stopping ({self.stop_reason})", file=self.out, flush=True)
-                    try:
-                        proc.stdin.write(b"stop\n")
-                        proc.stdin.flush()
-                    except OSError:
-                        pass
-                    stop_deadline = time.time() + 90
-                if stopping and time.time() > stop_deadline:
-                    proc.kill()
-                time.sleep(0.5)
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-            frontier.close()
-            if proc.poll() is None:
+        while True:
+            rc = proc.poll()
+            if rc is not None:
+                break
+            now = time.time()
+            dead = self.component_died(storm_log)
+            if dead and not stopping:
+                # local mode does not halt on a dead shell component: it would loop forever
                 proc.kill()
-            console.close()
-            self.stop_observing()
-        return self.finish(stopping, proc.returncode, storm_log)
+                proc.wait()
+                raise RunError(f"the topology failed: {dead}", 1)
+            if interrupted and not stopping:
+                self.stop_reason = "interrupted"
+            elif self.time_limit and now - start >= self.time_limit and not stopping:
+                self.stop_reason = f"time limit of {self.time_limit:g} s reached"
+            stats = self.component_stats()
+            in_flight = self.totals(stats, "spout", "gauges", "in_flight")
+            queued = self.totals(stats, "fetcher", "gauges", "queued")
+            try:
+                due = frontier.due_count(now)
+            except Exception:  # noqa: BLE001 - the database may be busy for a moment
+                due = -1
+            started = any(k.startswith("spout") for k in stats)
+            if started and self._quiet(stats, due, in_flight, queued):
+                idle_since = idle_since or now
+                if now - idle_since >= self.idle_exit and not stopping:
+                    self.stop_reason = f"idle for {self.idle_exit:g} s"
+            else:
+                idle_since = None
+            if now - last_record >= self.record_every:
+                self.record(now, stats)
+                last_record = now
+            if now - last_progress >= self.progress_every:
+                last_fetched, last_t = self._print_progress(now, start, stats, due, in_flight,
+                                                            queued, last_fetched, last_t)
+                last_progress = now
+            if self.stop_reason and not stopping:
+                stopping = True
+                stop_deadline = self._ask_to_stop(proc)
+            if stopping and time.time() > stop_deadline:
+                proc.kill()
+            time.sleep(0.5)
+        return stopping
+
+    @staticmethod
+    def _quiet(stats: dict, due: int, in_flight: float, queued: float) -> bool:
+        """Whether the crawl has nothing left to do right now: the spouts say so when they know
+        their input is exhausted (warc2warc), else nothing is due, in flight or queued."""
+        spout_idle = [v.get("gauges", {}).get("idle") for k, v in stats.items()
+                      if k.startswith("spout")]
+        if spout_idle and None not in spout_idle:
+            return all(spout_idle) and in_flight == 0
+        return due == 0 and in_flight == 0 and queued == 0
+
+    def _print_progress(self, now: float, start: float, stats: dict, due: int, in_flight: float,
+                        queued: float, last_fetched: float, last_t: float) -> tuple[float, float]:
+        """The progress line (fetched, errors, pages/s since the last line, due, in flight,
+        queued, WARC bytes). Returns the fetch count and time the next line's rate starts from."""
+        fetched = self.totals(stats, "fetcher", "counters", "fetched")
+        errors = sum(self.totals(stats, "fetcher", "counters", s)
+                     for s in ("FETCH_ERROR", "ERROR"))
+        rate = (fetched - last_fetched) / max(now - last_t, 1e-6)
+        records = sum(self.totals(stats, c, "counters", "warc/records")
+                      for c in ("spout", "fetcher"))  # warc2warc, explorative
+        extra = f"records={records:.0f} " if records else ""
+        print(f"[{now - start:6.0f}s] {extra}fetched={fetched:.0f} errors={errors:.0f} "
+              f"pages/s={rate:.1f} due={due} in_flight={in_flight:.0f} "
+              f"queued={queued:.0f} warc_bytes={self.warc_bytes()}",
+              file=self.out, flush=True)
+        return fetched, now
+
+    def _ask_to_stop(self, proc: subprocess.Popen) -> float:
+        """Say why the run stops and ask Storm to stop (``stop`` on its stdin: deactivate,
+        drain, kill the topology). Returns the time after which it is killed."""
+        print(f"owler: stopping ({self.stop_reason})", file=self.out, flush=True)
+        try:
+            proc.stdin.write(b"stop\n")
+            proc.stdin.flush()
+        except OSError:
+            pass
+        return time.time() + 90
 
     # -- the dashboard and its history ------------------------------------------------------------
     def start_observing(self, started: float) -> None:
