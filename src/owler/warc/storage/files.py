@@ -512,7 +512,7 @@ class WARCWriter:
             os.fsync(fh.fileno())
         finally:
             fh.close()
-        return _finalize(path)
+        return finalize_open(path)
 
     def durable(self, name: str, end: int) -> bool:
         """Whether the bytes of file ``name`` up to ``end`` are stored for good. A local file's
@@ -554,7 +554,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _finalize(open_path: Path, suffix: str = OPEN_SUFFIX, new_suffix: str = "") -> Path:
+def finalize_open(open_path: Path, suffix: str = OPEN_SUFFIX, new_suffix: str = "") -> Path:
     """Rename ``x.open`` to ``x`` atomically, never replacing an existing file."""
     final = open_path.with_name(open_path.name[: -len(suffix)] + new_suffix)
     try:
@@ -684,7 +684,7 @@ def _recover_one(path: Path) -> Path | None:
     if res.valid_end == 0 and res.size > 0:
         log.error("WARC recovery: %s has no valid record (%s); kept as %s%s",
                   path, res.error, path.name[: -len(OPEN_SUFFIX)], CORRUPT_SUFFIX)
-        _finalize(path, new_suffix=CORRUPT_SUFFIX)
+        finalize_open(path, new_suffix=CORRUPT_SUFFIX)
         return None
     if captures == 0:
         log.warning("WARC recovery: %s holds no capture (%d bytes); deleted", path, res.size)
@@ -697,6 +697,6 @@ def _recover_one(path: Path) -> Path | None:
             f.truncate(res.valid_end)
             f.flush()
             os.fsync(f.fileno())
-    final = _finalize(path)
+    final = finalize_open(path)
     log.warning("WARC recovery: finalized %s (%d records)", final, res.records)
     return final

@@ -39,7 +39,7 @@ from typing import Any, Mapping
 
 from owler import conf as C
 from owler.constants import WARC_ROTATION_SIZE_KEY, WARC_ROTATION_TIME_KEY
-from owler.warc.storage.files import (OPEN_SUFFIX, WARC_SUFFIX, WARCWriter, _finalize,
+from owler.warc.storage.files import (OPEN_SUFFIX, WARC_SUFFIX, WARCWriter, finalize_open,
                                       parse_file_name)
 from owler.warc.storage.s3_stream import S3StreamWriter, recover_uploads, stream_enabled
 from owler.warc.storage.s3_upload import Uploader
@@ -278,6 +278,6 @@ def recover_outputs(directory: Path, prefix: str, partition: str | None,
         elif size < committed:  # bytes recorded as archived are missing: say so loudly
             log.error("WARC copy: %s is shorter (%d) than its committed length %d", path, size,
                       committed)
-        done.append(_finalize(path))
+        done.append(finalize_open(path))
         progress.set_output_state(name, "closed", min(size, committed))
     return done

@@ -42,8 +42,6 @@ from owler import conf as C
 from owler.constants import WARC2WARC_FILE_STATES as STATES, WARC2WARC_PROGRESS_KEY
 from owler.frontier.sqlite import _Transaction
 
-PROGRESS_PATH = WARC2WARC_PROGRESS_KEY
-
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS files (
         id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER, etag TEXT,
@@ -60,9 +58,10 @@ _SCHEMA = [
     "message TEXT NOT NULL, time REAL NOT NULL)",
 ]
 
+
 def progress_path(conf: Mapping[str, Any]) -> Path:
     conf = C.absolute_paths(dict(conf))
-    path = C.get_str(conf, PROGRESS_PATH, "")
+    path = C.get_str(conf, WARC2WARC_PROGRESS_KEY, "")
     if path:
         return Path(path)
     return Path(C.get_str(conf, "owler.work.dir", ".work")) / "warc2warc.sqlite"
