@@ -37,7 +37,10 @@ FETCHED are the spout's rounds' results), one bulk after the other; the reads co
 ``due()`` leases its queues and each is released as the spout releases it (paused after its
 round); each monitoring read is timed after one more write made searchable, as in a crawl (with
 nothing new, the node answers a search again from its request cache: 8-16 ms whatever the
-size); disk is the status index's store (primaries and replicas) per URL, memory the nodes' RSS.
+size). Above ``frontier.stats.exact.max`` URLs (100,000) those reads answer from the snapshot of
+the figures the writer renews every ``frontier.stats.interval`` (owler.frontier.opensearch_stats);
+the table gives what one computation of it costs at each size. Disk is the status index's store
+(primaries and replicas) per URL, memory the nodes' RSS.
 
 Prints a markdown table with the ratio of each figure at the largest size to the smallest.
 """
@@ -196,6 +199,15 @@ def measure(fr, web: Web, path: Path | None, batch: int, now: float, node,
         def fresh():
             fr.apply_updates(extra)
             fr.refresh()
+    snapshot = {}
+    if node is not None:
+        # what the figures' snapshot costs the node at this size, once per frontier.stats.interval
+        # (the reads below answer from it above frontier.stats.exact.max URLs)
+        from owler.frontier.opensearch_stats import compute
+
+        t0 = time.perf_counter()
+        compute(fr.client, fr.index, fr.queues_index)
+        snapshot = {"snapshot_ms": round((time.perf_counter() - t0) * 1000)}
     return {
         "urls": rows,
         "updates_per_s": round(written / t_write),
@@ -206,6 +218,7 @@ def measure(fr, web: Web, path: Path | None, batch: int, now: float, node,
         "queue_count_ms": round(median_ms(fr.queue_count, before=fresh), 2),
         "due_queue_count_ms": round(median_ms(lambda: fr.queue_count(now), before=fresh), 2),
         "most_delayed_ms": round(median_ms(lambda: fr.most_delayed(now, 5), before=fresh), 2),
+        **snapshot,
         **store_facts(fr, path, rows, node),
         "keys": fr.queue_count(),
     }
@@ -215,6 +228,7 @@ ROWS = [("status updates/s", "updates_per_s"), ("URLs served/s by due()", "serve
         ("due() ms per call (1,000 queues × 10)", "due_ms"), ("counts() ms", "counts_ms"),
         ("due_count() ms", "due_count_ms"), ("queue_count() ms", "queue_count_ms"),
         ("queue_count(now) ms", "due_queue_count_ms"), ("most_delayed() ms", "most_delayed_ms"),
+        ("OpenSearch: one computation of the figures' snapshot, ms", "snapshot_ms"),
         ("disk bytes per URL", "disk_bytes_per_url"), ("WAL MB", "wal_mb"),
         ("memory MB (SQLite: this process's peak RSS; OpenSearch: the nodes' RSS)", "peak_rss_mb")]
 
@@ -224,6 +238,8 @@ def table(results: list[dict], name: str = "SQLite frontier") -> str:
         f"{r['urls'] / 1e6:.3g} M URLs / {r['keys']:,} keys" for r in results) + " | largest ÷ smallest |"
     lines = [head, "|---|" + "---:|" * (len(results) + 1)]
     for label, name in ROWS:
+        if name not in results[0]:
+            continue
         vals = [r[name] for r in results]
         ratio = vals[-1] / vals[0] if vals[0] else float("nan")
         lines.append(f"| {label} | " + " | ".join(f"{v:,}" for v in vals) + f" | {ratio:.2f} |")

@@ -183,8 +183,12 @@ def test_crawl_survives_an_opensearch_restart_and_counts_agree(opensearch, tmp_p
 
 
 def test_two_crawls_share_one_index(opensearch, tmp_path):
+    """Two crawlers on one index: each queue served by one at a time, every page once. Their
+    monitoring figures come from the snapshot the status updaters renew (every 2 s, whatever the
+    size): each ``owler run`` still stops on idle only once nothing is due."""
     index = f"shared-{uuid.uuid4().hex[:8]}"
-    confs = [write_conf(opensearch, tmp_path / f"c{i}", index) for i in (1, 2)]
+    snapshot = "frontier.stats.exact.max: 0\nfrontier.stats.interval: 2\n"
+    confs = [write_conf(opensearch, tmp_path / f"c{i}", index, snapshot) for i in (1, 2)]
     with FarmProcess(8, tmp_path / "access.log") as farm:
         first, later = tmp_path / "seeds-1.txt", tmp_path / "seeds-2.txt"
         first.write_text("\n".join(farm.seeds()[:4]) + "\n")
@@ -204,6 +208,7 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
         wait_for("the second crawler's spout", lambda: live_tasks(opensearch, index) > alone,
                  300, 0.5)
         assert owler("inject", str(later), "--conf", str(confs[0])).returncode == 0
+        injected = time.time()
         outs = [r.communicate(timeout=600)[0] for r in runs]
         assert [r.returncode for r in runs] == [0, 0], outs
         assert all("stopped (idle for 10 s)" in o for o in outs), [o[-3000:] for o in outs]
@@ -229,6 +234,13 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
     assert archived(tmp_path / "c1" / "warc", tmp_path / "c2" / "warc") == served
     counts = index_counts(opensearch, index)
     assert counts.get("FETCHED") == len(served) and not counts.get("DISCOVERED")
+    # the crawlers' status updaters renewed the figures while they wrote (after the last inject)
+    _, doc = opensearch.request("GET", f"/{index}_leases/_doc/stats:frontier")
+    assert injected < doc["_source"]["stats"]["taken"] and doc["_source"]["until"] == 0
+    status = orjson.loads(owler("status", "--conf", str(confs[0]), "--json").stdout)
+    bound = status["estimate"]["writes_since"]
+    for name in ("DISCOVERED", "FETCHED", "FETCH_ERROR", "REDIRECTION", "ERROR"):
+        assert abs(status[name] - counts.get(name, 0)) <= bound, (name, status, counts)
 
 
 def test_cli_bad_input(opensearch, tmp_path):

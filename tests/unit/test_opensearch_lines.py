@@ -30,6 +30,14 @@ class Lines(osf.OpenSearchFrontier):
         self.leases_index, self.owner, self._next_intents = "st_leases", "t", float("inf")
         self._md_names, self._md_key_sets, self._action_heads = {}, {}, {}
         self.conf, self._scheduler, self.crawl = {}, None, osf.DEFAULT_CRAWL
+        self.stats = Unrenewed()
+
+
+class Unrenewed:
+    """No node, so no snapshot of the figures to renew (owler.frontier.opensearch_stats)."""
+
+    def tick(self, now: float) -> None:
+        pass
 
 
 def test_actions_with_and_without_routing():

@@ -117,6 +117,8 @@ from owler.constants import (DEPTH, ERROR_CAUSE, ERROR_MESSAGE, IS_SITEMAP, MESS
 from owler.frontier import (DEFAULT_KEY, FrontierError, FrontierRecord, Interest, StatusUpdate,
                             round_robin, seed_key, Tagger)
 from owler.frontier.crawls import DEFAULT_CRAWL, SEPARATOR, index_name
+from owler.frontier.opensearch_stats import (DELAYED, TOP, Snapshot, StatsKeeper,
+                                             delayed_queues)
 from owler.frontier.refresh import EXT_PREFIXES, REFRESH_KEYS, TRUE, is_refresh, is_sitemap_key
 from owler.osclient import INDEX_NAME, OpenSearchError, OSClient, conn_key, epoch_of
 from owler.scheduler import load_scheduler
@@ -312,6 +314,9 @@ class OpenSearchFrontier:
         # a released queue pauses at least until the round's status writes are searchable, or
         # the next task to take it (of any crawler) would see its URLs still due
         self.min_hold = self.refresh_secs + 1.0
+        #: the monitoring figures above frontier.stats.exact.max URLs (opensearch_stats)
+        self.stats = StatsKeeper(conf, self.client, self.index, self.leases_index, self.owner,
+                                 lambda: self.queues_index if self.queues_ready else None)
 
     @property
     def location(self) -> str:
@@ -715,6 +720,7 @@ class OpenSearchFrontier:
                 self._block(req.blocks)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
+        self.stats.tick(now)
         return failed
 
     @property
@@ -1442,7 +1448,32 @@ class OpenSearchFrontier:
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
 
+    def _snapshot(self) -> Snapshot | None:
+        """The stored figures to answer from (:mod:`owler.frontier.opensearch_stats`); None: ask
+        the index (a small one, or the snapshot cannot be had: said in the log)."""
+        try:
+            return self.stats.current(time.time())
+        except (OpenSearchError, KeyError, TypeError, ValueError) as exc:
+            log.warning("the frontier's figures are read from the index itself: %s", exc)
+            return None
+
+    def _has_interest(self) -> bool:
+        return bool(self.required or self.interest or self.not_interest)
+
+    def estimate(self, now: float) -> dict[str, Any] | None:
+        """How the monitoring figures are known: None when they are the index's own (a live
+        aggregation), else ``as_of`` (epoch s), ``age_s`` and ``writes_since`` (status writes to
+        the index since: no figure is off by more; None when unknown, e.g. a node is down)."""
+        snap = self._snapshot()
+        if snap is None:
+            return None
+        return {"as_of": snap.taken, "age_s": round(now - snap.taken, 1),
+                "writes_since": snap.writes_since, "interval_s": self.stats.interval}
+
     def counts(self) -> dict[str, int]:
+        snap = self._snapshot()
+        if snap is not None:
+            return {name: snap.counts.get(name, 0) for name in STATUS_NAMES}
         data = self._search({"size": 0, "track_total_hits": False, "aggs": {
             "s": {"terms": {"field": "status", "size": 20}}}})
         out = {name: 0 for name in STATUS_NAMES}
@@ -1451,9 +1482,32 @@ class OpenSearchFrontier:
         return out
 
     def due_count(self, now: float) -> int:
+        """URLs due at ``now``: from the snapshot to the minute (:attr:`due_resolution`), but 0
+        only when none is (asked of the index when the snapshot's bound allows 0)."""
+        snap = None if self._has_interest() else self._snapshot()
+        if snap is not None:
+            due = snap.due(now)
+            if snap.writes_since is not None and due > snap.writes_since:
+                return due
+            return max(due, 1) if self.has_due(now) else 0
+        return self._count(self._filters(now))
+
+    def has_due(self, now: float) -> bool:
+        """Whether any URL is due at ``now`` (exact, at the cost of finding one)."""
+        return self._count(self._filters(now), first=True) > 0
+
+    @property
+    def due_resolution(self) -> int:
+        """Seconds within which :meth:`due_count` counts (60 when it answers from a snapshot:
+        also the URLs due later in the current minute)."""
+        return 60 if self._snapshot() is not None and not self._has_interest() else 0
+
+    def _count(self, query: dict, first: bool = False) -> int:
+        """Documents of the status index matching ``query``; with ``first``, 1 as soon as one is
+        found (``terminate_after``: the cost of finding one, not of counting all)."""
         try:
-            _, data = self.client.request("POST", f"/{self.index}/_count",
-                                          {"query": self._filters(now)})
+            _, data = self.client.request("POST", f"/{self.index}/_count", {"query": query},
+                                          params={"terminate_after": 1} if first else None)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
         return int(data["count"])
@@ -1461,17 +1515,16 @@ class OpenSearchFrontier:
     def _monitor_queues(self) -> bool:
         """Whether the monitoring reads may answer from the queues index (its dates know no
         tags: not for an interest)."""
-        return not (self.required or self.interest or self.not_interest) and \
-            self._queues_usable(time.time())
+        return not self._has_interest() and self._queues_usable(time.time())
 
     def queue_count(self, now: float | None = None) -> int:
-        """Distinct keys: a cardinality aggregation of the URLs (approximate above 40,000). With
-        ``now``, the keys with a URL due: from the queues index (a ``_count`` of its documents
-        due, its cost growing with the queues, not the URLs), an upper bound (a queue in a round
-        or its pause is left out; one whose round emptied it counts until a spout picks it again
-        and finds nothing due); for an interest, or while the queues index is being built, from
-        the due URLs. (Every key: from the URLs, as the queues index has no document for a key
-        whose URLs are never to be fetched again.)"""
+        """Distinct keys: from the snapshot, or a cardinality aggregation of the URLs
+        (approximate above 40,000). With ``now``, the keys with a URL due: from the queues index
+        (a ``_count`` of its documents due, its cost growing with the queues, not the URLs), an
+        upper bound (a queue in a round or its pause is left out; one whose round emptied it
+        counts until a spout picks it again and finds nothing due); for an interest, or while
+        the queues index is being built, from the due URLs. (Every key: not from the queues
+        index, which has no document for a key whose URLs are never to be fetched again.)"""
         if now is not None and self._monitor_queues():
             try:
                 _, data = self.client.request("POST", f"/{self.queues_index}/_count", {
@@ -1479,43 +1532,38 @@ class OpenSearchFrontier:
             except OpenSearchError as exc:
                 raise FrontierError(str(exc)) from exc
             return int(data["count"])
+        if now is None:
+            snap = self._snapshot()
+            if snap is not None:
+                return snap.keys
         query = self._filters(now) if now is not None else {"match_all": {}}
         data = self._search({"size": 0, "track_total_hits": False, "query": query, "aggs": {
             "q": {"cardinality": {"field": "key", "precision_threshold": 40000}}}})
         return int(data["aggregations"]["q"]["value"])
 
     def top_hosts(self, n: int = 10) -> list[tuple[str, int]]:
+        snap = self._snapshot() if n <= TOP else None
+        if snap is not None:
+            return snap.top_hosts[:n]
         data = self._search({"size": 0, "track_total_hits": False, "aggs": {
             "k": {"terms": {"field": "key", "size": n}}}})
         return [(b["key"], b["doc_count"]) for b in data["aggregations"]["k"]["buckets"]]
 
     def most_delayed(self, now: float, n: int = 5) -> list[tuple[str, float]]:
         """The ``n`` queues due the longest, as ``(key, seconds since their earliest due URL's
-        date)``, longest first. The candidates are the queues index's earliest (``4 n``; their
-        dates are lower bounds), whose due URLs are then read: the cost grows with those queues'
-        URLs, not the index's (a candidate without a due URL is left out, so fewer than ``n``
-        may come back). For an interest, or while the queues index is being built, from an
-        aggregation of every due URL."""
-        query = self._filters(now)
-        if self._monitor_queues():
-            try:
-                _, found = self.client.request("POST", f"/{self.queues_index}/_search", {
-                    "size": 4 * n, "track_total_hits": False, "_source": False,
-                    "sort": [{"due": "asc"}],
-                    "query": {"range": {"due": {"lte": int(now * 1000)}}}})
-            except OpenSearchError as exc:
-                raise FrontierError(str(exc)) from exc
-            keys = [h["_id"] for h in found["hits"]["hits"]]
-            if not keys:
-                return []
-            query = {"bool": {**query["bool"], "filter": [*query["bool"]["filter"],
-                                                          {"terms": {"key": keys}}]}}
-        data = self._search({"size": 0, "track_total_hits": False, "query": query,
-                             "aggs": {"k": {"terms": {"field": "key", "size": n,
-                                                      "order": {"first": "asc"}},
-                                            "aggs": {"first": {"min": {"field": "nextFetchDate"}}}}}})
-        return [(b["key"], round(now - b["first"]["value"] / 1000.0, 3))
-                for b in data["aggregations"]["k"]["buckets"] if b["first"]["value"] is not None]
+        date)``, longest first: from the snapshot, or the queues index's earliest candidates
+        whose due URLs are then read (:func:`~owler.frontier.opensearch_stats.delayed_queues`);
+        for an interest, or while the queues index is being built, from an aggregation of every
+        due URL."""
+        snap = None if self._has_interest() or n > DELAYED else self._snapshot()
+        if snap is not None:
+            return [(k, round(now - d, 3)) for k, d in snap.delayed[:n] if d <= now]
+        queues = self.queues_index if self._monitor_queues() else None
+        try:
+            found = delayed_queues(self.client, self.index, queues, self._filters(now), now, n)
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        return [(k, round(now - d, 3)) for k, d in found]
 
     def known(self, urls: Sequence[tuple[str, str]]) -> set[str]:
         """The URLs of ``urls`` (url, key: the routing) that are stored, read in real time
@@ -1557,6 +1605,7 @@ class OpenSearchFrontier:
 
     def close(self) -> None:
         self.flush_releases()
+        self.stats.join(10.0)  # a renewal of the figures in progress (on the same client)
         if self._next_intents:  # a writer: its last intent's queues were lowered
             try:
                 self.client.request("DELETE", f"/{self.leases_index}/_doc/"

@@ -192,6 +192,11 @@ def cmd_status(args) -> int:
     for name in STATUS_NAMES:
         print(f"{name:<12} {doc[name]:>10}")
     print(f"{'total':<12} {doc['total']:>10}")
+    if "estimate" in doc:  # figures of a snapshot (owler.frontier.opensearch_stats)
+        est = doc["estimate"]
+        bound = ("an unknown number of writes (a node of the index is down)"
+                 if est["writes_since"] is None else f"{est['writes_since']} writes")
+        print(f"(figures computed {est['age_s']:g} s ago, each within {bound} since)")
     within = (f" (or within {doc['due_resolution_s']} s)" if doc.get("due_resolution_s") else "")
     print(f"due now{within}: {doc['due_now']}   queues: {doc['queues']} ({doc['queues_due']} with URLs due)")
     print("top queues:")

@@ -36,7 +36,9 @@ def crawl_status(conf: dict, now: float | None = None, with_metrics: bool = True
     (``[key, seconds due]``, 5; not through a URLFrontier service), ``frontier`` (where it is);
     ``crawls``: per crawl of the frontier (its other crawls too: :mod:`owler.frontier.crawls`)
     the URLs per status, ``total``, ``due_now`` and ``queues``; ``warc2warc`` when a warc2warc
-    pipeline ran on this frontier; ``metrics`` with ``metrics.opensearch`` (and ``with_metrics``).
+    pipeline ran on this frontier; ``metrics`` with ``metrics.opensearch`` (and ``with_metrics``);
+    ``estimate`` when the figures come from a snapshot of a large OpenSearch frontier (its
+    ``as_of``, ``age_s`` and ``writes_since``: :meth:`OpenSearchFrontier.estimate`).
     ``conf`` has absolute paths. Raises :class:`StatusError`."""
     from owler.frontier import (FrontierError, backend_of, configured_crawl, crawl_spaces,
                                 list_crawls, open_frontier, space_exists)
@@ -105,6 +107,10 @@ def _summary(frontier: Any, now: float) -> dict[str, Any]:
     # the embedded frontier counts to the minute: URLs due later in the current minute too
     out["due_resolution_s"] = getattr(frontier, "due_resolution", 0)
     out["queues"] = frontier.queue_count()
+    # a large OpenSearch frontier answers from figures computed a moment ago, with their bound
+    estimate = frontier.estimate(now) if hasattr(frontier, "estimate") else None
+    if estimate is not None:
+        out["estimate"] = estimate
     return out
 
 
