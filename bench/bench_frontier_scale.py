@@ -202,11 +202,14 @@ def measure(fr, web: Web, path: Path | None, batch: int, now: float, node,
     snapshot = {}
     if node is not None:
         # what the figures' snapshot costs the node at this size, once per frontier.stats.interval
-        # (the reads below answer from it above frontier.stats.exact.max URLs)
-        from owler.frontier.opensearch_stats import compute
+        # (renewed here as the writer would be at its next tick: the reads below answer from it
+        # above frontier.stats.exact.max URLs, each one asking the node as another process does)
+        from owler.frontier import opensearch_stats
 
+        opensearch_stats.SHARED_FOR = 0.0
+        fr.stats.join(600)
         t0 = time.perf_counter()
-        compute(fr.client, fr.index, fr.queues_index)
+        assert fr.stats.renew(time.time(), *fr.stats.read()) is not None
         snapshot = {"snapshot_ms": round((time.perf_counter() - t0) * 1000)}
     return {
         "urls": rows,

@@ -35,3 +35,12 @@ def test_the_document_reads_back_as_written():
     assert "writes_since" not in doc and doc["top_hosts"] == [["a", 8], ["b", 4]]
     back = Snapshot.from_doc(doc)
     assert back == snap() and back.writes_since is None
+
+
+def test_snapshots_come_no_oftener_than_ten_times_their_cost():
+    from owler.frontier.opensearch_stats import StatsKeeper
+
+    keeper = StatsKeeper({"frontier.stats.interval": 30}, None, "st", "st_leases", "o",
+                         lambda: None)
+    assert keeper.period(snap(seconds=0.25)) == 30
+    assert keeper.period(snap(seconds=12.0)) == 120

@@ -24,7 +24,9 @@ to:
   snapshot is older than the interval and, if so, claims it (a conditional write, ``if_seq_no``:
   of all the writers of every crawler on the index one wins) and computes it on a thread of its
   own, so the status updater's batches never wait for it. A claim expires after
-  :attr:`StatsKeeper.claim_secs`, so a writer killed while computing holds nobody up;
+  :attr:`StatsKeeper.claim_secs` (or three times the last computation's time), so a writer killed
+  while computing holds nobody up for long. On a very large index, where one computation takes
+  seconds, the interval grows to ten times that time (:meth:`StatsKeeper.period`);
 - a reader computes the snapshot itself only when there is none, when its minutes are used up,
   when the sequence numbers went back (the index was re-created), or when writes happened and no
   writer renewed it for three intervals (a frontier written by a process that is gone). Readers in
@@ -262,8 +264,9 @@ class StatsKeeper:
             return None
         with self._lock:
             stats = old.to_doc() if old else None
+            hold = max(self.claim_secs, 3 * old.seconds) if old else self.claim_secs
             claim = self._write(state, {"owner": self.owner, "stats": stats,
-                                        "until": int((now + self.claim_secs) * 1000)})
+                                        "until": int((now + hold) * 1000)})
             if claim is None:
                 return None
             try:
@@ -277,6 +280,12 @@ class StatsKeeper:
             if self._write(claim, {"owner": self.owner, "stats": snap.to_doc(), "until": 0}) is None:
                 log.info("the frontier's figures were renewed by another process meanwhile")
             return snap
+
+    def period(self, snap: Snapshot) -> float:
+        """Seconds between two snapshots: ``frontier.stats.interval``, or ten times what the last
+        one took to compute if longer, so that the figures never cost the cluster more than a
+        tenth of one search thread (on a very large index)."""
+        return max(self.interval, 10 * snap.seconds)
 
     # -- writers ---------------------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -295,7 +304,7 @@ class StatsKeeper:
         try:
             now = time.time()
             snap, state = self.read()
-            if snap is None or now - snap.taken >= self.interval:
+            if snap is None or now - snap.taken >= self.period(snap):
                 self.renew(now, snap, state)
         except (OpenSearchError, KeyError, TypeError) as exc:  # tried again at the next tick
             log.warning("cannot renew the frontier's figures: %s", exc)
@@ -317,10 +326,10 @@ class StatsKeeper:
         seq: int | None = None
         if snap is None or not snap.covers(now):
             snap = self._renewed(now, snap, state)
-        elif snap.total > self.exact_max or now - snap.taken >= 3 * self.interval:
+        elif snap.total > self.exact_max or now - snap.taken >= 3 * self.period(snap):
             seq = write_count(self.client, self.index)
             if seq is not None and (seq < snap.seq or (
-                    seq > snap.seq and now - snap.taken >= 3 * self.interval)):
+                    seq > snap.seq and now - snap.taken >= 3 * self.period(snap))):
                 # the index re-created, or written with nobody renewing the figures
                 snap = self._renewed(now, snap, state)
                 seq = None
