@@ -16,7 +16,7 @@ LAYERS = [
     {"constants", "metadata", "wire", "outlinks"},
     {"conf"},
     {"urls", "osclient", "chain", "sched", "prometheus"},
-    {"filters", "blacklist", "scheduler", "seeds", "task"},
+    {"filters", "blacklist", "scheduler", "seeds", "task", "signals"},
     {"frontier"},
     {"status", "urlfrontier"},
     {"fetch", "parse"},

@@ -174,6 +174,27 @@ def _compile_rules(allow: bool, pattern: str) -> tuple[tuple, ...]:
     return out
 
 
+class PathPattern:
+    """A robots.txt path pattern (``*``, a final ``$``) outside Allow/Disallow: the paths of
+    Content-Usage lines and of TDMRep's ``location`` (owler.signals), matched as Allow/Disallow
+    patterns are. ``length`` is the canonical pattern's, for the longest match; an empty pattern
+    matches every path with length 0 (a Content-Usage line without a path)."""
+
+    __slots__ = ("raw", "length", "_rule")
+
+    def __init__(self, raw: str) -> None:
+        self.raw = raw
+        canonical = canonical_path(raw) if raw else ""
+        self.length = len(canonical)
+        self._rule = _compile_rule(True, canonical)
+
+    def matches(self, url: str) -> bool:
+        """Whether the path (and query) of ``url`` (absolute, or a path) matches."""
+        if self._rule is None:
+            return True
+        return _matches(canonical_path(url_path(url)), self._rule[2], self._rule[3])
+
+
 def _matches(path: str, kind: int, data: Any) -> bool:
     if kind == _PREFIX:
         return path.startswith(data)
@@ -243,11 +264,14 @@ class RobotRules:
     which a cache must drop the rules.
     """
 
-    __slots__ = ("kind", "crawl_delay", "sitemaps", "expires_at", "_rules", "_index")
+    __slots__ = ("kind", "crawl_delay", "sitemaps", "expires_at", "_rules", "_index", "usage",
+                 "content_signals")
 
     def __init__(self, kind: str = PARSED, rules: Iterable[tuple] = (),
                  crawl_delay: float | None = None, sitemaps: Iterable[str] = (),
-                 expires_at: float = math.inf) -> None:
+                 expires_at: float = math.inf, *,
+                 usage: Iterable[tuple[PathPattern, str]] = (),
+                 content_signals: Iterable[str] = ()) -> None:
         if kind not in (PARSED, ALLOW_ALL, DISALLOW_ALL):
             raise ValueError(f"unknown RobotRules kind {kind!r}")
         self.kind = kind
@@ -257,6 +281,24 @@ class RobotRules:
         # Longest first, Allow before Disallow on equal length: the first match decides.
         self._rules = tuple(sorted(rules, key=lambda r: (-r[0], not r[1])))
         self._index = _build_index(self._rules) if len(self._rules) >= _INDEX_MIN_RULES else None
+        #: the selected group's Content-Usage lines (path pattern, preference as written) and
+        #: Content-Signal values (those before any group first): read by owler.signals
+        self.usage = tuple(usage)
+        self.content_signals = tuple(content_signals)
+
+    def usage_for(self, url: str) -> list[str]:
+        """The preferences of the Content-Usage lines that apply to ``url``: those of the longest
+        matching path (all of them when several have that length; a line without a path matches
+        every URL with length 0), as written. Empty when none applies."""
+        best = -1
+        prefs: list[str] = []
+        for pattern, pref in self.usage:
+            if pattern.length < best or not pattern.matches(url):
+                continue
+            if pattern.length > best:
+                best, prefs = pattern.length, []
+            prefs.append(pref)
+        return prefs
 
     @classmethod
     def allow_all(cls, ttl: float = DEFAULT_CACHE_TTL, now: float | None = None) -> RobotRules:
@@ -307,7 +349,7 @@ _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
 _TOKEN = re.compile(r"[A-Za-z_-]*")
 _WS = " \t\n\v\f\r"  # ASCII whitespace only, as Google (no NBSP, no U+2028)
 _DISALLOW_KEYS = ("disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw")
-_UA, _ALLOW, _DISALLOW, _SITEMAP, _DELAY = range(5)
+_UA, _ALLOW, _DISALLOW, _SITEMAP, _DELAY, _USAGE, _SIGNAL = range(7)
 
 
 def product_token(name: str) -> str:
@@ -327,6 +369,10 @@ def _key_type(key: str) -> int | None:
         return _SITEMAP
     if k.startswith(("crawl-delay", "crawl delay", "crawldelay", "crawl_delay")):
         return _DELAY
+    if k == "content-usage":
+        return _USAGE
+    if k == "content-signal":
+        return _SIGNAL
     return None
 
 
@@ -387,13 +433,26 @@ def _decode(content: bytes, limit: int) -> str:
 
 
 class _Group:
-    __slots__ = ("global_", "tokens", "rules", "delays")
+    __slots__ = ("global_", "tokens", "rules", "delays", "usage", "signals")
 
     def __init__(self) -> None:
         self.global_ = False
         self.tokens: set[str] = set()
         self.rules: list[tuple[bool, str]] = []  # (allow, raw pattern)
         self.delays: dict[str, float] = {}  # token ("*" = global) → Crawl-delay
+        self.usage: list[tuple[str, str]] = []  # Content-Usage: (path or "", preference)
+        self.signals: list[str] = []  # Content-Signal values
+
+
+def _usage_line(value: str) -> tuple[str, str]:
+    """A Content-Usage value as (path, preference): a path only when the value starts with "/",
+    up to the first space or tab (draft-ietf-aipref-attach-05, section 3.2)."""
+    if not value.startswith("/"):
+        return "", value
+    for i, ch in enumerate(value):
+        if ch in " \t":
+            return value[:i], value[i:].strip(_WS)
+    return value, ""
 
 
 def parse_robots(content: bytes, agents: Iterable[str], robots_url: str | None = None, *,
@@ -411,6 +470,7 @@ def parse_robots(content: bytes, agents: Iterable[str], robots_url: str | None =
     in_rules = False  # an Allow/Disallow has been seen since the last user-agent line
     sitemaps: list[str] = []
     seen_maps: set[str] = set()
+    file_signals: list[str] = []
 
     for line in _LINE_SPLIT.split(text):
         if len(line) > MAX_LINE_BYTES // 4:
@@ -447,6 +507,13 @@ def parse_robots(content: bytes, agents: Iterable[str], robots_url: str | None =
             if url is not None and url not in seen_maps:
                 seen_maps.add(url)
                 sitemaps.append(url)
+        elif kt == _USAGE:
+            if current is not None:  # a rule of its group, as Allow/Disallow (none outside one)
+                in_rules = True
+                current.usage.append(_usage_line(value))
+        elif kt == _SIGNAL:
+            # in its group; before any user-agent line, for every group (as sites write it)
+            (current.signals if current is not None else file_signals).append(value)
         elif kt == _DELAY:
             # A Crawl-delay applies to the agents named so far in the group (crawler-commons).
             delay = _crawl_delay(value) if current is not None else None
@@ -473,7 +540,10 @@ def parse_robots(content: bytes, agents: Iterable[str], robots_url: str | None =
                 compiled = rule_cache[raw] = _compile_rules(raw[0], canonical_path(raw[1]))
             rules.extend(compiled)
     delay = next((g.delays[name] for g in chosen if name in g.delays), None)
-    return RobotRules(PARSED, rules, delay, sitemaps, expires_at)
+    usage = [(PathPattern(path), pref) for g in chosen for path, pref in g.usage]
+    signals = file_signals + [v for g in chosen for v in g.signals]
+    return RobotRules(PARSED, rules, delay, sitemaps, expires_at, usage=usage,
+                      content_signals=signals)
 
 
 # ---- configuration, fetch policy, cache -----------------------------------------------------

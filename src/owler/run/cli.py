@@ -277,9 +277,12 @@ def cmd_check_url(args) -> int:
 
 def cmd_check_robots(args) -> int:
     """``owler check-robots --agent NAME --robots-file FILE URL…``: ALLOW or DENY per URL, decided
-    by the fetcher's own robots.txt code; exit 2 for an unreadable file or an agent without a
-    product token."""
-    from owler.fetch.robots import check_robots
+    by the fetcher's own robots.txt code, and what the file's signals (Content-Usage,
+    Content-Signal: :mod:`owler.signals`) say of each purpose for it, with the lines that could
+    not be read; exit 2 for an unreadable file or an agent without a product token."""
+    from owler.fetch.robots import check_robots, parse_robots, product_token
+    from owler.signals import UNKNOWN, resolve
+    from owler.signals.sources import from_robots
 
     try:
         content = Path(args.robots_file).read_bytes()
@@ -291,8 +294,19 @@ def cmd_check_robots(args) -> int:
     except ValueError as exc:
         print(f"owler check-robots: {exc}", file=sys.stderr)
         return 2
+    rules = parse_robots(content, [product_token(args.agent)])
     for url, allowed in decisions:
         print(f"{'ALLOW' if allowed else 'DENY'}\t{url}")
+        # no preference is implied for what may not be crawled (draft-ietf-aipref-attach-05)
+        statements = from_robots(rules.usage_for(url), rules.content_signals) if allowed else []
+        if not statements:
+            continue
+        said = [f"{purpose}={r['state']} ({', '.join(r['sources'])})"
+                for purpose, r in resolve(statements).items() if r["state"] != UNKNOWN]
+        print(f"\tsignals: {'; '.join(said) or 'nothing readable'}")
+        for st in statements:
+            if st.reason:  # read as unknown, or not a purpose
+                print(f"\t{st.source}: {st.raw}: {st.reason}")
     return 0
 
 

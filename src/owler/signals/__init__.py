@@ -1,0 +1,113 @@
+"""What webmasters say about the uses of their content, as one record per URL (issue 47).
+
+Several signals, from several places, speak to overlapping purposes in different vocabularies:
+
+- IETF AI preferences (the ``Content-Usage`` line of robots.txt, scoped to a path, and the
+  ``Content-Usage`` response header): labels of draft-ietf-aipref-vocab-08 (:data:`AIPREF_VOCAB`),
+  values ``y``/``n`` (:mod:`owler.signals.sources`);
+- Content Signals (``Content-Signal: search=yes, ai-input=no, ai-train=no`` in robots.txt);
+- TDMRep (the W3C community group's TDM Reservation Protocol: the ``tdm-reservation`` header and
+  ``<meta>``, ``/.well-known/tdmrep.json``);
+- ``noai`` / ``noimageai`` in ``<meta name="robots">`` and ``X-Robots-Tag`` (DeviantArt's).
+
+Each parser turns what it reads into :class:`Statement`\\ s: one purpose (:data:`PURPOSES`), a
+state (:data:`ALLOWED`, :data:`REFUSED` or :data:`UNKNOWN`), the source it came from and the raw
+text; a malformed signal is a statement of :data:`UNKNOWN` with the reason, never an exception.
+:func:`resolve` combines them per purpose: within TDMRep the later place overrides the earlier
+(file, then header, then meta, as the protocol orders them); across signals the most restrictive
+wins (AIPREF's rule for combining statements, and Google's for robots rules): refused if any
+statement refuses, else allowed if any allows, else unknown.
+
+Purposes are those of the signals, not of one vocabulary: ``search`` (a search index that links to
+the page: AIPREF's and Content Signals' ``search``), ``ai-train`` (training AI models: AIPREF's
+``train-ai``, Content Signals' ``ai-train``, ``noai``), ``ai-input`` (content given to a model as
+input when answering: AIPREF-08's ``ai-use``, Content Signals' ``ai-input``, ``noai``) and ``tdm``
+(text and data mining in the sense of the EU copyright directive's article 4: TDMRep). No purpose is
+inferred from another: TDMRep's reservation is recorded for ``tdm`` only, and what a crawl does with
+it is its policy's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+#: the vocabulary the AIPREF labels are read with (its labels changed between drafts: -07 had
+#: train-ai and search; -08 added ai-use)
+AIPREF_VOCAB = "draft-ietf-aipref-vocab-08"
+#: the attachment (robots.txt line and header) they are read from
+AIPREF_ATTACH = "draft-ietf-aipref-attach-05"
+
+SEARCH, AI_TRAIN, AI_INPUT, TDM = "search", "ai-train", "ai-input", "tdm"
+PURPOSES = (SEARCH, AI_TRAIN, AI_INPUT, TDM)
+ALLOWED, REFUSED, UNKNOWN = "allowed", "refused", "unknown"
+
+# where a statement came from
+ROBOTS_USAGE = "robots.content-usage"
+ROBOTS_SIGNAL = "robots.content-signal"
+HEADER_USAGE = "header.content-usage"
+TDMREP_FILE = "tdmrep.file"
+TDMREP_HEADER = "tdmrep.header"
+TDMREP_META = "tdmrep.meta"
+META_ROBOTS = "meta.robots"
+HEADER_ROBOTS = "header.x-robots-tag"
+#: TDMRep's own order: a later place overrides an earlier one ("Processing priority")
+TDMREP_ORDER = (TDMREP_FILE, TDMREP_HEADER, TDMREP_META)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One source's word on one purpose. ``purpose`` is None for a signal that could not be read
+    at all (``reason`` says why); ``images`` marks one that applies to images only
+    (``noimageai``)."""
+
+    source: str
+    purpose: str | None
+    state: str
+    raw: str
+    reason: str = ""
+    images: bool = False
+
+    def to_json(self) -> dict:
+        out = {"source": self.source, "raw": self.raw}
+        if self.purpose is not None:
+            out["purpose"] = self.purpose
+            out["state"] = self.state
+        if self.reason:
+            out["reason"] = self.reason
+        if self.images:
+            out["images"] = True
+        return out
+
+
+def resolve(statements: Iterable[Statement], image: bool = False) -> dict[str, dict]:
+    """Per purpose of :data:`PURPOSES`: ``{"state", "sources"}`` (the sources that decided it),
+    from every statement about the content (module docstring). Statements for images only count
+    when the content is one (``image``)."""
+    by_purpose: dict[str, list[Statement]] = {p: [] for p in PURPOSES}
+    for st in statements:
+        if st.purpose in by_purpose and (image or not st.images):
+            by_purpose[st.purpose].append(st)
+    out: dict[str, dict] = {}
+    for purpose, found in by_purpose.items():
+        tdm = [s for s in found if s.source in TDMREP_ORDER and s.state != UNKNOWN]
+        if tdm:  # TDMRep first, within itself: the last place that says something
+            last = max(TDMREP_ORDER.index(s.source) for s in tdm)
+            found = [s for s in found if s.source not in TDMREP_ORDER] + [
+                s for s in tdm if TDMREP_ORDER.index(s.source) == last]
+        for state in (REFUSED, ALLOWED):
+            deciding = sorted({s.source for s in found if s.state == state})
+            if deciding:
+                out[purpose] = {"state": state, "sources": deciding}
+                break
+        else:
+            out[purpose] = {"state": UNKNOWN, "sources": []}
+    return out
+
+
+def record(statements: Iterable[Statement], image: bool = False) -> dict:
+    """The normalised record of a URL's signals: ``purposes`` (:func:`resolve`), ``statements``
+    (every one, in order, the unreadable ones with their reason) and the vocabulary read."""
+    statements = list(statements)
+    return {"purposes": resolve(statements, image), "statements": [s.to_json() for s in statements],
+            "vocab": AIPREF_VOCAB}
