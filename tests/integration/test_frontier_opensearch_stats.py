@@ -35,8 +35,11 @@ def conf(opensearch):
 
 @pytest.fixture(autouse=True)
 def unshared(monkeypatch):
-    """Every read asks the index (readers of a process otherwise share one for a second)."""
+    """Every read asks the index (readers of a process otherwise share one for a second), and
+    snapshots come every ``frontier.stats.interval`` however long one took on a busy machine
+    (the ten-times rule: tests/unit/test_opensearch_stats.py)."""
     monkeypatch.setattr(stats, "SHARED_FOR", 0.0)
+    monkeypatch.setattr(stats.StatsKeeper, "period", lambda self, snap: self.interval)
 
 
 def upd(url, status, nfd, key):
@@ -223,3 +226,22 @@ def test_a_computation_that_fails_gives_its_claim_up(conf, monkeypatch):
         f.refresh()
         time.sleep(0.1)
         assert f.estimate(now) is None and f.counts()["DISCOVERED"] == after.counts["DISCOVERED"] + 1
+
+
+def test_a_leases_index_of_an_older_version_gets_the_snapshots_field(conf, opensearch):
+    """A crawl of yesterday: its leases index (strict mapping) has no field for the snapshot; the
+    first frontier to open it adds the field, and the figures come as for a new one."""
+    index = conf["opensearch.status.index.name"]
+    template = json.loads((ROOT / "resources" / "opensearch" / "leases.json").read_text())
+    template.pop("_comment")
+    del template["mappings"]["properties"]["stats"]
+    status, _ = opensearch.request("PUT", f"/{index}_leases", template)
+    assert status == 200
+    now = time.time()
+    with open_frontier(conf, owner="w") as f, open_frontier({**conf, **LIVE}) as live:
+        f.apply_updates(crawl_like(now))
+        f.refresh()
+        assert f.estimate(now) is not None and f.counts() == live.counts()
+    _, mapping = opensearch.request("GET", f"/{index}_leases/_mapping")
+    assert mapping[f"{index}_leases"]["mappings"]["properties"]["stats"] == {
+        "type": "object", "enabled": False}
