@@ -33,6 +33,9 @@ RAW_HEADERS = "_raw.headers"
 RAW_IP = "_raw.ip"
 RAW_FETCH_TIME = "_raw.fetch_time"
 RAW_TRUNCATED = "_raw.truncated"
+#: what the webmasters' signals said of a page (owler.signals.record_json): the block of the
+#: WARC metadata record written beside its response
+RAW_SIGNALS = "_raw.signals"
 #: the page is archived as a revisit record (:mod:`owler.fetch.revisit`): ``server-not-modified``
 #: (a 304) or ``identical-payload-digest`` (the payload of the last capture, not written again)
 RAW_REVISIT = "_raw.revisit"

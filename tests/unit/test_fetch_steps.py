@@ -258,3 +258,63 @@ def test_a_short_retry_after_keeps_the_urls_waiting_in_the_fetcher():
     got, _, engine = run_engine(urls, "1")
     assert [o.kind for o in got] == ["status", "page"]  # no URL sent back
     assert time.time() - t0 >= 1.0  # the second waited for the hold
+
+
+class SignallingHttp(ThrottlingHttp):
+    """A host whose robots.txt refuses search under /no-search/ (Content-Usage) and AI training
+    everywhere (Content-Signal); its pages answer with AI preferences of their own."""
+
+    ROBOTS = (b"User-agent: *\nAllow: /\nContent-Signal: ai-train=no, use=reference\n"
+              b"Content-Usage: /no-search/ search=n\n")
+
+    async def fetch(self, url, content_limit=None, extra_headers=None):
+        self.requests.append(url)
+        if url.endswith("/robots.txt"):
+            return FetchResult(url=url, status=200, content=self.ROBOTS)
+        return FetchResult(url=url, status=200, content=b"<html></html>", headers=[
+            ("Content-Type", "text/html"), ("Content-Usage", "search=y, ai-use=n"),
+            ("X-Robots-Tag", "otherbot: noai")])
+
+
+def test_robots_signals_refusing_the_crawls_purpose_stop_the_fetch_and_pages_record_theirs():
+    import json
+    import threading
+
+    from owler import wire
+
+    urls = ["http://a.example/no-search/x", "http://a.example/page"]
+    got, done = [], threading.Event()
+
+    def on_outcome(out):
+        got.append(out)
+        if len(got) == len(urls):
+            done.set()
+
+    engine = FetchEngine({**AGENT, "fetcher.server.delay": 0.0}, on_outcome)
+    engine.http = engine.robots.http = http = SignallingHttp("0")
+    engine.start()
+    try:
+        for url in urls:  # (what the last fetch recorded is forgotten: tdm is said no more)
+            engine.submit(FetchItem(url, "a.example", {"signals.tdm": ["refused"]}))
+        assert done.wait(HANG)
+    finally:
+        engine.stop()
+    by_url = {o.item.url: o for o in got}
+    skipped = by_url[urls[0]]
+    assert skipped.status is Status.ERROR and skipped.metadata["error.cause"] == ["signals"]
+    assert skipped.metadata["signals.search"] == ["refused"] and urls[0] not in http.requests
+    page = by_url[urls[1]]
+    assert page.kind == "page" and urls[1] in http.requests
+    md = page.metadata
+    assert md["signals.search"] == ["allowed"] and md["signals.ai-train"] == ["refused"]
+    assert md["signals.ai-input"] == ["refused"] and "signals.tdm" not in md
+    assert md["signals.unreadable"] == [
+        "robots.content-signal: use=reference: use= says how far content may be used, "
+        "kept as written"]
+    rec = json.loads(md[wire.RAW_SIGNALS][0])
+    assert rec["purposes"]["ai-train"]["sources"] == ["robots.content-signal"]
+    assert rec["purposes"]["search"]["sources"] == ["header.content-usage"]
+    # with signals.refused.action: mark, the first URL is fetched too, and marked
+    engine = FetchEngine({**AGENT, "fetcher.server.delay": 0.0, "signals.refused.action": "mark"},
+                         lambda out: None)
+    assert engine.signal_policy.refused({"search": {"state": "refused"}}) is None

@@ -169,3 +169,36 @@ def test_check_robots_shows_the_signals_for_each_url(tmp_path):
         "ALLOW\thttp://h/ai-ok/b",
         "\tsignals: search=allowed (robots.content-signal); ai-train=allowed (robots.content-usage)",
         "DENY\thttp://h/never/c"]
+
+
+def test_response_headers_in_one_pass():
+    from owler.signals.sources import from_headers
+
+    st = from_headers([("Content-Type", "text/html"), ("content-usage", "train-ai=n"),
+                       ("Content-Usage", "search=y"), ("X-Robots-Tag", "owler: noai"),
+                       ("TDM-Reservation", "1"), ("tdm-policy", "https://p.example/")], ["owler"])
+    assert states(st) == {SEARCH: ALLOWED, AI_TRAIN: REFUSED, AI_INPUT: REFUSED, TDM: REFUSED}
+    assert from_headers([("Content-Type", "text/html")], ["owler"]) == []
+
+
+def test_the_policy_and_what_a_url_records():
+    import pytest
+
+    from owler.conf import ConfError
+    from owler.signals import MD_UNREADABLE, SignalPolicy, note, record_json
+
+    policy = SignalPolicy.from_conf({})
+    assert policy.purposes == (SEARCH,) and policy.action == "skip"
+    said = content_signal("search=no, ai-train=no, bogus", ROBOTS_SIGNAL)
+    assert policy.refused(resolve(said)) == SEARCH
+    assert SignalPolicy.from_conf({"signals.refused.action": "mark"}).refused(resolve(said)) is None
+    assert SignalPolicy.from_conf({"signals.purposes": ["ai-train", "tdm"]}).refused(
+        resolve(content_signal("ai-input=no", ROBOTS_SIGNAL))) is None
+    for bad in ({"signals.purposes": ["crawl"]}, {"signals.refused.action": "later"}):
+        with pytest.raises(ConfError):
+            SignalPolicy.from_conf(bad)
+    md = {}
+    note(md, said)
+    assert md == {"signals.search": ["refused"], "signals.ai-train": ["refused"],
+                  MD_UNREADABLE: ["robots.content-signal: bogus: not key=value"]}
+    assert '"search":{"sources":["robots.content-signal"],"state":"refused"}' in record_json(said)

@@ -178,6 +178,32 @@ def test_exchange_roundtrip_types_order_linking(tmp_path):
     assert gzip.decompress(files[0].read_bytes()).count(b"WARC/1.1\r\n") == 3
 
 
+def test_signals_go_in_a_metadata_record_concurrent_to_the_response(tmp_path):
+    """What the webmasters' signals said of a page (owler.signals): a metadata record after its
+    response, linked to it; the response stays the record the writer points at."""
+    import json
+
+    block = '{"purposes":{"ai-train":{"sources":["header.content-usage"],"state":"refused"}}}'
+    with WARCWriter(tmp_path, clock=Clock()) as w:
+        exchange(w, metadata=block)
+        where = w.last_record
+        exchange(w, request=None, metadata=block)
+        alone = w.last_record
+    recs = read_all(finals(tmp_path)[0])
+    assert [r["type"] for r in recs] == ["warcinfo", "request", "response", "metadata",
+                                         "response", "metadata"]
+    assert all(r["digest_passed"] is not False for r in recs)
+    for resp, meta in ((recs[2], recs[3]), (recs[4], recs[5])):
+        assert meta["headers"]["WARC-Concurrent-To"] == resp["headers"]["WARC-Record-ID"]
+        assert meta["headers"]["WARC-Target-URI"] == resp["headers"]["WARC-Target-URI"]
+        assert meta["headers"]["WARC-Date"] == resp["headers"]["WARC-Date"]
+        assert meta["headers"]["Content-Type"] == "application/json"
+        assert json.loads(meta["payload"]) == json.loads(block)
+    assert (where.offset, alone.offset) == (recs[2]["offset"], recs[4]["offset"])
+    assert where.length == recs[3]["offset"] - recs[2]["offset"]
+    assert w.stats.records == 6 and w.stats.responses == 2 and w.stats.requests == 1
+
+
 def test_digest_check_can_fail(tmp_path):
     """The read-back helper really catches a wrong payload (the tests above can fail)."""
     with WARCWriter(tmp_path) as w:

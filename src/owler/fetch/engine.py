@@ -31,7 +31,13 @@ Outcomes, with StormCrawler's semantics:
 - robots.txt denial → ``ERROR`` with ``error.cause=robots.txt``; a Crawl-delay above
   ``fetcher.max.crawl.delay`` → ``ERROR`` with ``error.cause=crawl_delay`` (or capped when
   ``fetcher.max.crawl.delay.force``); a refused private address → ``ERROR`` with
-  ``error.cause=private_address``; an unparsable URL → ``ERROR`` with ``error.cause=malformed URL``.
+  ``error.cause=private_address``; an unparsable URL → ``ERROR`` with ``error.cause=malformed URL``;
+- robots.txt's signals on the uses of content (Content-Usage, Content-Signal:
+  :mod:`owler.signals`) refusing a purpose of the crawl (``signals.purposes``) with
+  ``signals.refused.action: skip`` → ``ERROR`` with ``error.cause=signals`` and the refusal in
+  ``signals.<purpose>``, no request. A page carries what those signals and its response headers'
+  (Content-Usage, X-Robots-Tag noai, tdm-reservation) say in ``signals.*``, and the whole record
+  for the WARC metadata record beside its response (``_raw.signals``).
 
 Sitemaps (:mod:`owler.fetch.discovery`): with ``sitemap.discovery`` (or metadata
 ``sitemap.discovery=true``), the first URL processed after its host's robots.txt was fetched
@@ -61,7 +67,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from owler import conf as C
-from owler import wire
+from owler import signals, wire
 from owler.constants import (DELAY_MINS, ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STATUS_CODE,
                              FETCHER_THREADS_KEY, MD_PREFIX_KEY, QUEUE_BLOCK_UNTIL,
                              QUEUE_CRAWL_DELAY,
@@ -71,9 +77,10 @@ from owler.fetch.discovery import SitemapDiscovery
 from owler.fetch.http import AddressGuard, FetchResult, HttpFetcher, redirect_target
 from owler.fetch.politeness import Backoff, DelayOverrides, FetchQueues
 from owler.fetch.revisit import Revisits
-from owler.fetch.robots import RobotsSource
+from owler.fetch.robots import RobotsSource, agents_from_conf
 from owler.metadata import copy as md_copy
 from owler.metadata import set_value
+from owler.signals.sources import from_headers, from_robots
 from owler.urls import PARTITION_MODES, partition_key, partition_mode
 
 log = logging.getLogger(__name__)
@@ -169,6 +176,8 @@ class FetchEngine:
         self.discovery = SitemapDiscovery(conf)
         self.robots = RobotsSource(conf, self.http, count=self._count,
                                    on_new_rules=self.discovery.robots_read)
+        self.signal_policy = signals.SignalPolicy.from_conf(conf)
+        self.agents = agents_from_conf(conf)  # (X-Robots-Tag's agent scopes)
         self.stats: dict[str, int] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -345,6 +354,7 @@ class FetchEngine:
         by the caller, stopped by robots.txt (:meth:`_robots_gate`), or fetched and answered
         (:meth:`_answered`)."""
         md = md_copy(item.metadata)
+        signals.forget(md)  # this fetch's signals, not those of the last one
         url = item.url
         refused = self.refuse(url) if self.refuse is not None else None
         if refused:  # listed since it entered the frontier: a final status, no request
@@ -354,9 +364,18 @@ class FetchEngine:
         stopped = self._robots_gate(key, item, md, rules)
         if stopped is not None:
             return stopped
+        said: list = []  # what the host's robots.txt signals say of this URL (owler.signals)
+        if rules.usage or rules.content_signals:
+            said = from_robots(rules.usage_for(url), rules.content_signals)
+            refused = self.signal_policy.refused(signals.resolve(said))
+            if refused is not None:  # signals.refused.action: skip
+                signals.note(md, said)
+                self._count("signals_refused")
+                set_value(md, ERROR_CAUSE, "signals")
+                return Outcome(item, "status", md, Status.ERROR), 0.0
         conditional = self.revisits.conditional_headers(md)
         res = await self.http.fetch(url, extra_headers=conditional)
-        return self._answered(key, item, md, res, conditional)
+        return self._answered(key, item, md, res, conditional, said)
 
     def _robots_gate(self, key: str, item: FetchItem, md: dict,
                      rules) -> tuple[Outcome, float | None] | None:
@@ -394,7 +413,7 @@ class FetchEngine:
         return None
 
     def _answered(self, key: str, item: FetchItem, md: dict, res: FetchResult,
-                  conditional: dict | None) -> tuple[Outcome, float | None]:
+                  conditional: dict | None, said: list) -> tuple[Outcome, float | None]:
         """The outcome of a fetch by what came back: no answer, a throttling server, a status
         code, or a page (:meth:`_page`); the delay is None (the queue's own) except when the
         server throttles."""
@@ -430,11 +449,17 @@ class FetchEngine:
             return Outcome(item, "status", md, status, outlinks=outlinks), delay
         if status is Status.FETCH_ERROR:
             return Outcome(item, "status", md, status), delay
-        return self._page(item, md, res), delay
+        return self._page(item, md, res, said), delay
 
-    def _page(self, item: FetchItem, md: dict, res: FetchResult) -> Outcome:
-        """A page: the revisit's validators or capture noted, and what the WARC writer needs
-        kept in ``md`` (transient ``_raw.*`` keys, never persisted)."""
+    def _page(self, item: FetchItem, md: dict, res: FetchResult, said: list) -> Outcome:
+        """A page: the revisit's validators or capture noted, what the webmasters' signals of
+        its robots.txt (``said``) and of its headers say (:func:`owler.signals.note`), and what
+        the WARC writer needs kept in ``md`` (transient ``_raw.*`` keys, never persisted)."""
+        said = said + from_headers(res.headers, self.agents)
+        if said:
+            image = (res.header("content-type") or "").lower().startswith("image/")
+            signals.note(md, said, image)
+            md[wire.RAW_SIGNALS] = [signals.record_json(said, image)]
         if res.status == 304:  # the last capture's content: archived as a revisit
             self.revisits.note_not_modified(md, res.header)
         else:

@@ -29,8 +29,11 @@ it is its policy's business.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable, Mapping
+
+from owler import conf as C
 
 #: the vocabulary the AIPREF labels are read with (its labels changed between drafts: -07 had
 #: train-ai and search; -08 added ai-use)
@@ -53,6 +56,17 @@ META_ROBOTS = "meta.robots"
 HEADER_ROBOTS = "header.x-robots-tag"
 #: TDMRep's own order: a later place overrides an earlier one ("Processing priority")
 TDMREP_ORDER = (TDMREP_FILE, TDMREP_HEADER, TDMREP_META)
+
+#: metadata of a URL whose content or host said something: ``signals.<purpose>`` = its state
+#: (purposes left unknown are not written), ``signals.unreadable`` = each signal read as unknown
+#: with its reason (``source: raw: reason``)
+MD_PREFIX = "signals."
+MD_UNREADABLE = "signals.unreadable"
+#: the policy: what the crawl is for, and what to do when a signal read before the request
+#: (robots.txt) refuses one of those purposes
+PURPOSES_KEY = "signals.purposes"
+ACTION_KEY = "signals.refused.action"
+MARK, SKIP = "mark", "skip"
 
 
 @dataclass(frozen=True)
@@ -111,3 +125,56 @@ def record(statements: Iterable[Statement], image: bool = False) -> dict:
     statements = list(statements)
     return {"purposes": resolve(statements, image), "statements": [s.to_json() for s in statements],
             "vocab": AIPREF_VOCAB}
+
+
+class SignalPolicy:
+    """``signals.purposes`` (what the crawl is for: OWLer's is ``search``) and
+    ``signals.refused.action``: ``skip`` (a URL whose robots.txt signals refuse one of those
+    purposes is not fetched: ERROR with ``error.cause`` ``signals``) or ``mark`` (fetched, its
+    signals recorded as for every page). Signals of the response itself (headers, meta) are known
+    only once it is fetched: they are recorded."""
+
+    def __init__(self, purposes: Iterable[str], action: str) -> None:
+        self.purposes = tuple(purposes)
+        self.action = action
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> "SignalPolicy":
+        purposes = C.get_list(conf, PURPOSES_KEY, [SEARCH])
+        unknown = [p for p in purposes if p not in PURPOSES]
+        if unknown:
+            raise C.ConfError(f"{PURPOSES_KEY}: {unknown[0]!r} is not one of {', '.join(PURPOSES)}")
+        action = C.get_str(conf, ACTION_KEY, SKIP)
+        if action not in (MARK, SKIP):
+            raise C.ConfError(f"{ACTION_KEY}: {action!r} is not {MARK} or {SKIP}")
+        return cls(purposes, action)
+
+    def refused(self, resolved: Mapping[str, dict]) -> str | None:
+        """With ``skip``, the first purpose of the crawl that ``resolved`` refuses, else None."""
+        if self.action != SKIP:
+            return None
+        return next((p for p in self.purposes if resolved[p]["state"] == REFUSED), None)
+
+
+def forget(md: dict) -> None:
+    """Drop what an earlier fetch recorded (a site may have withdrawn its signals since)."""
+    for key in [k for k in md if k.startswith(MD_PREFIX)]:
+        del md[key]
+
+
+def note(md: dict, statements: list[Statement], image: bool = False) -> dict[str, dict]:
+    """Write what ``statements`` resolve to into a URL's metadata (``md``: :data:`MD_PREFIX`
+    keys) and return it (:func:`resolve`)."""
+    resolved = resolve(statements, image)
+    for purpose, r in resolved.items():
+        if r["state"] != UNKNOWN:
+            md[MD_PREFIX + purpose] = [r["state"]]
+    unreadable = [f"{s.source}: {s.raw}: {s.reason}" for s in statements if s.reason]
+    if unreadable:
+        md[MD_UNREADABLE] = unreadable
+    return resolved
+
+
+def record_json(statements: list[Statement], image: bool = False) -> str:
+    """:func:`record` as compact JSON (the WARC metadata record's block)."""
+    return json.dumps(record(statements, image), separators=(",", ":"), sort_keys=True)

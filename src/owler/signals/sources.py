@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from owler.signals import (AI_INPUT, AI_TRAIN, AIPREF_VOCAB, ALLOWED, REFUSED, ROBOTS_SIGNAL,
-                           ROBOTS_USAGE, SEARCH, TDM, UNKNOWN, Statement)
+from owler.signals import (AI_INPUT, AI_TRAIN, AIPREF_VOCAB, ALLOWED, HEADER_ROBOTS,
+                           HEADER_USAGE, REFUSED, ROBOTS_SIGNAL, ROBOTS_USAGE, SEARCH, TDM,
+                           TDMREP_HEADER, UNKNOWN, Statement)
 
 #: draft-ietf-aipref-vocab-08's labels (section 6.1) and the purposes they speak to
 AIPREF_LABELS = {"train-ai": AI_TRAIN, "ai-use": AI_INPUT, "search": SEARCH}
@@ -146,4 +147,28 @@ def from_robots(usage: Iterable[str], content_signals: Iterable[str]) -> list[St
     that apply (``RobotRules.usage_for``) and its Content-Signal values."""
     out = [s for pref in usage for s in aipref(pref, ROBOTS_USAGE)]
     out.extend(s for value in content_signals for s in content_signal(value, ROBOTS_SIGNAL))
+    return out
+
+
+def from_headers(headers: Iterable[tuple[str, str]], agents: Iterable[str]) -> list[Statement]:
+    """The statements of a response's headers: ``Content-Usage`` (all fields, one dictionary),
+    ``X-Robots-Tag`` (``noai``, ``noimageai``), ``tdm-reservation`` and ``tdm-policy`` (the last
+    field of each). One pass over the headers; nothing else is read when none is there."""
+    usage: list[str] = []
+    robots: list[tuple[str, str]] = []
+    reservation = policy = None
+    for name, value in headers:
+        n = name.lower()
+        if n == "content-usage":
+            usage.append(value)
+        elif n == "x-robots-tag":
+            robots.append(("", value))
+        elif n == "tdm-reservation":
+            reservation = value
+        elif n == "tdm-policy":
+            policy = value
+    out = aipref(usage, HEADER_USAGE) if usage else []
+    if robots:
+        out.extend(robots_directives(robots, agents, HEADER_ROBOTS))
+    out.extend(tdm_reservation(reservation, policy, TDMREP_HEADER))
     return out

@@ -279,6 +279,7 @@ class WARCWriter:
             revisit=revisit,
             refers_to_date=(md.get(CAPTURE_DATE) or [None])[0],
             payload_digest=digest[0] if digest else None,
+            metadata=(md.get(wire.RAW_SIGNALS) or [None])[0],
         )
 
     def write_exchange(self, url: str, *, fetch_time: float | None,
@@ -289,7 +290,7 @@ class WARCWriter:
                        identified_payload_type: str | None = None,
                        payload_decoded: bool = True, revisit: str | None = None,
                        refers_to_date: str | None = None,
-                       payload_digest: str | None = None) -> int:
+                       payload_digest: str | None = None, metadata: str | None = None) -> int:
         """Write ``request`` (if given) and ``response`` records; return compressed bytes written.
 
         With ``revisit`` (``server-not-modified`` or ``identical-payload-digest``) the response is
@@ -298,6 +299,8 @@ class WARCWriter:
         (``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` = ``refers_to_date``, the
         capture's WARC-Date, when known). ``payload_digest`` is the WARC-Payload-Digest when the
         caller has it (the payload's; for a 304 the capture's), else it is computed.
+        ``metadata`` (JSON: what the webmasters' signals said, owler.signals.record_json) is
+        written after the response as a ``metadata`` record concurrent to it.
 
         ``payload`` is the body after transfer decoding (and after content decoding when
         ``payload_decoded``); headers are fixed up accordingly
@@ -333,8 +336,18 @@ class WARCWriter:
         block_len = len(http_head) + len(payload)
         members.append(R.gzip_member((R.record_head(h, block_len), http_head, payload, R.RECORD_END),
                                      self.gzip_level))
-        return self._append_exchange(members, resp_id, with_request=req_head is not None,
-                                     revisit=revisit is not None)
+        resp_index = len(members) - 1
+        if metadata is not None:
+            members.append(self._metadata_member(metadata.encode("utf-8"), resp_id, date, uri))
+        return self._append_exchange(members, resp_id, resp_index, revisit=revisit is not None)
+
+    def _metadata_member(self, block: bytes, resp_id: str, date: str, uri: str) -> bytes:
+        """A ``metadata`` record about the response ``resp_id`` (JSON), compressed."""
+        h = [("WARC-Type", "metadata"), ("WARC-Record-ID", R.new_record_id()), ("WARC-Date", date),
+             ("WARC-Warcinfo-ID", self._warcinfo_id), ("WARC-Target-URI", uri),
+             ("WARC-Concurrent-To", resp_id), ("Content-Type", "application/json"),
+             ("WARC-Block-Digest", R.sha1_b32(block))]
+        return R.gzip_member((R.record_head(h, len(block)), block, R.RECORD_END), self.gzip_level)
 
     def _shared_headers(self, date: str, ip: str | None, uri: str) -> list[tuple[str, str]]:
         """The WARC headers the request and response records of one exchange both carry."""
@@ -353,19 +366,21 @@ class WARCWriter:
         return R.gzip_member((R.record_head(h, len(req_head)), req_head, R.RECORD_END),
                              self.gzip_level)
 
-    def _append_exchange(self, members: list[bytes], resp_id: str, with_request: bool,
+    def _append_exchange(self, members: list[bytes], resp_id: str, resp_index: int,
                          revisit: bool) -> int:
-        """Append an exchange's records, note where its response went and count it; return the
+        """Append an exchange's records (``members[resp_index]`` the response: a request before
+        it, a metadata record after it), note where its response went and count it; return the
         compressed bytes written."""
         offset = self._append(members)
-        resp_offset = offset + (len(members[0]) if with_request else 0)
+        resp_offset = offset + sum(len(m) for m in members[:resp_index])
         n = sum(len(m) for m in members)
-        self.last_record = WrittenRecord(self._final_name, resp_offset, len(members[-1]), resp_id)
+        self.last_record = WrittenRecord(self._final_name, resp_offset, len(members[resp_index]),
+                                         resp_id)
         if revisit:
             self.stats.revisits += 1
         else:
             self.stats.responses += 1
-        self.stats.requests += 1 if with_request else 0
+        self.stats.requests += 1 if resp_index else 0
         self.stats.records += len(members)
         self._after_write()
         return n
