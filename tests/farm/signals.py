@@ -28,6 +28,8 @@ import json
 import sys
 import time
 
+from tests.farm.hostile import page, response
+
 HOSTS = {"usage": "127.0.61.1", "cfsignal": "127.0.61.2", "cfnosearch": "127.0.61.3",
          "headers": "127.0.61.4", "malformed": "127.0.61.5"}
 NETWORK = "127.0.61.0/24"
@@ -51,19 +53,6 @@ HEADERS = {
 }
 
 
-def page(title: str, links: list[str]) -> bytes:
-    anchors = "".join(f'<li><a href="{h}">link {k}</a></li>' for k, h in enumerate(links))
-    return (f"<!DOCTYPE html><html><head><meta charset=utf-8><title>{title}</title></head>"
-            f"<body><h1>{title}</h1><p>{'Some text. ' * 30}</p><ul>{anchors}</ul></body>"
-            "</html>").encode()
-
-
-def response(status: str, body: bytes, ctype: str, extra: list[tuple[str, str]]) -> bytes:
-    head = [f"HTTP/1.1 {status}", f"Content-Type: {ctype}", f"Content-Length: {len(body)}",
-            "Connection: close"] + [f"{k}: {v}" for k, v in extra]
-    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-
-
 class Farm:
     def __init__(self, log_path: str) -> None:
         self.log = open(log_path, "a", buffering=1)
@@ -78,14 +67,14 @@ class Farm:
             site = {v: k for k, v in HOSTS.items()}[addr]
             if path == "/robots.txt":
                 body = ROBOTS.get(site)
-                data = (response("200 OK", body, "text/plain", []) if body is not None
-                        else response("404 Not Found", b"", "text/plain", []))
+                data = (response("200 OK", body, "text/plain") if body is not None
+                        else response("404 Not Found", ctype="text/plain"))
             elif path == "/" or path in PAGES[site]:
                 links = PAGES[site] if path == "/" else []
                 data = response("200 OK", page(f"{site} {path}", links),
-                                "text/html; charset=utf-8", HEADERS.get((site, path), []))
+                                extra=HEADERS.get((site, path)))
             else:
-                data = response("404 Not Found", b"", "text/plain", [])
+                data = response("404 Not Found", ctype="text/plain")
             writer.write(data)
             await writer.drain()
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, IndexError,

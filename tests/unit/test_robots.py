@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from owler.fetch.robots import (RobotRules, RobotsCache, agents_from_conf, canonical_path,
-                                check_robots, parse_robots, robots_url, rules_from_fetch)
+                                parse_robots, robots_url, rules_for_agent, rules_from_fetch)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "robots"
 CASES = [json.loads(line) for line in (DATA / "protego_can_fetch_cases.jsonl").read_text().splitlines()]
@@ -126,7 +126,8 @@ def test_helpers():
     assert robots_url("https://Ex.com:8443/a/b?c") == "https://ex.com:8443/robots.txt"
     assert agents_from_conf({"http.agent.name": "Owler@ows.eu/1", "http.robots.agents": "owlerbot"}) == \
         ["owlerbot", "owler"]
-    assert check_robots("x", b"User-agent: *\nDisallow: /d\n", ["http://h/d", "http://h/e"]) == \
+    rules = rules_for_agent("x", b"User-agent: *\nDisallow: /d\n")
+    assert [(u, rules.allowed(u)) for u in ("http://h/d", "http://h/e")] == \
         [("http://h/d", False), ("http://h/e", True)]
 
 

@@ -202,3 +202,23 @@ def test_the_policy_and_what_a_url_records():
     assert md == {"signals.search": ["refused"], "signals.ai-train": ["refused"],
                   MD_UNREADABLE: ["robots.content-signal: bogus: not key=value"]}
     assert '"search":{"sources":["robots.content-signal"],"state":"refused"}' in record_json(said)
+
+
+def test_content_signal_in_crawler_commons_robots_files():
+    """Real robots.txt files of crawler-commons' tests (read in place): a Content-Signal before
+    every group counts for every agent, its comment left out; the plural Content-Signals line of
+    another proposal (a path to a JSON file) is not a Content-Signal and says nothing."""
+    from tests.material import shared
+
+    folder = shared("robots", "crawler-commons", pattern="extension*.txt")
+    merged = (folder / "extensions-group-merging.txt").read_bytes()
+    for agent in ("mybot", "yourbot", "owler"):
+        rules = parse_robots(merged, [agent])
+        assert rules.content_signals == ("search=yes,ai-train=yes,ai-input=yes",)
+        st = [s for v in rules.content_signals for s in content_signal(v, ROBOTS_SIGNAL)]
+        assert states(st) == {SEARCH: ALLOWED, AI_TRAIN: ALLOWED, AI_INPUT: ALLOWED,
+                              TDM: UNKNOWN}
+    assert not parse_robots(merged, ["mybot"]).allowed("/private/x")
+    other = parse_robots((folder / "extension-robots.txt").read_bytes(), ["owler"])
+    assert other.content_signals == () and other.usage_for("/x") == []
+    assert other.allowed("/llms.txt")

@@ -722,13 +722,10 @@ class RobotsSource:
                                 robots_url=target)
 
 
-def check_robots(agent: str, robots_content: bytes,
-                 urls: Iterable[str]) -> list[tuple[str, bool]]:
-    """Decisions for ``urls`` under ``robots_content`` as the crawler would make them for an
-    ``http.agent.name`` of ``agent`` (reduced to its product token). Raises ValueError when the
-    agent has no product token."""
+def rules_for_agent(agent: str, robots_content: bytes) -> RobotRules:
+    """``robots_content`` parsed for an ``http.agent.name`` of ``agent`` (reduced to its product
+    token). Raises ValueError when the agent has no product token."""
     tok = product_token(agent)
     if not tok:
         raise ValueError(f"agent {agent!r} has no product token (letters, '-' or '_')")
-    rules = parse_robots(robots_content, [tok])
-    return [(u, rules.allowed(u)) for u in urls]
+    return parse_robots(robots_content, [tok])

@@ -7,6 +7,7 @@ and counted; a file that is not such an array is one statement of ``unknown`` wi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -48,14 +49,11 @@ class TdmRepFile:
     def statements(self, url: str) -> list[Statement]:
         """What the file says of ``url``: its first matching rule; a file that could not be read
         is one statement of ``unknown`` with the reason."""
-        out = []
         if self.problem and not self.rules:
             return [Statement(TDMREP_FILE, None, UNKNOWN, "/.well-known/tdmrep.json",
                               self.problem)]
         for pattern, reservation, policy in self.rules:
             if pattern.matches(url):
-                out = tdm_reservation(reservation, policy, TDMREP_FILE)
-                out = [Statement(s.source, s.purpose, s.state, f"{pattern.raw}: {s.raw}", s.reason)
-                       for s in out]
-                break
-        return out
+                return [dataclasses.replace(st, raw=f"{pattern.raw}: {st.raw}")
+                        for st in tdm_reservation(reservation, policy, TDMREP_FILE)]
+        return []

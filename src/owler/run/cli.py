@@ -280,7 +280,7 @@ def cmd_check_robots(args) -> int:
     by the fetcher's own robots.txt code, and what the file's signals (Content-Usage,
     Content-Signal: :mod:`owler.signals`) say of each purpose for it, with the lines that could
     not be read; exit 2 for an unreadable file or an agent without a product token."""
-    from owler.fetch.robots import check_robots, parse_robots, product_token
+    from owler.fetch.robots import rules_for_agent
     from owler.signals import UNKNOWN, resolve
     from owler.signals.sources import from_robots
 
@@ -290,12 +290,12 @@ def cmd_check_robots(args) -> int:
         print(f"owler check-robots: cannot read {args.robots_file}: {exc.strerror}", file=sys.stderr)
         return 2
     try:
-        decisions = check_robots(args.agent, content, args.urls)
+        rules = rules_for_agent(args.agent, content)
     except ValueError as exc:
         print(f"owler check-robots: {exc}", file=sys.stderr)
         return 2
-    rules = parse_robots(content, [product_token(args.agent)])
-    for url, allowed in decisions:
+    for url in args.urls:
+        allowed = rules.allowed(url)
         print(f"{'ALLOW' if allowed else 'DENY'}\t{url}")
         # no preference is implied for what may not be crawled (draft-ietf-aipref-attach-05)
         statements = from_robots(rules.usage_for(url), rules.content_signals) if allowed else []
