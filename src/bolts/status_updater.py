@@ -7,6 +7,7 @@ replays it) when the commit failed or, with the OpenSearch frontier, one of its 
 With OpenSearch one batch is on its way while the bolt reads the next batch's tuples
 (``opensearch.status.concurrentRequests``, :class:`owler.frontier.pipeline.OneInFlight`); its
 tuples are acked or failed when its answer has come, seen at the next tuple, tick or commit.
+A status of a URL that a take-down names by now is written as ERROR (:mod:`owler.takedown`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ import time
 
 from streamparse import Bolt
 
+from owler.blacklist import RELOAD_INTERVAL_KEY
+from owler.conf import get_float
 from owler.frontier import RETRY_SECS
 from owler.scheduler import load_scheduler
 from owler.status import FrontierUnavailable, FrontierWriter, StatusUpdater, commit_settings
+from owler.takedown import TakedownList
 from owler.task.batch import CommitBatch
 from owler.task.component import OwlerComponent
 
@@ -31,7 +35,10 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
 
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
-        self.updater = StatusUpdater(storm_conf, load_scheduler(storm_conf))
+        self.updater = StatusUpdater(storm_conf, load_scheduler(storm_conf),
+                                     takedowns=TakedownList.from_conf(
+                                         storm_conf, get_float(storm_conf, RELOAD_INTERVAL_KEY,
+                                                               30.0)))
         self.batch = CommitBatch(*commit_settings(storm_conf), self.ack, self.fail)
         self.writer = FrontierWriter(storm_conf, self.updater, on_unavailable=self._unavailable)
 

@@ -31,6 +31,11 @@ URLs the frontier already holds, just before they are fetched (the fetcher bolt,
 :meth:`Blacklist.refusal`): an entry added to a list stops the fetching of its URLs within
 ``blacklist.reload.interval`` seconds, and each of them gets the final status ERROR with
 ``error.cause=blacklist:<list name>`` (fetched again only when its list no longer names it).
+
+:meth:`Blacklist.from_conf` also reads the take-down file (:mod:`owler.takedown`), reloaded with
+the lists: a URL a take-down names is matched as the list ``takedown`` (:data:`TAKEDOWN_LIST`) and
+refused with the take-down's metadata (``error.cause=takedown``), so every component that checks
+the blacklists (outlinks, sitemaps, ``owler inject``, the fetcher) honours a take-down too.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ DIR_KEY = "blacklist.dir"
 RELOAD_INTERVAL_KEY = "blacklist.reload.interval"
 #: ``error.cause`` of a URL not fetched because a list names it: ``blacklist:<list name>``
 CAUSE_PREFIX = "blacklist:"
+#: what :meth:`Blacklist.match` names for a URL of a take-down (the take-down file, not a list)
+TAKEDOWN_LIST = "takedown"
 
 _MAX_LOGGED_INVALID = 5
 HOSTS_IPS = frozenset({"0.0.0.0", "127.0.0.1", "::1", "::", "0", "fe80::1%lo0", "255.255.255.255"})
@@ -131,14 +138,21 @@ class Blacklist:
         self.stats: dict[str, ListStats] = {}
         self._snapshot: dict[str, tuple[int, int]] | None = None
         self._last_check = 0.0
+        self.takedowns: Any = None  # owler.takedown.TakedownList, with from_conf
         self.reload()
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> "Blacklist":
+        """The lists of ``blacklist.dir`` and the take-down file of ``takedown.file``
+        (:mod:`owler.takedown`), both reloaded every ``blacklist.reload.interval`` seconds."""
+        from owler.takedown import TakedownList  # (it reads host names with this module's rules)
+
         name = get_str(conf, DIR_KEY, "blacklists")
         interval = get_float(conf, RELOAD_INTERVAL_KEY, 30.0)
         directory = resource_path(name.strip()) if name and name.strip() else None
-        return cls(directory, interval)
+        blacklist = cls(directory, interval)
+        blacklist.takedowns = TakedownList.from_conf(conf, interval)
+        return blacklist
 
     # ---- loading -------------------------------------------------------------------------------
 
@@ -234,6 +248,8 @@ class Blacklist:
         if now - self._last_check < self.reload_interval:
             return False
         self._last_check = now
+        if self.takedowns is not None:
+            self.takedowns.maybe_reload(now)
         try:
             snap = self._scan()
         except OSError as exc:
@@ -269,8 +285,11 @@ class Blacklist:
         return None
 
     def match(self, url: str) -> str | None:
-        """Name of the list that blacklists ``url`` (by host/domain or URL prefix), else None.
-        An unparsable URL matches nothing."""
+        """Name of the list that blacklists ``url`` (by host/domain or URL prefix), else None;
+        ``takedown`` for a URL that a take-down names (:mod:`owler.takedown`). An unparsable URL
+        matches nothing."""
+        if self.takedowns is not None and self.takedowns.match(url) is not None:
+            return TAKEDOWN_LIST
         if not self._domains and not self._prefixes:
             return None
         host = fast_host(url)
@@ -291,10 +310,15 @@ class Blacklist:
                         return list_name
         return None
 
-    def refusal(self, url: str, now: float | None = None) -> str | None:
+    def refusal(self, url: str, now: float | None = None) -> str | dict | None:
         """For a URL about to be fetched: the ``error.cause`` of its ERROR status when a list
-        names it (``blacklist:optout``), else None. Reloads the lists first when they are due
-        for a check (:meth:`maybe_reload`)."""
+        names it (``blacklist:optout``), the metadata of a take-down that names it
+        (:meth:`owler.takedown.Takedown.metadata`), else None. Reloads the lists first when they
+        are due for a check (:meth:`maybe_reload`)."""
         self.maybe_reload(now)
+        if self.takedowns is not None:
+            entry = self.takedowns.match(url)
+            if entry is not None:
+                return entry.metadata()
         name = self.match(url)
         return None if name is None else CAUSE_PREFIX + name

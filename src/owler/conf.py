@@ -222,7 +222,7 @@ def get_duration(conf: Mapping[str, Any], key: str, default: float) -> float:
 #: Keys naming files or folders the crawler writes or reads; relative values are taken from the project root
 #: (not from a Storm worker's working directory, which is the extracted topology jar).
 PATH_KEYS = (SQLITE_PATH_KEY, WARC_DIR_KEY, "owler.work.dir", WARC2WARC_INPUT_KEY, RISK_LISTS_DIR_KEY,
-             WARC2WARC_PROGRESS_KEY, METRICS_SQLITE_PATH_KEY)
+             WARC2WARC_PROGRESS_KEY, METRICS_SQLITE_PATH_KEY, "takedown.file")
 
 
 def absolute_paths(conf: dict[str, Any], root: Path | None = None) -> dict[str, Any]:

@@ -173,10 +173,13 @@ def _iso(ts: float) -> str:
 class StatusUpdater:
     """Turns statuses into frontier writes (module docstring). Not thread-safe."""
 
-    def __init__(self, conf: Mapping[str, Any] | None, scheduler, partition_mode: str | None = None
-                 ) -> None:
+    def __init__(self, conf: Mapping[str, Any] | None, scheduler, partition_mode: str | None = None,
+                 takedowns: Any = None) -> None:
+        """``takedowns``: the crawl's :class:`owler.takedown.TakedownList` (the bolt's), whose
+        URLs are written as ERROR whatever a task reports of them (:meth:`for_status`)."""
         conf = conf or {}
         self.scheduler = scheduler
+        self.takedowns = takedowns
         self.partition_mode = partition_mode or urls.partition_mode(conf)
         self.max_fetch_errors = C.get_int(conf, "max.fetch.errors", 3)
         self.transfer = MetadataTransfer(conf)
@@ -299,6 +302,12 @@ class StatusUpdater:
         """:meth:`to_update` for a status tuple: scheduled from its ``fetch.time`` when it has one
         (an archived record is scheduled from when it was fetched, not from when it was read)."""
         md = metadata or {}
+        takedowns = self.takedowns
+        if takedowns is not None:  # a page fetched before its site's take-down reached the fetcher
+            takedowns.maybe_reload()
+            if takedowns.entries:
+                md = dict(md)
+                status = takedowns.overrule(url, status, md)
         return self.to_update(url, md, Status(status), fetch_time(md, now))
 
     def for_outlinks(self, source: str, metadata: Mapping[str, list[str]] | None, batch: Any,

@@ -25,9 +25,10 @@ Outcomes, with StormCrawler's semantics:
   waiting here go back to the frontier (outcome ``held``: the bolt fails their tuples);
 - 4xx/5xx → ``FETCH_ERROR`` with ``fetch.statusCode``; network failures → ``FETCH_ERROR`` with
   ``fetch.exception`` and ``error.cause`` (timeout, dns, connection_refused, …);
-- a URL the caller's ``refuse`` names a cause for (the bolt: a blacklist that lists it by now,
-  :meth:`owler.blacklist.Blacklist.refusal`) → ``ERROR`` with that cause, checked just before the
-  fetch, so an opt-out stops the URLs already queued here too;
+- a URL the caller's ``refuse`` names a cause for (the bolt: a blacklist or a take-down that
+  lists it by now, :meth:`owler.blacklist.Blacklist.refusal`) → ``ERROR`` with that cause,
+  checked just before the fetch, so an opt-out or a take-down stops the URLs already queued here
+  too;
 - robots.txt denial → ``ERROR`` with ``error.cause=robots.txt``; a Crawl-delay above
   ``fetcher.max.crawl.delay`` → ``ERROR`` with ``error.cause=crawl_delay`` (or capped when
   ``fetcher.max.crawl.delay.force``); a refused private address → ``ERROR`` with
@@ -151,9 +152,10 @@ def check_conf(conf: dict) -> None:
 
 class FetchEngine:
     def __init__(self, conf: dict, on_outcome: Callable[[Outcome], None],
-                 refuse: Callable[[str], str | None] | None = None):
+                 refuse: Callable[[str], str | dict | None] | None = None):
         """``refuse(url)``, called on the loop's thread just before a URL is fetched, names why
-        it must not be (an ``error.cause``: a blacklist that lists it by now) or gives None."""
+        it must not be (an ``error.cause``: a blacklist that lists it by now; or the metadata of
+        a take-down, ``error.cause`` among it) or gives None."""
         self.conf = conf
         self.on_outcome = on_outcome
         self.refuse = refuse
@@ -358,7 +360,10 @@ class FetchEngine:
         url = item.url
         refused = self.refuse(url) if self.refuse is not None else None
         if refused:  # listed since it entered the frontier: a final status, no request
-            set_value(md, ERROR_CAUSE, refused)
+            if isinstance(refused, str):
+                set_value(md, ERROR_CAUSE, refused)
+            else:  # a take-down: its cause and what it says (owler.takedown)
+                md.update(refused)
             return Outcome(item, "status", md, Status.ERROR), 0.0
         rules = await self.robots.rules_for(url)
         stopped = self._robots_gate(key, item, md, rules)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from typing import Any, Container, Iterable, Mapping
+from typing import Any, Container, Iterable, Iterator, Mapping
 
 import grpc
 
@@ -339,6 +339,24 @@ class URLFrontierClient:
 
     def queue_count(self, now: float | None = None) -> int:
         return sum(int(s.numberOfQueues) for s in self._stats())
+
+    def keys(self, page: int = 1000) -> Iterator[str]:
+        """Every queue of the crawl on every service (ListQueues with inactive queues, paged by
+        ``start``): for a take-down, which looks for the queues of a site's subdomains."""
+        for i, stub in enumerate(self.stubs):
+            start = 0
+            while True:
+                try:
+                    got = stub.ListQueues(pb.Pagination(start=start, size=page,
+                                                        include_inactive=True,
+                                                        crawlID=self.crawl or DEFAULT_CRAWL),
+                                          timeout=self.timeout).values
+                except grpc.RpcError as exc:
+                    raise self._fail("ListQueues", i, exc) from exc
+                yield from got
+                if len(got) < page:
+                    break
+                start += len(got)
 
     def top_hosts(self, n: int = 10) -> list[tuple[str, int]]:
         """The largest of the first 1,000 queues (by name) of each service."""

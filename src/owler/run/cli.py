@@ -1,4 +1,5 @@
-"""The ``owler`` command: inject, run, status, dashboard, check-url, check-robots, services, cluster, frontier.
+"""The ``owler`` command: inject, run, status, dashboard, check-url, check-robots, services, cluster,
+frontier, takedown.
 
 Exit codes: 0 success; 1 a run or command failed; 2 bad usage or bad input (unknown topology,
 invalid seeds only, bad configuration); 3 a missing runtime (Java, Storm: run ``make setup``).
@@ -572,6 +573,105 @@ def cmd_frontier_dump(args) -> int:
     return 0
 
 
+def cmd_takedown(args) -> int:
+    """``owler takedown add|list|remove`` (:mod:`owler.takedown`). ``add TARGET --reason TEXT``
+    writes the entry to the take-down file (the crawl refuses the site within
+    ``blacklist.reload.interval``), sets every URL of it in every crawl of the frontier (or
+    ``--crawl``) to ERROR, and prints the captures already archived as TAB-separated lines on
+    stdout (where, file, offset, length, date, status, URL), the rest on stderr; running it again
+    finishes what a failure left. ``list`` prints the entries (``--captures``: each one's
+    captures), ``remove TARGET`` takes the entry out. Exit 2 for a target that is neither a host
+    nor a URL prefix, a missing reason, a file that cannot be written or an unknown crawl; 3 when
+    the frontier cannot be reached; 1 when writing the frontier or reading the indices failed
+    (the entry is in the file by then)."""
+    import tempfile
+
+    from owler import takedown as T
+
+    conf = C.absolute_paths(_conf(args))
+    path = T.file_of(conf)
+    me = f"owler takedown {args.action}"
+    try:
+        if args.action == "remove":
+            gone = T.remove(path, args.target)
+            if gone is None:
+                print(f"{me}: {args.target} is not in {path}", file=sys.stderr)
+                return 1
+            print(f"{me}: {gone.target} removed from {path} (taken down {gone.added}: "
+                  f"{gone.reason}); its URLs stay ERROR until their next fetch date "
+                  "(fetchInterval.error) and are fetched then", file=sys.stderr)
+            return 0
+        if args.action == "list":
+            entries, problems = T.read(path)
+            for problem in problems:
+                print(f"{me}: {path}: {problem} (skipped by the crawl)", file=sys.stderr)
+            for e in entries:
+                print(f"{e.added}\t{e.target}\t{e.reason}")
+            if not args.captures:
+                return 0
+            chosen = entries
+        else:
+            entry, new = T.add(path, args.target, args.reason or "")
+            print(f"{me}: {entry.target} {'taken down' if new else 'already taken down'} "
+                  f"({entry.added}: {entry.reason}) in {path}; the crawl's tasks refuse it "
+                  f"within blacklist.reload.interval", file=sys.stderr)
+            code = _takedown_frontier(me, conf, entry, args.crawl)
+            if code:
+                return code
+            chosen = [entry]
+        with tempfile.TemporaryDirectory(prefix="owler-takedown-") as scratch:
+            indices = T.archive_indices(conf, Path(scratch))
+            for entry in chosen:
+                found = T.find_captures(indices, entry)
+                print(f"{me}: {len(found)} capture(s) of {entry.target} archived "
+                      f"(CDXJ indices read: {len(indices)})", file=sys.stderr)
+                for where, c in found:
+                    print(f"{where}\t{c.file}\t{c.offset}\t{c.length}\t{c.timestamp}\t"
+                          f"{c.status}\t{c.url}")
+        return 0
+    except T.TakedownError as exc:
+        print(f"{me}: {exc}", file=sys.stderr)
+        return 1 if "cannot read the indices" in str(exc) else 2
+
+
+def _takedown_frontier(me: str, conf: dict, entry, crawl: str | None) -> int:
+    """ERROR for every URL of ``entry`` in each crawl (``crawl``, else every one); an exit code
+    when it failed, else 0."""
+    from owler import takedown as T
+    from owler import urls
+    from owler.frontier import FrontierError, open_frontier
+    from owler.frontier.dump import UnknownCrawl, dump_crawls
+    from owler.scheduler import load_scheduler
+    from owler.status import StatusUpdater
+
+    try:
+        crawls = dump_crawls(conf, crawl, all_crawls=crawl is None)
+    except UnknownCrawl as exc:
+        print(f"{me}: {exc}", file=sys.stderr)
+        return 2
+    except FrontierError as exc:
+        print(f"{me}: cannot use the frontier: {exc}", file=sys.stderr)
+        return _frontier_exit(exc)
+    mode = urls.partition_mode(conf)
+    for name in crawls:
+        try:
+            frontier = open_frontier(conf, crawl=name)
+        except FrontierError as exc:
+            print(f"{me}: cannot use the frontier: {exc}", file=sys.stderr)
+            return _frontier_exit(exc)
+        try:
+            n = T.take_down(frontier, entry, StatusUpdater(conf, load_scheduler(conf)), mode)
+        except FrontierError as exc:
+            print(f"{me}: crawl {name!r}: {exc}; the entry is in the take-down file: run the "
+                  "same command again to finish", file=sys.stderr)
+            return _frontier_exit(exc)
+        finally:
+            frontier.close()
+        print(f"{me}: {n} URL(s) of crawl {name!r} set to ERROR (error.cause takedown) in "
+              f"{frontier.location}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``owler`` command line: one sub-command per action, added group by group."""
     p = argparse.ArgumentParser(prog="owler", description="OWLer-py: a StormCrawler port for Apache Storm")
@@ -581,6 +681,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_services_command(sub)
     _add_cluster_command(sub)
     _add_frontier_command(sub)
+    _add_takedown_command(sub)
     return p
 
 
@@ -721,6 +822,31 @@ def _add_frontier_command(sub) -> None:
     s.add_argument("--output", default="-", metavar="FILE|-",
                    help="where the lines go (default -: standard output)")
     s.set_defaults(func=cmd_frontier_dump)
+
+
+def _add_takedown_command(sub) -> None:
+    """``takedown`` and its actions ``add``, ``list`` and ``remove``."""
+    s = sub.add_parser("takedown", help="take a site or URL prefix down at once: no further "
+                                        "request, its URLs ERROR, its archived captures listed")
+    actions = s.add_subparsers(dest="action", required=True)
+    s = actions.add_parser("add", help="take a host (and its subdomains) or a URL prefix down")
+    s.add_argument("target", metavar="HOST|URL-PREFIX")
+    s.add_argument("--reason", required=True, metavar="TEXT", help="why (kept with the entry "
+                   "and in each URL's takedown.reason)")
+    s.add_argument("--crawl", metavar="ID", help="only this crawl's URLs (default: every crawl "
+                                                 "of the frontier)")
+    _add_conf_args(s)
+    s.set_defaults(func=cmd_takedown)
+    s = actions.add_parser("list", help="the take-downs (added, target, reason)")
+    s.add_argument("--captures", action="store_true",
+                   help="also each one's archived captures, from the CDXJ indices")
+    _add_conf_args(s)
+    s.set_defaults(func=cmd_takedown)
+    s = actions.add_parser("remove", help="take an entry out (its URLs are fetched again at "
+                                          "their next fetch date)")
+    s.add_argument("target", metavar="HOST|URL-PREFIX")
+    _add_conf_args(s)
+    s.set_defaults(func=cmd_takedown)
 
 
 def main(argv: list[str] | None = None) -> int:
