@@ -215,7 +215,8 @@ def test_recorder_writes_components_frontier_and_warc2warc(tmp_path):
 
 def conf_for(tmp_path, **more):
     return {"frontier.sqlite.path": str(tmp_path / "frontier.sqlite"),
-            "owler.work.dir": str(tmp_path), "metrics.interval": 2, **more}
+            "owler.work.dir": str(tmp_path), "metrics.interval": 2,
+            "takedown.file": str(tmp_path / "takedowns.tsv"), **more}
 
 
 def test_no_frontier_and_no_metrics_are_said_plainly(tmp_path):
@@ -304,3 +305,28 @@ def test_the_server_serves_the_page_its_library_and_its_json(served):
     assert code == 200 and orjson.loads(body)["problems"][0].startswith("frontier: no frontier")
     assert get(base + "/etc/passwd")[0] == 404
     assert get(base + "/../../etc/passwd")[0] == 404
+
+
+def test_the_takedowns_page_shows_what_was_taken_down_escaped(served, tmp_path):
+    from owler import takedown as T
+
+    base, conf = served
+    code, ctype, body = get(base + "/takedowns")
+    assert code == 200 and ctype.startswith("text/html") and b"Nothing was taken down" in body
+    path = T.file_of(conf)
+    T.add(path, "example.com", "<script>alert(1)</script> & a notice", now=1_767_225_600)
+    T.add(path, "https://example.org/private/", "dmca", now=1_767_225_660)
+    with open(path, "a") as fh:
+        fh.write("broken line\n")
+    code, _, body = get(base + "/takedowns")
+    page = body.decode()
+    assert code == 200 and "<script>alert" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; a notice" in page
+    # newest first, with its date; the unreadable line is named
+    assert page.index("https://example.org/private/") < page.index("example.com</td>")
+    assert "2026-01-01T00:01:00Z" in page and "line 4: not added" in page
+    doc = orjson.loads(get(base + "/api/takedowns.json")[2])
+    assert doc["file"] == str(path) and [e["target"] for e in doc["entries"]] == [
+        "https://example.org/private/", "example.com"]
+    assert doc["problems"] == ["line 4: not added<TAB>target<TAB>reason: 'broken line'"]
+    assert b'href="takedowns"' in get(base + "/")[2]  # the crawl's page links to it

@@ -9,7 +9,10 @@ default) and by ``owler run`` while it runs (the run prints the address). Routes
   :func:`owler.run.report.crawl_status`), ``runs``, ``run`` (``run``, ``topology``, ``started``,
   ``ended``, ``live``), ``t`` and ``charts`` (:func:`owler.run.series.charts`), ``problems``
   (plain sentences: no metrics yet, no frontier, OpenSearch down, ...) and ``refresh`` (seconds);
-- ``/api/status.json``: ``status`` alone.
+- ``/api/status.json``: ``status`` alone;
+- ``/takedowns``: a read-only page of the take-downs (:mod:`owler.takedown`): what was taken
+  down, when and why, and the lines of the file the crawl skips; ``/api/takedowns.json``: the
+  same as ``file``, ``entries`` (``added``, ``target``, ``reason``) and ``problems``.
 
 Where the history comes from: :mod:`owler.run.history` (a local run's SQLite file, or the metrics
 index with ``metrics.opensearch``). Nothing here raises to the browser: every failure becomes a
@@ -109,6 +112,19 @@ class DashboardData:
         return {"runs": runs, "run": {**chosen, "live": live},
                 **charts(rows, chosen["topology"], resolution)}, problems
 
+    def takedowns(self) -> dict:
+        """The take-down file's entries, newest first, and the lines it cannot read."""
+        from owler import takedown as T
+
+        path = T.file_of(self.conf)
+        try:
+            entries, problems = T.read(path)
+        except OSError as exc:
+            entries, problems = [], [f"cannot read {path}: {exc.strerror or exc}"]
+        return {"file": str(path), "problems": problems,
+                "entries": [{"added": e.added, "target": e.target, "reason": e.reason}
+                            for e in sorted(entries, key=lambda e: e.added, reverse=True)]}
+
     def payload(self, run: str | None = None) -> dict:
         status, problems = self.status()
         hist, more = self._history(run)
@@ -151,6 +167,11 @@ def make_server(data: DashboardData, host: str = "127.0.0.1", port: int = DEFAUL
                     status, problems = data.status()
                     return self._send(200, orjson.dumps({"status": status, "problems": problems}),
                                       "application/json")
+                if url.path == "/api/takedowns.json":
+                    return self._send(200, orjson.dumps(data.takedowns()), "application/json")
+                if url.path == "/takedowns":
+                    return self._send(200, takedowns_page(data.takedowns()).encode(),
+                                      "text/html; charset=utf-8")
                 if url.path in _PAGE or url.path in _LIBRARY:
                     name, ctype = _PAGE.get(url.path) or _LIBRARY[url.path]
                     path = (page_dir if url.path in _PAGE else lib_dir) / name
@@ -169,6 +190,26 @@ def make_server(data: DashboardData, host: str = "127.0.0.1", port: int = DEFAUL
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     return server
+
+
+def takedowns_page(doc: dict) -> str:
+    """The take-downs as a page of its own (:meth:`DashboardData.takedowns`), every text
+    escaped: a reason is whatever an operator typed."""
+    from html import escape
+
+    rows = "".join(f"<tr><td>{escape(e['added'])}</td><td>{escape(e['target'])}</td>"
+                   f"<td>{escape(e['reason'])}</td></tr>" for e in doc["entries"])
+    problems = "".join(f"<li>{escape(p)} (skipped by the crawl)</li>" for p in doc["problems"])
+    body = (f"<table id=\"takedowns\"><thead><tr><th>added (UTC)</th><th>host or URL prefix"
+            f"</th><th>reason</th></tr></thead><tbody>{rows}</tbody></table>" if rows
+            else "<p id=\"none\">Nothing was taken down.</p>")
+    return ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<title>OWLer take-downs</title>\n<link rel=\"stylesheet\" href=\"dashboard.css\">\n"
+            "</head>\n<body>\n<header>\n<h1>Take-downs</h1>\n"
+            f"<p id=\"run\">{len(doc['entries'])} in <code>{escape(doc['file'])}</code>: no request "
+            "reaches them, their URLs are ERROR (<code>owler takedown add|list|remove</code>). "
+            "<a href=\"./\">Back to the crawl</a></p>\n</header>\n"
+            f"<ul id=\"problems\">{problems}</ul>\n{body}\n</body>\n</html>\n")
 
 
 class Background:
