@@ -7,7 +7,7 @@ replays it) when the commit failed or, with the OpenSearch frontier, one of its 
 With OpenSearch one batch is on its way while the bolt reads the next batch's tuples
 (``opensearch.status.concurrentRequests``, :class:`owler.frontier.pipeline.OneInFlight`); its
 tuples are acked or failed when its answer has come, seen at the next tuple, tick or commit.
-A status of a URL that a take-down names by now is written as ERROR (:mod:`owler.takedown`).
+A status of a URL that a take-down names by now is written as ERROR (:mod:`owler.blacklist.takedown`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from owler.conf import get_float
 from owler.frontier import RETRY_SECS
 from owler.scheduler import load_scheduler
 from owler.status import FrontierUnavailable, FrontierWriter, StatusUpdater, commit_settings
-from owler.takedown import TakedownList
+from owler.blacklist.takedown import TakedownList
 from owler.task.batch import CommitBatch
 from owler.task.component import OwlerComponent
 

@@ -18,8 +18,8 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from owler.constants import (METRICS_SQLITE_PATH_KEY, MULTILANG_SERIALIZER_KEY, RISK_LISTS_DIR_KEY,
-                             SQLITE_PATH_KEY, WARC2WARC_INPUT_KEY, WARC2WARC_PROGRESS_KEY,
-                             WARC_DIR_KEY)
+                             SQLITE_PATH_KEY, TAKEDOWN_FILE_KEY, WARC2WARC_INPUT_KEY,
+                             WARC2WARC_PROGRESS_KEY, WARC_DIR_KEY)
 
 #: Where the default configuration lives, relative to the project root.
 DEFAULT_CONF_NAME = "crawler-conf.yaml"
@@ -222,7 +222,7 @@ def get_duration(conf: Mapping[str, Any], key: str, default: float) -> float:
 #: Keys naming files or folders the crawler writes or reads; relative values are taken from the project root
 #: (not from a Storm worker's working directory, which is the extracted topology jar).
 PATH_KEYS = (SQLITE_PATH_KEY, WARC_DIR_KEY, "owler.work.dir", WARC2WARC_INPUT_KEY, RISK_LISTS_DIR_KEY,
-             WARC2WARC_PROGRESS_KEY, METRICS_SQLITE_PATH_KEY, "takedown.file")
+             WARC2WARC_PROGRESS_KEY, METRICS_SQLITE_PATH_KEY, TAKEDOWN_FILE_KEY)
 
 
 def absolute_paths(conf: dict[str, Any], root: Path | None = None) -> dict[str, Any]:

@@ -164,6 +164,8 @@ WARC2WARC_FILE_STATES = ("pending", "reading", "done", "failed")
 METRICS_ENABLED_KEY = "metrics.opensearch"
 #: where owler run records a run's figures for the dashboard (owler/run/history.py)
 METRICS_SQLITE_PATH_KEY = "metrics.sqlite.path"
+#: the take-down file (owler.blacklist.takedown), one of conf.PATH_KEYS
+TAKEDOWN_FILE_KEY = "takedown.file"
 OPENSEARCH_PORT_KEY = "services.opensearch.port"
 OPENSEARCH_NODES_KEY = "services.opensearch.nodes"
 # Storm's own keys that the crawler reads or sets

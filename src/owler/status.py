@@ -175,8 +175,9 @@ class StatusUpdater:
 
     def __init__(self, conf: Mapping[str, Any] | None, scheduler, partition_mode: str | None = None,
                  takedowns: Any = None) -> None:
-        """``takedowns``: the crawl's :class:`owler.takedown.TakedownList` (the bolt's), whose
-        URLs are written as ERROR whatever a task reports of them (:meth:`for_status`)."""
+        """``takedowns``: the crawl's :class:`owler.blacklist.takedown.TakedownList` (the
+        bolt's), whose URLs are written as ERROR whatever a task reports of them
+        (:meth:`for_status`)."""
         conf = conf or {}
         self.scheduler = scheduler
         self.takedowns = takedowns

@@ -308,7 +308,7 @@ def test_the_server_serves_the_page_its_library_and_its_json(served):
 
 
 def test_the_takedowns_page_shows_what_was_taken_down_escaped(served, tmp_path):
-    from owler import takedown as T
+    from owler.blacklist import takedown as T
 
     base, conf = served
     code, ctype, body = get(base + "/takedowns")

@@ -1,4 +1,4 @@
-"""Tests for owler.takedown: targets, the file, matching, the crawl's components that honour it,
+"""Tests for owler.blacklist.takedown and owler.run.takedown: targets, the file, matching, the crawl's components that honour it,
 and the frontier's URLs set to ERROR on the embedded backend (tests/integration/
 test_takedown_crawl.py: on OpenSearch, a URLFrontier service and in a crawl on real Storm)."""
 
@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from owler import conf as C
-from owler import takedown as T
+from owler.blacklist import takedown as T
+from owler.run.takedown import subdomain_keys, take_down
 from owler.blacklist import Blacklist
 from owler.constants import ERROR_CAUSE, PARTITION_MODE_DOMAIN, PARTITION_MODE_HOST, Status
 from owler.frontier import StatusUpdate
@@ -179,7 +180,7 @@ def test_every_url_of_the_site_in_the_frontier_gets_error_at_once(tmp_path, mode
         before = f.counts()
         entry = T.make("example.com", "a notice", T.iso(NOW))
         updater = StatusUpdater(conf, load_scheduler(conf))
-        assert T.take_down(f, entry, updater, mode, now=NOW) == len(SITE) + 1
+        assert take_down(f, entry, updater, mode, now=NOW) == len(SITE) + 1
         for url in [*SITE, "http://example.com/new"]:
             rec = f.get(url)
             assert rec.status == Status.ERROR, url
@@ -195,14 +196,14 @@ def test_every_url_of_the_site_in_the_frontier_gets_error_at_once(tmp_path, mode
                                                         if k not in ("FETCHED", "DISCOVERED",
                                                                      "ERROR")}}
         # a second run finds nothing left to write
-        assert T.take_down(f, entry, updater, mode, now=NOW + 5) == 0
+        assert take_down(f, entry, updater, mode, now=NOW + 5) == 0
 
 
 def test_a_prefix_takes_down_only_its_urls_in_the_frontier(tmp_path):
     with SQLiteFrontier(tmp_path / "f.sqlite") as f:
         fill(f, SITE + OTHER)
         entry = T.make("https://example.com/private/", "dmca", T.iso(NOW))
-        n = T.take_down(f, entry, StatusUpdater(DEFAULTS, load_scheduler(DEFAULTS)),
+        n = take_down(f, entry, StatusUpdater(DEFAULTS, load_scheduler(DEFAULTS)),
                         PARTITION_MODE_HOST,
                         now=NOW)
         assert n == 1 and f.get("https://example.com/private/d").status == Status.ERROR
@@ -212,6 +213,6 @@ def test_a_prefix_takes_down_only_its_urls_in_the_frontier(tmp_path):
 def test_queues_of_subdomains_are_found_and_nothing_like_them(tmp_path):
     with SQLiteFrontier(tmp_path / "f.sqlite") as f:
         fill(f, SITE + OTHER + ["http://a_b.example.com/"])
-        assert sorted(T.subdomain_keys(f, "example.com")) == [
+        assert sorted(subdomain_keys(f, "example.com")) == [
             "a_b.example.com", "deep.www.example.com", "www.example.com"]
-        assert T.subdomain_keys(f, "xample.com") == []
+        assert subdomain_keys(f, "xample.com") == []

@@ -574,7 +574,7 @@ def cmd_frontier_dump(args) -> int:
 
 
 def cmd_takedown(args) -> int:
-    """``owler takedown add|list|remove`` (:mod:`owler.takedown`). ``add TARGET --reason TEXT``
+    """``owler takedown add|list|remove`` (:mod:`owler.blacklist.takedown`, :mod:`owler.run.takedown`). ``add TARGET --reason TEXT``
     writes the entry to the take-down file (the crawl refuses the site within
     ``blacklist.reload.interval``), sets every URL of it in every crawl of the frontier (or
     ``--crawl``) to ERROR, and prints the captures already archived as TAB-separated lines on
@@ -586,7 +586,8 @@ def cmd_takedown(args) -> int:
     (the entry is in the file by then)."""
     import tempfile
 
-    from owler import takedown as T
+    from owler.blacklist import takedown as T
+    from owler.run import takedown as R
 
     conf = C.absolute_paths(_conf(args))
     path = T.file_of(conf)
@@ -620,9 +621,9 @@ def cmd_takedown(args) -> int:
                 return code
             chosen = [entry]
         with tempfile.TemporaryDirectory(prefix="owler-takedown-") as scratch:
-            indices = T.archive_indices(conf, Path(scratch))
+            indices = R.archive_indices(conf, Path(scratch))
             for entry in chosen:
-                found = T.find_captures(indices, entry)
+                found = R.find_captures(indices, entry)
                 print(f"{me}: {len(found)} capture(s) of {entry.target} archived "
                       f"(CDXJ indices read: {len(indices)})", file=sys.stderr)
                 for where, c in found:
@@ -637,10 +638,10 @@ def cmd_takedown(args) -> int:
 def _takedown_frontier(me: str, conf: dict, entry, crawl: str | None) -> int:
     """ERROR for every URL of ``entry`` in each crawl (``crawl``, else every one); an exit code
     when it failed, else 0."""
-    from owler import takedown as T
     from owler import urls
     from owler.frontier import FrontierError, open_frontier
     from owler.frontier.dump import UnknownCrawl, dump_crawls
+    from owler.run.takedown import take_down
     from owler.scheduler import load_scheduler
     from owler.status import StatusUpdater
 
@@ -660,7 +661,7 @@ def _takedown_frontier(me: str, conf: dict, entry, crawl: str | None) -> int:
             print(f"{me}: cannot use the frontier: {exc}", file=sys.stderr)
             return _frontier_exit(exc)
         try:
-            n = T.take_down(frontier, entry, StatusUpdater(conf, load_scheduler(conf)), mode)
+            n = take_down(frontier, entry, StatusUpdater(conf, load_scheduler(conf)), mode)
         except FrontierError as exc:
             print(f"{me}: crawl {name!r}: {exc}; the entry is in the take-down file: run the "
                   "same command again to finish", file=sys.stderr)

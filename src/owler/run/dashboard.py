@@ -10,7 +10,7 @@ default) and by ``owler run`` while it runs (the run prints the address). Routes
   ``ended``, ``live``), ``t`` and ``charts`` (:func:`owler.run.series.charts`), ``problems``
   (plain sentences: no metrics yet, no frontier, OpenSearch down, ...) and ``refresh`` (seconds);
 - ``/api/status.json``: ``status`` alone;
-- ``/takedowns``: a read-only page of the take-downs (:mod:`owler.takedown`): what was taken
+- ``/takedowns``: a read-only page of the take-downs (:mod:`owler.blacklist.takedown`): what was taken
   down, when and why, and the lines of the file the crawl skips; ``/api/takedowns.json``: the
   same as ``file``, ``entries`` (``added``, ``target``, ``reason``) and ``problems``.
 
@@ -114,7 +114,7 @@ class DashboardData:
 
     def takedowns(self) -> dict:
         """The take-down file's entries, newest first, and the lines it cannot read."""
-        from owler import takedown as T
+        from owler.blacklist import takedown as T
 
         path = T.file_of(self.conf)
         try:

@@ -32,7 +32,7 @@ URLs the frontier already holds, just before they are fetched (the fetcher bolt,
 ``blacklist.reload.interval`` seconds, and each of them gets the final status ERROR with
 ``error.cause=blacklist:<list name>`` (fetched again only when its list no longer names it).
 
-:meth:`Blacklist.from_conf` also reads the take-down file (:mod:`owler.takedown`), reloaded with
+:meth:`Blacklist.from_conf` also reads the take-down file (:mod:`owler.blacklist.takedown`), reloaded with
 the lists: a URL a take-down names is matched as the list ``takedown`` (:data:`TAKEDOWN_LIST`) and
 refused with the take-down's metadata (``error.cause=takedown``), so every component that checks
 the blacklists (outlinks, sitemaps, ``owler inject``, the fetcher) honours a take-down too.
@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
-import ada_url
-
 from owler import urls
+from owler.blacklist.hosts import (HOSTS_BOILERPLATE, HOSTS_IPS, IPV4_RE, clean_host,  # noqa: F401
+                                   fast_host)
+from owler.blacklist.takedown import TakedownList
 from owler.conf import get_float, get_str, resource_path
 
 __all__ = ["Blacklist", "ListStats", "CAUSE_PREFIX"]
@@ -64,37 +64,6 @@ CAUSE_PREFIX = "blacklist:"
 TAKEDOWN_LIST = "takedown"
 
 _MAX_LOGGED_INVALID = 5
-HOSTS_IPS = frozenset({"0.0.0.0", "127.0.0.1", "::1", "::", "0", "fe80::1%lo0", "255.255.255.255"})
-HOSTS_BOILERPLATE = frozenset({
-    "localhost", "localhost.localdomain", "local", "broadcasthost", "ip6-localhost", "ip6-loopback",
-    "ip6-localnet", "ip6-mcastprefix", "ip6-allnodes", "ip6-allrouters", "ip6-allhosts", "0.0.0.0",
-})
-_LABEL = r"(?!-)[a-z0-9_-]{1,63}(?<!-)"
-_HOST_RE = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
-IPV4_RE = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
-
-
-def fast_host(url: str) -> str | None:
-    """Host of an already normalized http(s) URL by string slicing (the usual case, ~10x cheaper
-    than parsing); None when the URL does not look normalized and needs the parser."""
-    if url.startswith("https://"):
-        start = 8
-    elif url.startswith("http://"):
-        start = 7
-    else:
-        return None
-    end = len(url)
-    for ch in "/?#\\":
-        i = url.find(ch, start)
-        if 0 <= i < end:
-            end = i
-    auth = url[start:end]
-    if "@" in auth or "%" in auth or "[" in auth or not auth.isascii() or auth != auth.lower():
-        return None
-    host = auth.partition(":")[0]
-    return host or None
-
-
 class ListStats:
     """Per-list counts from the last load."""
 
@@ -108,25 +77,6 @@ class ListStats:
         return f"ListStats({self.name}: {self.domains} domains, {self.prefixes} prefixes, {self.invalid} invalid)"
 
 
-def clean_host(token: str) -> str | None:
-    """A domain/host token → canonical host (lower-case, punycode), or None if invalid."""
-    h = token.strip().lower().rstrip(".")
-    if h.startswith("*."):
-        h = h[2:]
-    elif h.startswith("."):
-        h = h[1:]
-    if not h:
-        return None
-    if IPV4_RE.match(h):
-        return h if all(int(p) < 256 for p in h.split(".")) else None
-    if not h.isascii():
-        try:
-            h = ada_url.idna_to_ascii(h).decode("ascii")
-        except (ValueError, UnicodeError):
-            return None
-    return h if len(h) <= 253 and _HOST_RE.match(h) else None
-
-
 class Blacklist:
     """Domain/host and URL-prefix blacklists loaded from a folder, reloaded when files change."""
 
@@ -138,15 +88,13 @@ class Blacklist:
         self.stats: dict[str, ListStats] = {}
         self._snapshot: dict[str, tuple[int, int]] | None = None
         self._last_check = 0.0
-        self.takedowns: Any = None  # owler.takedown.TakedownList, with from_conf
+        self.takedowns: TakedownList | None = None  # with from_conf
         self.reload()
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> "Blacklist":
         """The lists of ``blacklist.dir`` and the take-down file of ``takedown.file``
-        (:mod:`owler.takedown`), both reloaded every ``blacklist.reload.interval`` seconds."""
-        from owler.takedown import TakedownList  # (it reads host names with this module's rules)
-
+        (:mod:`owler.blacklist.takedown`), both reloaded every ``blacklist.reload.interval`` seconds."""
         name = get_str(conf, DIR_KEY, "blacklists")
         interval = get_float(conf, RELOAD_INTERVAL_KEY, 30.0)
         directory = resource_path(name.strip()) if name and name.strip() else None
@@ -286,7 +234,7 @@ class Blacklist:
 
     def match(self, url: str) -> str | None:
         """Name of the list that blacklists ``url`` (by host/domain or URL prefix), else None;
-        ``takedown`` for a URL that a take-down names (:mod:`owler.takedown`). An unparsable URL
+        ``takedown`` for a URL that a take-down names (:mod:`owler.blacklist.takedown`). An unparsable URL
         matches nothing."""
         if self.takedowns is not None and self.takedowns.match(url) is not None:
             return TAKEDOWN_LIST
@@ -313,7 +261,7 @@ class Blacklist:
     def refusal(self, url: str, now: float | None = None) -> str | dict | None:
         """For a URL about to be fetched: the ``error.cause`` of its ERROR status when a list
         names it (``blacklist:optout``), the metadata of a take-down that names it
-        (:meth:`owler.takedown.Takedown.metadata`), else None. Reloads the lists first when they
+        (:meth:`owler.blacklist.takedown.Takedown.metadata`), else None. Reloads the lists first when they
         are due for a check (:meth:`maybe_reload`)."""
         self.maybe_reload(now)
         if self.takedowns is not None:
