@@ -5,7 +5,11 @@
 #   and wpull output, a crawl of iana.org) into .work/testdata/pywb-2.10.0/warcs;
 # - the text samples shipped in the source of the PyPI package charset-normalizer 3.5.2 (its
 #   data/ folder: Wikipedia text under CC-BY-SA, in eighteen languages and legacy encodings) into
-#   .work/testdata/charset-normalizer-3.5.2/data, for the charset guesser's tests.
+#   .work/testdata/charset-normalizer-3.5.2/data, for the charset guesser's tests;
+# - the HTML pages of two Debian manuals in their translations (the Debian FAQ and the New
+#   Maintainers' Guide, GPL-2+: thirteen languages, packages pinned in tests/manuals.versions,
+#   taken apart without installing them by services/debian.sh) into
+#   .work/testdata/debian-manuals/<package>/, for the language test (tests/farm/manuals.py).
 # Idempotent: a package whose folder is complete is not fetched again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,3 +43,28 @@ fetch() {
 
 fetch pywb 2.10.0 .work/testdata/pywb-2.10.0 sample_archive/warcs LICENSE
 fetch charset-normalizer 3.5.2 .work/testdata/charset-normalizer-3.5.2 data LICENSE
+
+# manuals: every package of tests/manuals.versions, its HTML pages (paths under usr/share/doc/) and
+# its copyright file
+manuals() {
+  local dest=.work/testdata/debian-manuals sum
+  sum=$(cat tests/manuals.versions services/debian.sh | sha256sum | cut -c1-16)
+  [ "$(cat "$dest/.complete" 2>/dev/null)" = "$sum" ] && return 0
+  DEB_TMP=$work DEB_VERSIONS=tests/manuals.versions DEB_WHO=testdata.sh
+  # shellcheck source=services/debian.sh
+  . services/debian.sh
+  rm -rf "$dest"; mkdir -p "$dest"
+  local pkg n
+  for pkg in $(awk '!/^#/ && NF { print $1 }' tests/manuals.versions); do
+    deb_unpack "$pkg"
+    (cd "$work/x/$pkg/usr/share/doc" && find . -name '*.html' -print0 |
+       xargs -0 -I{} install -D -m 644 {} "$OLDPWD/$dest/$pkg/{}")
+    cp "$work/x/$pkg/usr/share/doc/$pkg/copyright" "$dest/$pkg/copyright"
+    n=$(find "$dest/$pkg" -name '*.html' | wc -l)
+    [ "$n" -gt 0 ] || { echo "testdata.sh: no HTML page in $pkg" >&2; exit 1; }
+    rm -rf "${work:?}/x/$pkg"
+  done
+  echo "$sum" > "$dest/.complete"
+  echo "Debian manuals: $(find "$dest" -name '*.html' | wc -l) HTML pages in $dest"
+}
+manuals
