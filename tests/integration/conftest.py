@@ -126,11 +126,15 @@ class S3Server:
         self.client.create_bucket(Bucket=name)
         return name
 
-    def objects(self, bucket: str, prefix: str = "") -> dict[str, bytes]:
+    def objects(self, bucket: str, prefix: str = "", indices: bool = False) -> dict[str, bytes]:
+        """The objects under ``prefix``, key -> bytes: the WARC files, without the CDXJ index
+        beside each (``*.cdxj``) unless ``indices``."""
         out = {}
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket,
                                                                            Prefix=prefix):
             for obj in page.get("Contents", []):
+                if obj["Key"].endswith(".cdxj") and not indices:
+                    continue
                 out[obj["Key"]] = self.client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
         return out
 

@@ -472,6 +472,7 @@ class LocalRun:
 
     def finish(self, stopping: bool, rc: int, storm_log: Path) -> int:
         from owler.warc.storage.files import recover_open_files
+        from owler.warc.storage.index import indexing
 
         warc_dir = Path(str(self.conf.get(WARC_DIR_KEY)))
         left_open = sorted(warc_dir.glob("*.open")) if warc_dir.is_dir() else []
@@ -487,12 +488,13 @@ class LocalRun:
             progress = open_progress(self.conf)
             try:
                 fixed = recover_outputs(warc_dir, C.get_str(self.conf, WARC_PREFIX_KEY, "OWLER"),
-                                        None, progress)
+                                        None, progress, cdxj=indexing(self.conf))
             finally:
                 progress.close()
             print(f"owler: finalized {len(fixed)} WARC file(s) left open", file=self.out)
         elif left_open:
-            fixed = recover_open_files(warc_dir, prefix=C.get_str(self.conf, WARC_PREFIX_KEY, "OWLER"))
+            fixed = recover_open_files(warc_dir, prefix=C.get_str(self.conf, WARC_PREFIX_KEY, "OWLER"),
+                                       cdxj=indexing(self.conf))
             print(f"owler: finalized {len(fixed)} WARC file(s) left open", file=self.out)
         files = sorted(warc_dir.glob("*.warc.gz")) if warc_dir.is_dir() else []
         print(f"owler: stopped ({self.stop_reason}).", file=self.out)

@@ -27,6 +27,13 @@ Durability
   A write that fails (e.g. disk full) is cut back to the last complete record and the error is
   raised, so the caller fails the tuple and Storm replays it.
 
+Index
+  every file gets its CDXJ index, ``<name>.cdxj``, written as the records are
+  (:mod:`owler.warc.storage.index`): each response, revisit or resource record's line goes to a
+  companion ``<name>.cdxj.part`` once the record is written; when the file is finished the lines
+  are sorted into ``<name>.cdxj`` (temporary file, fsync, rename) before the WARC file gets its
+  final name. ``warc.cdxj: false`` writes none.
+
 Recovery (:func:`recover_open_files`)
   At start-up, ``.open`` files left by a crash are scanned member by member; a trailing partial or
   corrupt member (a record half-written when the process died; its tuple was never acked, so it
@@ -35,9 +42,14 @@ Recovery (:func:`recover_open_files`)
   record is not ours to judge: it is renamed ``<name>.corrupt`` and kept. Only files of the given
   prefix and partition are touched, so writers of other partitions that are still running are
   safe; ``partition=None`` recovers every partition and must only be used when no writer runs.
+  A recovered file gets its index before its final name: its companion's lines when they name
+  exactly the indexed records the scan found, else read off the file; a finished file whose index
+  is missing gets it from its records (:func:`owler.warc.storage.index.recover_index`,
+  :func:`~owler.warc.storage.index.finish_leftovers`).
 
 Config keys (:meth:`WARCWriter.from_conf`): ``warc.dir``, ``warc.prefix``, ``warc.rotation.size``,
-``warc.rotation.time``, ``warc.gzip.level``, ``warc.operator``, ``warc.fsync`` (default false).
+``warc.rotation.time``, ``warc.gzip.level``, ``warc.operator``, ``warc.fsync`` (default false),
+``warc.cdxj`` (default true).
 """
 
 from __future__ import annotations
@@ -48,7 +60,7 @@ import re
 import socket
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -56,7 +68,9 @@ from owler import conf as C
 from owler import wire
 from owler.constants import (CAPTURE_DATE, CAPTURE_DIGEST, WARC_DIR_KEY, WARC_PREFIX_KEY,
                              WARC_ROTATION_SIZE_KEY, WARC_ROTATION_TIME_KEY)
+from owler.warc.format import cdxj
 from owler.warc.format import serialize as R
+from owler.warc.storage import index as X
 
 log = logging.getLogger("owler.warc")
 
@@ -82,6 +96,7 @@ class WARCStats:
     responses: int = 0
     revisits: int = 0
     raw_records: int = 0
+    unindexed: int = 0  # records the CDXJ index could not take (logged)
     bytes: int = 0
     files_opened: int = 0
     files_closed: int = 0
@@ -160,7 +175,7 @@ class WARCWriter:
                  extra_info: Mapping[str, Any] | None = None,
                  clock: Callable[[], float] = time.time, fsync: bool = False,
                  date_precision: str = "us",
-                 on_close: Callable[[Path], None] | None = None) -> None:
+                 on_close: Callable[[Path], None] | None = None, cdxj: bool = True) -> None:
         if not _PREFIX.match(prefix or ""):
             raise ValueError(f"WARC prefix must match {_PREFIX.pattern}: {prefix!r}")
         partition = str(partition)
@@ -179,6 +194,8 @@ class WARCWriter:
         self.fsync = fsync
         self.date_precision = date_precision
         self.on_close = on_close  # called with the final path of every file closed
+        self.cdxj = cdxj  # each file gets its CDXJ index (storage/index.py)
+        self._index: X.LocalIndex | X.MemoryIndex | None = None
         info: dict[str, Any] = {
             "software": software,
             "format": R.FORMAT,
@@ -214,6 +231,7 @@ class WARCWriter:
             gzip_level=C.get_int(conf, WARC_GZIP_LEVEL, 6),
             operator=C.get_str(conf, WARC_OPERATOR, None),
             fsync=C.get_bool(conf, WARC_FSYNC, False),
+            cdxj=X.indexing(conf),
         )
         args.update(kw)
         return cls(**args)
@@ -252,6 +270,8 @@ class WARCWriter:
         self._fh.truncate(length)
         self._fh.flush()
         self._size = length
+        if self._index is not None:
+            self._index.cut_back(length)
 
     def __enter__(self) -> "WARCWriter":
         return self
@@ -376,6 +396,7 @@ class WARCWriter:
         n = sum(len(m) for m in members)
         self.last_record = WrittenRecord(self._final_name, resp_offset, len(members[resp_index]),
                                          resp_id)
+        self._index_members(members[resp_index], resp_offset)
         if revisit:
             self.stats.revisits += 1
         else:
@@ -393,17 +414,20 @@ class WARCWriter:
         one member without changing a byte of it. Anything else raises ``WARCFormatError``.
         The record keeps its own ``WARC-Warcinfo-ID`` (if any) and digests."""
         raw = bytes(raw)
+        plain = None
         if raw[:2] == b"\x1f\x8b":
             member = raw
         elif raw.startswith(b"WARC/") and raw.endswith(R.RECORD_END):
             R.parse_record_head(raw)
             member = R.gzip_member((raw,), self.gzip_level)
+            plain = raw
         else:
             raise R.WARCFormatError("raw record is neither a gzip member nor a WARC/ record "
                                     "ending in CRLF CRLF")
         self._ensure_open()
         offset = self._append([member])
         self.last_record = WrittenRecord(self._final_name, offset, len(member), None)
+        self._index_members(member, offset, plain)
         self.stats.raw_records += 1
         self.stats.records += 1
         self._after_write()
@@ -472,6 +496,7 @@ class WARCWriter:
         self._fh, self._open_path, self._final_name = fh, path, name
         self._opened_at, self._size, self._warcinfo_id = now, len(member), info_id
         self._warcinfo_end = len(member)
+        self._index = self._open_index(name) if self.cdxj else None
         self.stats.files_opened += 1
         self.stats.records += 1
         self.stats.bytes += len(member)
@@ -500,6 +525,9 @@ class WARCWriter:
                 except OSError:
                     pass
                 self._fh = self._open_path = None
+                if self._index is not None:  # its companion too: recovery indexes the file
+                    self._index.close()
+                    self._index = None
             raise
         n = sum(len(m) for m in members)
         self._size += n
@@ -508,7 +536,8 @@ class WARCWriter:
 
     # the storage of a file: a local ``.open`` file here (storage/s3_stream.py: an S3 upload)
     def _name_taken(self, name: str) -> bool:
-        return any((self.directory / (name + s)).exists() for s in ("", CORRUPT_SUFFIX))
+        return any((self.directory / (name + s)).exists()
+                   for s in ("", CORRUPT_SUFFIX, cdxj.INDEX_SUFFIX))
 
     def _create(self, name: str):
         """Open the file ``name`` is written as; FileExistsError if it is taken."""
@@ -521,13 +550,40 @@ class WARCWriter:
         path.unlink(missing_ok=True)
 
     def _finish(self, fh, path):
-        """Make the file final; its final location (the final path)."""
+        """Make the file final, its index written first; its final location (the final
+        path)."""
         try:
             fh.flush()
             os.fsync(fh.fileno())
         finally:
             fh.close()
+        index, self._index = self._index, None
+        if index is not None:
+            index.finish(path)
         return finalize_open(path)
+
+    # the index of a file: a companion beside a local file (storage/s3_stream.py: in memory)
+    def _open_index(self, name: str):
+        return X.LocalIndex(self.directory, name)
+
+    def _index_members(self, member: bytes, offset: int, plain: bytes | None = None) -> None:
+        """Add the index lines of ``member`` (one or more gzip members, or the compressed form of
+        the uncompressed record ``plain``) written at ``offset`` of the current file. A record
+        the index cannot take is logged and left out of it; the file keeps it."""
+        if self._index is None:
+            return
+        try:
+            if plain is not None:
+                line = cdxj.raw_line(plain, offset, len(member), self._final_name)
+                lines = [line] if line is not None else []
+            else:
+                lines = cdxj.member_lines(member, offset, self._final_name)
+        except cdxj.CDXJError as exc:
+            self.stats.unindexed += 1
+            log.warning("record at offset %d of %s not indexed: %s", offset, self._final_name,
+                        exc)
+            return
+        self._index.add(lines)
 
     def durable(self, name: str, end: int) -> bool:
         """Whether the bytes of file ``name`` up to ``end`` are stored for good. A local file's
@@ -599,6 +655,8 @@ class ScanResult:
     records: int
     types: dict[str, int]
     error: str | None
+    #: (offset, length) of the valid members holding a record the CDXJ index lists
+    indexed: list[tuple[int, int]] = field(default_factory=list)
 
 
 def scan_members(path: str | os.PathLike, chunk_size: int = 1 << 20) -> ScanResult:
@@ -609,6 +667,7 @@ def scan_members(path: str | os.PathLike, chunk_size: int = 1 << 20) -> ScanResu
     size = os.path.getsize(path)
     valid_end = records = 0
     types: dict[str, int] = {}
+    indexed: list[tuple[int, int]] = []
     error = None
     with open(path, "rb") as f:
         pending = b""
@@ -642,10 +701,12 @@ def scan_members(path: str | os.PathLike, chunk_size: int = 1 << 20) -> ScanResu
                 break
             for t in found:
                 types[t] = types.get(t, 0) + 1
+            if any(t.lower() in cdxj.INDEXED_TYPES for t in found):
+                indexed.append((member_start, member_end - member_start))
             records += len(found)
             valid_end = member_start = member_end
             consumed, out, d = 0, [], zlib.decompressobj(31)
-    return ScanResult(valid_end, size, records, types, error)
+    return ScanResult(valid_end, size, records, types, error, indexed)
 
 
 def _count_records(data: bytes) -> list[str]:
@@ -663,47 +724,55 @@ def _count_records(data: bytes) -> list[str]:
 
 
 def recover_open_files(directory: str | os.PathLike, prefix: str | None = None,
-                       partition: str | None = None) -> list[Path]:
+                       partition: str | None = None, cdxj: bool = True) -> list[Path]:
     """Finalize ``*.warc.gz.open`` files left by a crash; return the final paths.
 
     Only files named ``{prefix}-…-{partition}-…`` are touched (``None`` = any). A trailing partial
     or corrupt member is cut off (logged); files with nothing but a warcinfo record are deleted;
     non-empty files with no valid record are renamed ``*.corrupt`` (kept, not returned). A file that
     cannot be finalized (e.g. its final name exists as another file) is logged and left ``.open``;
-    new writers never reuse a name that exists as ``.open``, final or ``.corrupt``."""
+    new writers never reuse a name that exists as ``.open``, final or ``.corrupt``. With ``cdxj``
+    each file finalized gets its index first, and finished files of the same writers whose index
+    is missing get theirs (module docstring); without, only what indexed the files is removed."""
     d = Path(directory)
     if not d.is_dir():
         return []
+
+    def ours(name: str) -> bool:
+        parts = parse_file_name(name)
+        return parts is not None and (prefix is None or parts["prefix"] == prefix) and (
+            partition is None or parts["partition"] == str(partition))
+
     done: list[Path] = []
     for path in sorted(d.glob("*" + WARC_SUFFIX + OPEN_SUFFIX)):
-        parts = parse_file_name(path.name)
-        if parts is None:
-            continue
-        if prefix is not None and parts["prefix"] != prefix:
-            continue
-        if partition is not None and parts["partition"] != str(partition):
+        if not ours(path.name):
             continue
         try:
-            final = _recover_one(path)
+            final = _recover_one(path, cdxj)
         except OSError:  # one bad file must not stop the others (nor the bolt's start)
             log.exception("WARC recovery: cannot finalize %s; left as is", path)
             continue
         if final is not None:
             done.append(final)
+    if cdxj:
+        X.finish_leftovers(d, ours)
     return done
 
 
-def _recover_one(path: Path) -> Path | None:
+def _recover_one(path: Path, cdxj: bool = True) -> Path | None:
     res = scan_members(path)
     captures = res.records - res.types.get("warcinfo", 0)
+    name = path.name[: -len(OPEN_SUFFIX)]
     if res.valid_end == 0 and res.size > 0:
         log.error("WARC recovery: %s has no valid record (%s); kept as %s%s",
-                  path, res.error, path.name[: -len(OPEN_SUFFIX)], CORRUPT_SUFFIX)
+                  path, res.error, name, CORRUPT_SUFFIX)
         finalize_open(path, new_suffix=CORRUPT_SUFFIX)
+        X.drop(path.parent, name)
         return None
     if captures == 0:
         log.warning("WARC recovery: %s holds no capture (%d bytes); deleted", path, res.size)
         path.unlink()
+        X.drop(path.parent, name)
         return None
     if res.valid_end < res.size:
         log.warning("WARC recovery: %s: %s; dropping the last %d bytes after %d valid records",
@@ -712,6 +781,10 @@ def _recover_one(path: Path) -> Path | None:
             f.truncate(res.valid_end)
             f.flush()
             os.fsync(f.fileno())
+    if cdxj:
+        X.recover_index(path, name, res.valid_end, res.indexed)
+    else:
+        X.drop(path.parent, name)
     final = finalize_open(path)
     log.warning("WARC recovery: finalized %s (%d records)", final, res.records)
     return final

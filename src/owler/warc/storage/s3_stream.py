@@ -28,10 +28,18 @@ archived a second time (:meth:`S3StreamWriter.recently_archived`). The window is
 writer runs, for the same reason. A start reads the partition's files opened within
 ``warc.rotation.time`` + the window: keep ``warc.rotation.time`` short (minutes) with S3.
 
+Each file's CDXJ index (``warc.cdxj``, :mod:`owler.warc.storage.index`) is kept in memory while
+the file is written and stored as the object ``<key>.cdxj`` beside it, with the lines of the
+records the completed object keeps, just before the upload is completed (so a completed file has
+its index but when that store failed: logged, tried again when the next file is completed). After
+a crash (:func:`recover_indices`): the files whose uploads were completed by the recovery get an
+index read off their objects (what they keep may not be what the lost writer held), so do the
+partition's recent files without one; an index whose file is gone is removed.
+
 Config keys: ``warc.s3.bucket``, ``warc.s3.prefix``, ``warc.s3.stream`` (true),
 ``warc.s3.stream.part.size``, ``warc.s3.max.age`` (10 s), ``warc.s3.dedup.window`` (600 s), the WARC
-writer's keys (``warc.prefix``, rotation, gzip level) and the ``s3.*`` client keys of
-:mod:`owler.warc.storage.s3`.
+writer's keys (``warc.prefix``, rotation, gzip level, ``warc.cdxj``) and the ``s3.*`` client keys
+of :mod:`owler.warc.storage.s3`.
 """
 
 from __future__ import annotations
@@ -46,9 +54,11 @@ from typing import Any, Callable, Iterator, Mapping
 
 from owler import conf as C
 from owler.constants import MESSAGE_TIMEOUT_KEY, WARC_S3_BUCKET_KEY, WARC_S3_PREFIX_KEY
+from owler.warc.format import cdxj
 from owler.warc.format.reader import InputRecord, iter_records
 from owler.warc.storage import s3 as S3
-from owler.warc.storage.files import WARCWriter, parse_file_name
+from owler.warc.storage.files import WARC_SUFFIX, WARCWriter, parse_file_name
+from owler.warc.storage.index import MemoryIndex
 
 log = logging.getLogger("owler.warc.stream")
 
@@ -193,6 +203,7 @@ class S3StreamWriter(WARCWriter):
         #: stored, before the upload is completed (the warc2warc copier records its records
         #: then, so a completed file never holds a record that is not recorded)
         self.before_complete = None
+        self.unstored_indices: OrderedDict[str, bytes] = OrderedDict()  # key -> index, to retry
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any], partition: str = "0", **kw: Any
@@ -228,6 +239,26 @@ class S3StreamWriter(WARCWriter):
     def _discard(self, fh, path) -> None:
         fh.abort()
 
+    def _open_index(self, name: str):
+        return MemoryIndex(name)
+
+    def _store_index(self, name: str, data: bytes) -> None:
+        """Put ``<key>.cdxj``; one that S3 refuses is kept to be tried again when the next file
+        is completed (and at the next start, :func:`recover_indices`)."""
+        self.unstored_indices[self.key(cdxj.index_name(name))] = data
+        self.unstored_indices.move_to_end(self.key(cdxj.index_name(name)))
+        for key, body in list(self.unstored_indices.items()):
+            try:
+                put_verified(self.s3, self.bucket, key, body)
+            except S3.S3Error as exc:
+                log.error("%s; tried again with the next file", exc)
+                continue
+            del self.unstored_indices[key]
+        while len(self.unstored_indices) > 64:
+            key, _ = self.unstored_indices.popitem(last=False)
+            log.error("s3://%s/%s given up: made from its file at the next start", self.bucket,
+                      key)
+
     def _finish(self, fh: MultipartFile, path):
         name = self._final_name
         try:
@@ -241,6 +272,9 @@ class S3StreamWriter(WARCWriter):
             if keep < fh.stored:
                 log.error("%s: only %d of its %d stored bytes are kept", fh.uri, keep, fh.stored)
                 self._lost(name, keep)
+        index, self._index = self._index, None
+        if index is not None and keep > 0:  # the index of what the object keeps, before it is
+            self._store_index(name, index.data(_kept_size(fh, keep)))  # an object
         try:
             fh.salvage(keep)
         except S3.S3Error as exc:  # once more; else the parts stay for the next start
@@ -305,12 +339,79 @@ class S3StreamWriter(WARCWriter):
         completed."""
         now = time.time() if now is None else now
         done = recover_uploads(self.s3, self.bucket, self.key(self.prefix + "-"), self.partition)
+        if self.cdxj:
+            recover_indices(self.s3, self.bucket, self.key(self.prefix + "-"), self.partition,
+                            done, now - max(self.rotation_time, 0.0) - self.dedup_window - 3600)
         found = archived_urls(self.s3, self.bucket, self.key(self.prefix + "-"), self.partition,
                               now - self.dedup_window, self.rotation_time)
         for url, at in sorted(found, key=lambda f: f[1]):  # oldest first, as the window expires
             if now - at <= self.dedup_window:
                 self.archived(url, at)
         return done
+
+
+def _kept_size(fh: MultipartFile, keep: int) -> int:
+    """The bytes :meth:`MultipartFile.salvage` keeps of ``keep``: its first parts within it."""
+    return _first_parts(fh.parts, fh.sizes, keep)[1]
+
+
+def put_verified(s3, bucket: str, key: str, body: bytes) -> None:
+    """Put a small object (an index) and check its ETag against the bytes sent; S3Error."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        etag = s3.put_object(Bucket=bucket, Key=key, Body=body,
+                             ContentType="text/plain; charset=utf-8")["ETag"].strip('"')
+    except (BotoCoreError, ClientError) as exc:
+        raise S3.S3Error(f"cannot store s3://{bucket}/{key}: {exc}") from exc
+    if etag != hashlib.md5(body).hexdigest():
+        raise S3.S3Error(f"s3://{bucket}/{key} does not verify (ETag {etag})")
+
+
+def recover_indices(s3, bucket: str, key_prefix: str, partition: str, completed: list[str],
+                    since: float) -> list[str]:
+    """Index objects of ``partition``'s WARC files under ``key_prefix`` after a crash: made from
+    the records of the objects ``completed`` by the recovery and of those dated ``since`` or
+    later that have none; removed where their WARC file is gone (an upload aborted). The index
+    keys written. Raises S3Error when S3 cannot be listed; a file whose index cannot be made is
+    logged and left without (a later start tries again while it is recent)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        objects = {o["Key"]: o["LastModified"].timestamp()
+                   for page in s3.get_paginator("list_objects_v2").paginate(
+                       Bucket=bucket, Prefix=key_prefix) for o in page.get("Contents", [])}
+    except (BotoCoreError, ClientError) as exc:
+        raise S3.S3Error(f"cannot list s3://{bucket}/{key_prefix}: {exc}") from exc
+    suffix = cdxj.INDEX_SUFFIX
+    for key in objects:
+        if key.endswith(WARC_SUFFIX + suffix) and _ours(key[:-len(suffix)], partition) \
+                and key[:-len(suffix)] not in objects:
+            try:
+                s3.delete_object(Bucket=bucket, Key=key)
+                log.warning("WARC recovery: removed s3://%s/%s (its file is gone)", bucket, key)
+            except (BotoCoreError, ClientError) as exc:
+                log.warning("WARC recovery: cannot remove s3://%s/%s: %s", bucket, key, exc)
+    written = []
+    for key, modified in sorted(objects.items()):
+        if not key.endswith(WARC_SUFFIX) or not _ours(key, partition):
+            continue
+        if key not in completed and (key + suffix in objects or modified < since):
+            continue
+        name = key.rsplit("/", 1)[-1]
+        stream = S3.S3Stream(s3, bucket, key)
+        try:
+            lines = list(cdxj.file_lines(stream, name))
+            put_verified(s3, bucket, key + suffix, cdxj.sorted_lines(lines))
+        except Exception as exc:  # noqa: BLE001 - S3Error, a damaged object: the others go on
+            log.error("WARC recovery: cannot index s3://%s/%s: %s: %s", bucket, key,
+                      type(exc).__name__, exc)
+            continue
+        finally:
+            stream.close()
+        log.warning("WARC recovery: indexed s3://%s/%s (%d captures)", bucket, key, len(lines))
+        written.append(key + suffix)
+    return written
 
 
 def _ours(key: str, partition: str) -> bool:

@@ -11,9 +11,15 @@ S3 fails, and then deletes the local copy (``warc.s3.keep.local: true`` keeps it
 with the same size and ETag is not sent twice. ``close()`` waits up to ``warc.s3.close.wait``
 seconds (120) for the queue; what is left is uploaded by the next start.
 
+Each file's CDXJ index (``<name>.cdxj``, :mod:`owler.warc.storage.index`; ``warc.cdxj``) goes
+beside it under the same prefix, uploaded after the file and before either local copy is deleted
+(the index first, so a file still in ``warc.dir`` always has its index uploaded again with it). A
+file that has no index yet (written before ``warc.cdxj``, or its index could not be written) gets
+one made from its records before it is uploaded.
+
 Config keys: ``warc.s3.bucket``, ``warc.s3.prefix``, ``warc.s3.part.size`` (64 MiB),
-``warc.s3.keep.local`` (false), ``warc.s3.close.wait`` (120), and the ``s3.*`` client keys of
-:mod:`owler.warc.storage.s3`.
+``warc.s3.keep.local`` (false), ``warc.s3.close.wait`` (120), ``warc.cdxj`` (true), and the
+``s3.*`` client keys of :mod:`owler.warc.storage.s3`.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from typing import Any, Callable, Mapping
 
 from owler import conf as C
 from owler.constants import WARC_S3_BUCKET_KEY, WARC_S3_PREFIX_KEY
+from owler.warc.format.cdxj import index_name
+from owler.warc.storage import index as X
 from owler.warc.storage import s3 as S3
 from owler.warc.storage.files import WARC_SUFFIX, WARCWriter, parse_file_name, recover_open_files
 
@@ -51,7 +59,8 @@ def open_output(conf: Mapping[str, Any], partition: str, extra_info: Mapping[str
             log.warning("completed %d WARC uploads left open by an earlier run", len(done))
         return stream, None
     writer = WARCWriter.from_conf(conf, partition, extra_info=extra_info)  # opens no file yet
-    recovered = recover_open_files(writer.directory, prefix=writer.prefix, partition=partition)
+    recovered = recover_open_files(writer.directory, prefix=writer.prefix, partition=partition,
+                                   cdxj=writer.cdxj)
     if recovered:
         log.warning("finalized %d WARC files left open by an earlier run", len(recovered))
     uploader = Uploader.from_conf(conf)
@@ -71,6 +80,7 @@ class Uploader:
             raise C.ConfError("warc.s3.part.size: S3 parts are at least 5 MiB (5242880)")
         self.keep_local = C.get_bool(conf, "warc.s3.keep.local", False)
         self.close_wait = C.get_float(conf, "warc.s3.close.wait", 120.0)
+        self.cdxj = X.indexing(conf)
         self.on_done = on_done
         self.conf = conf
         self._client = client
@@ -123,8 +133,12 @@ class Uploader:
             except queue.Empty:
                 continue
             key = S3.output_key(self.prefix, path.name)
+            index = (X.ensure_index(path) if self.cdxj and path.exists() else None)
             try:
                 S3.upload_verified(self.client, path, self.bucket, key, self.part_size)
+                if index is not None:
+                    S3.upload_verified(self.client, index, self.bucket,
+                                       S3.output_key(self.prefix, index.name), self.part_size)
             except Exception as exc:  # noqa: BLE001 - S3Error, OSError, any botocore error
                 self.failures += 1
                 self.last_error = str(exc)
@@ -142,7 +156,8 @@ class Uploader:
             log.info("uploaded %s to s3://%s/%s", path, self.bucket, key)
             if self.keep_local:
                 path.with_name(path.name + UPLOADED_SUFFIX).touch()
-            else:
+            else:  # the index first: a WARC file left behind brings its index again
+                path.with_name(index_name(path.name)).unlink(missing_ok=True)
                 path.unlink(missing_ok=True)
             if self.on_done is not None:
                 try:

@@ -25,6 +25,11 @@ ends at a part boundary), or aborted. One with nothing committed is deleted. Eac
 starts with a warcinfo record of its own; the input's own warcinfo records are copied like any
 other record.
 
+Each output file gets its CDXJ index as the crawl's files do (``warc.cdxj``: the writer indexes
+every record it appends, :mod:`owler.warc.storage.index`); a file cut back loses the lines of the
+records cut; a recovered output's index is read off the file once it is cut back (an S3 output's
+off its completed object, :func:`owler.warc.storage.s3_stream.recover_indices`).
+
 Config keys: those of :class:`owler.warc.storage.files.WARCWriter`,
 :mod:`owler.warc.storage.s3_upload` and :mod:`owler.warc.storage.s3_stream`.
 """
@@ -39,9 +44,11 @@ from typing import Any, Mapping
 
 from owler import conf as C
 from owler.constants import WARC_ROTATION_SIZE_KEY, WARC_ROTATION_TIME_KEY
+from owler.warc.storage import index as X
 from owler.warc.storage.files import (OPEN_SUFFIX, WARC_SUFFIX, WARCWriter, finalize_open,
                                       parse_file_name)
-from owler.warc.storage.s3_stream import S3StreamWriter, recover_uploads, stream_enabled
+from owler.warc.storage.s3_stream import (S3StreamWriter, recover_indices, recover_uploads,
+                                          stream_enabled)
 from owler.warc.storage.s3_upload import Uploader
 from owler.warc.warc2warc.progress import open_progress
 
@@ -109,9 +116,12 @@ class ArchiveCopier:
             for key in done:
                 name = key.rsplit("/", 1)[-1]
                 self.progress.set_output_state(name, "closed", self._committed_of_key(key))
+            if w.cdxj:
+                recover_indices(w.s3, w.bucket, w.key(w.prefix + "-"), self.partition, done,
+                                time.time() - max(self.rotation_time, 0.0) - 3600)
             return done
         done = recover_outputs(self.writer.directory, self.writer.prefix, self.partition,
-                               self.progress)
+                               self.progress, cdxj=self.writer.cdxj)
         if self.uploader is not None:
             self.uploader.submit_leftovers(self.writer.directory, self.writer.prefix,
                                            self.partition)
@@ -250,15 +260,20 @@ class ArchiveCopier:
 
 
 def recover_outputs(directory: Path, prefix: str, partition: str | None,
-                    progress) -> list[Path]:
+                    progress, cdxj: bool = True) -> list[Path]:
     """Cut the ``.open`` outputs of ``prefix`` (and ``partition``; ``None`` = all, only when no
-    writer runs) back to their committed length and finalize them; delete those with nothing
-    committed. Returns the files finalized."""
+    writer runs) back to their committed length and finalize them, each with its index read off
+    it (``cdxj``; finished outputs whose index is missing get theirs too); delete those with
+    nothing committed. Returns the files finalized."""
     done = []
+
+    def ours(name: str) -> bool:
+        parts = parse_file_name(name)
+        return bool(parts) and parts["prefix"] == prefix and (
+            partition is None or parts["partition"] == str(partition))
+
     for path in sorted(Path(directory).glob("*" + WARC_SUFFIX + OPEN_SUFFIX)):
-        parts = parse_file_name(path.name)
-        if not parts or parts["prefix"] != prefix or (
-                partition is not None and parts["partition"] != str(partition)):
+        if not ours(path.name):
             continue
         name = path.name[: -len(OPEN_SUFFIX)]
         row = progress.output(name)
@@ -266,6 +281,7 @@ def recover_outputs(directory: Path, prefix: str, partition: str | None,
         if committed <= 0:
             log.warning("WARC copy: %s has no committed record; deleted", path)
             path.unlink()
+            X.drop(path.parent, name)
             continue
         size = path.stat().st_size
         if size > committed:
@@ -278,6 +294,12 @@ def recover_outputs(directory: Path, prefix: str, partition: str | None,
         elif size < committed:  # bytes recorded as archived are missing: say so loudly
             log.error("WARC copy: %s is shorter (%d) than its committed length %d", path, size,
                       committed)
+        if cdxj:
+            X.recover_index(path, name, min(size, committed), None)
+        else:
+            X.drop(path.parent, name)
         done.append(finalize_open(path))
         progress.set_output_state(name, "closed", min(size, committed))
+    if cdxj:
+        X.finish_leftovers(Path(directory), ours)
     return done
