@@ -275,7 +275,9 @@ def test_robots_file_skip_fetches_no_robots_txt_and_allows_everything(conf, tmp_
             bolt.close()
         page = emits(msgs)[0]["tuple"]
         assert b"private" in wire.decode_content(page[1])
-        assert [e["path"] for e in farm.access_log()] == ["/private/secret"]
+        # no robots.txt; the host's TDMRep file is asked all the same (tdmrep.enabled)
+        assert [e["path"] for e in farm.access_log()] == ["/.well-known/tdmrep.json",
+                                                          "/private/secret"]
 
 
 def test_fetcher_queue_mode_makes_one_polite_queue_of_differently_keyed_urls(conf, tmp_path):

@@ -96,8 +96,15 @@ def requests_by_host(entries: list[dict]) -> dict[str, list[dict]]:
     return by
 
 
+#: the files a crawler asks of a host before its pages, inside the turn of the page that needed
+#: them (back to back with it, as StormCrawler asks robots.txt): robots.txt and TDMRep's file
+#: (owler.fetch.tdmrep)
+HOST_FILES = ("/robots.txt", "/.well-known/tdmrep.json")
+
+
 def min_interval(entries: list[dict], include_robots: bool = False) -> float | None:
-    """The smallest gap between two consecutive requests to one host (robots.txt excluded)."""
-    times = sorted(e["t"] for e in entries if include_robots or e["path"] != "/robots.txt")
+    """The smallest gap between two consecutive requests to one host (the host's files,
+    :data:`HOST_FILES`, excluded unless ``include_robots``)."""
+    times = sorted(e["t"] for e in entries if include_robots or e["path"] not in HOST_FILES)
     gaps = [b - a for a, b in zip(times, times[1:])]
     return min(gaps) if gaps else None

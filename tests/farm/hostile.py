@@ -16,7 +16,8 @@ to send the broken responses), one site per address 127.0.60.<n>:
 - ``ratelimit`` (127.0.60.5): the first request of ``/r/1`` gets ``429`` with ``Retry-After: 40``;
   ``ratedate`` (127.0.60.7): the first of ``/r/1`` gets ``503`` with ``Retry-After`` an HTTP date
   4 s ahead; ``backoff`` (127.0.60.6): the first two page requests get ``503`` without it;
-  ``robots429`` (127.0.60.8): robots.txt answers ``429`` (the site counts as unreachable);
+  ``robots429`` (127.0.60.8): robots.txt answers ``429`` (the site counts as unreachable); these
+  four throttle pages only: their ``/.well-known/tdmrep.json`` is a plain 404;
 - ``robotsmoved`` (127.0.60.9): robots.txt behind five redirects, disallowing ``/private``;
   ``robotsbig`` (127.0.60.10): a 600 KiB robots.txt disallowing ``/early`` at its start and
   ``/late`` after 500 KiB (to be ignored); ``robotsenc`` (127.0.60.11): rules and links that
@@ -208,6 +209,8 @@ class Hostile:
         await self.send(w, response("404 Not Found", b"not here"))
 
     async def site_throttling(self, site: str, path: str, w) -> None:
+        if path == "/.well-known/tdmrep.json":  # no TDMRep file; not a page: never throttled
+            return await self.send(w, response("404 Not Found", b"not here"))
         if path == "/robots.txt":
             if site == "robots429":
                 return await self.send(w, response("429 Too Many Requests", b"slow down",

@@ -1,7 +1,8 @@
 """Re-visits: conditional requests and what a re-fetch leaves in the metadata
 (owler.fetch.revisit), through the fetch engine against a real HTTP server on loopback; revisit
 records (owler.warc.storage.files) read back by warcio and checked by ``warcio check``; the parser's
-signatureOld and 304 handling (owler.parse.page)."""
+signatureOld and 304 handling (owler.parse.page); a page whose content is withheld
+(signals.refused.action strip) from the fetch to its WARC records and the parser."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from owler.parse.page import PageHandler
 from owler.warc.storage.files import WARCWriter
 
 AGENT = {"http.agent.name": "OWLer-py", "http.allow.private.addresses": True,
-         "fetcher.server.delay": 0.0, "http.robots.file.skip": True}
+         "fetcher.server.delay": 0.0, "http.robots.file.skip": True, "tdmrep.enabled": False}
 PAGE = b"<html><head><title>t</title></head><body><p>" + b"words " * 40 + b"</p></body></html>"
 LAST_MODIFIED = formatdate(1_700_000_000, usegmt=True)
 
@@ -74,7 +75,8 @@ def test_a_capture_is_new_unless_its_payload_is_the_last_captures():
 # -- the engine against a real server -------------------------------------------------------------
 
 class Server:
-    """/etag answers 304 to its ETag, /lm to If-Modified-Since, /blind always 304, /plain 200."""
+    """/etag answers 304 to its ETag, /lm to If-Modified-Since, /blind always 304, /plain 200,
+    /refused 304 to its ETag, else 200, both saying ``Content-Usage: search=n``."""
 
     def __init__(self):
         self.seen: list[tuple[str, dict]] = []
@@ -95,6 +97,11 @@ class Server:
                                 headers={"Last-Modified": LAST_MODIFIED})
         if request.path == "/blind":
             return web.Response(status=304)
+        if request.path == "/refused":  # its content may not be used for search
+            refusal = {"ETag": '"r1"', "Content-Usage": "search=n"}
+            if request.headers.get("If-None-Match") == '"r1"':
+                return web.Response(status=304, headers=refusal)
+            return web.Response(body=PAGE, content_type="text/html", headers=refusal)
         return web.Response(body=PAGE, content_type="text/html")
 
     def __enter__(self):
@@ -195,6 +202,57 @@ def test_an_unchanged_200_is_a_revisit_of_identical_payload(server):
     assert again.kind == "page" and again.content == PAGE
     assert again.metadata[wire.RAW_REVISIT] == [IDENTICAL]
     assert again.metadata[CAPTURE_DATE] == md[CAPTURE_DATE]
+
+
+def test_a_page_whose_signals_refuse_the_crawl_is_archived_without_content_nor_parsed(
+        server, tmp_path):
+    """signals.refused.action strip: the response record holds the HTTP head, no payload,
+    WARC-Truncated; the metadata record says why; no revisit refers to this fetch; the parser
+    takes nothing from it. A 304 to a page refused so is the exchange it was, not a revisit."""
+    import json
+
+    url = server.url("/refused")
+    conf = {"signals.refused.action": "strip"}
+    earlier = {CAPTURE_DIGEST: [wire.payload_digest(b"earlier")],
+               CAPTURE_DATE: ["2026-01-01T00:00:00.000000Z"], "signature": ["0" * 32]}
+    full = fetch_all(conf, [(url, dict(earlier))])[url]
+    server.seen.clear()
+    again = fetch_all(conf, [(url, {**earlier, "protocol.etag": ['"r1"']})])[url]
+    assert dict(server.seen)["/refused"]["If-None-Match"] == '"r1"'
+    assert full.content == again.content == b""
+    assert "protocol.etag" not in full.metadata and again.metadata["protocol.etag"] == ['"r1"']
+    for out in (full, again):
+        md = out.metadata
+        assert md["signals.withheld"] == ["search"] and md["signals.search"] == ["refused"]
+        assert md[CAPTURE_DIGEST] == earlier[CAPTURE_DIGEST] and wire.RAW_REVISIT not in md
+    with WARCWriter(tmp_path, partition="00") as w:
+        for out in (full, again):
+            w.write_page(url, out.content, out.metadata)
+    path = next(tmp_path.glob("*.warc.gz"))
+    with open(path, "rb") as fh:
+        recs = [(r.rec_type, r.rec_headers, r.http_headers, r.content_stream().read())
+                for r in ArchiveIterator(fh) if r.rec_type != "warcinfo"]
+    assert [r[0] for r in recs] == ["request", "response", "metadata"] * 2
+    _, head, http, body = recs[1]
+    assert body == b"" and head.get_header("WARC-Truncated") == "unspecified"
+    assert http.get_statuscode() == "200" and http.get_header("Content-Usage") == "search=n"
+    assert http.get_header("X-Crawler-Content-Length") == str(len(PAGE))
+    assert http.get_header("Content-Length") == "0"
+    assert head.get_header("WARC-Payload-Digest") == wire.payload_digest(b"")
+    meta = json.loads(recs[2][3])
+    assert meta["withheld"] == "search" and recs[2][1].get_header(
+        "WARC-Concurrent-To") == head.get_header("WARC-Record-ID")
+    _, head304, http304, body304 = recs[4]
+    assert http304.get_statuscode() == "304" and body304 == b""
+    assert head304.get_header("WARC-Truncated") is None  # a 304 has no content to cut
+    check = subprocess.run([sys.executable, "-m", "warcio.cli", "check", "-v", str(path)],
+                           capture_output=True, text=True)
+    assert check.returncode == 0 and "fail" not in check.stdout, check.stdout + check.stderr
+    # the parser: FETCHED, what the last fetch found, no text, no outlinks, no SimHash
+    parsed = PageHandler({}).handle_page(url, full.content, full.metadata)
+    assert parsed.status is Status.FETCHED and parsed.outlinks == [] and not parsed.text
+    assert parsed.metadata["signature"] == ["0" * 32] and "simhash" not in parsed.metadata
+    assert parsed.metadata["signals.withheld"] == ["search"]
 
 
 # -- revisit records ------------------------------------------------------------------------------

@@ -171,6 +171,29 @@ def test_check_robots_shows_the_signals_for_each_url(tmp_path):
         "DENY\thttp://h/never/c"]
 
 
+def test_check_robots_shows_the_tdmrep_file_rule_for_each_url(tmp_path):
+    import subprocess
+    import sys
+
+    robots = tmp_path / "robots.txt"
+    robots.write_bytes(b"User-Agent: *\nDisallow: /never/\n")
+    tdm = tmp_path / "tdmrep.json"
+    tdm.write_bytes(b'[{"location": "/r/", "tdm-reservation": 1}, {"location": "/x/"}]')
+    out = subprocess.run([sys.executable, "-m", "owler", "check-robots", "--agent", "owler",
+                          "--robots-file", str(robots), "--tdmrep-file", str(tdm),
+                          "http://h/r/a", "http://h/b", "http://h/never/r/c"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["ALLOW\thttp://h/r/a", "\tsignals: tdm=refused (tdmrep.file)",
+                                "ALLOW\thttp://h/b", "DENY\thttp://h/never/r/c"]
+    tdm.write_bytes(b"<html>not json")
+    out = subprocess.run([sys.executable, "-m", "owler", "check-robots", "--agent", "owler",
+                          "--robots-file", str(robots), "--tdmrep-file", str(tdm),
+                          "http://h/r/a"], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[1:] == ["\tsignals: nothing readable",
+                                    "\ttdmrep.file: /.well-known/tdmrep.json: not JSON: "
+                                    "Expecting value: line 1 column 1 (char 0)"]
+
+
 def test_response_headers_in_one_pass():
     from owler.signals.sources import from_headers
 
@@ -192,6 +215,14 @@ def test_the_policy_and_what_a_url_records():
     said = content_signal("search=no, ai-train=no, bogus", ROBOTS_SIGNAL)
     assert policy.refused(resolve(said)) == SEARCH
     assert SignalPolicy.from_conf({"signals.refused.action": "mark"}).refused(resolve(said)) is None
+    # after the response: skip and strip withhold the content of a refused page, mark does not
+    assert policy.withheld(resolve(said)) == SEARCH
+    strip = SignalPolicy.from_conf({"signals.refused.action": "strip"})
+    assert strip.refused(resolve(said)) is None and strip.withheld(resolve(said)) == SEARCH
+    assert SignalPolicy.from_conf({"signals.refused.action": "mark"}).withheld(
+        resolve(said)) is None
+    assert '"withheld":"search"' in record_json(said, withheld=SEARCH)
+    assert "withheld" not in record_json(said)
     assert SignalPolicy.from_conf({"signals.purposes": ["ai-train", "tdm"]}).refused(
         resolve(content_signal("ai-input=no", ROBOTS_SIGNAL))) is None
     for bad in ({"signals.purposes": ["crawl"]}, {"signals.refused.action": "later"}):

@@ -33,12 +33,20 @@ Outcomes, with StormCrawler's semantics:
   ``fetcher.max.crawl.delay`` → ``ERROR`` with ``error.cause=crawl_delay`` (or capped when
   ``fetcher.max.crawl.delay.force``); a refused private address → ``ERROR`` with
   ``error.cause=private_address``; an unparsable URL → ``ERROR`` with ``error.cause=malformed URL``;
-- robots.txt's signals on the uses of content (Content-Usage, Content-Signal:
-  :mod:`owler.signals`) refusing a purpose of the crawl (``signals.purposes``) with
-  ``signals.refused.action: skip`` → ``ERROR`` with ``error.cause=signals`` and the refusal in
-  ``signals.<purpose>``, no request. A page carries what those signals and its response headers'
-  (Content-Usage, X-Robots-Tag noai, tdm-reservation) say in ``signals.*``, and the whole record
-  for the WARC metadata record beside its response (``_raw.signals``).
+- the webmasters' signals on the uses of content (:mod:`owler.signals`): those of the host,
+  known before the request (robots.txt's Content-Usage and Content-Signal, the host's
+  ``/.well-known/tdmrep.json``: :class:`owler.fetch.tdmrep.TdmRepSource`, asked once per host
+  and cache period as robots.txt is), refusing a purpose of the crawl (``signals.purposes``)
+  with ``signals.refused.action: skip`` → ``ERROR`` with ``error.cause=signals`` and the
+  refusal in ``signals.<purpose>``, no request; a 429/503 to the tdmrep.json request →
+  ``FETCH_ERROR`` ``throttled``, the queue held as for the page's own. A page carries what those
+  and its response's say (headers: Content-Usage, X-Robots-Tag noai, tdm-reservation; the
+  ``<meta>`` of an HTML head, read from the bytes here: :mod:`owler.signals.head`) in
+  ``signals.*``, and the whole record for the WARC metadata record beside its response
+  (``_raw.signals``). When they refuse a purpose of the crawl under ``strip`` (or ``skip``,
+  told by the response itself) the page's content is withheld (:meth:`FetchEngine._withhold`):
+  its WARC response record keeps the HTTP head only, the parser gets no content,
+  ``signals.withheld`` names the purpose.
 
 Sitemaps (:mod:`owler.fetch.discovery`): with ``sitemap.discovery`` (or metadata
 ``sitemap.discovery=true``), the first URL processed after its host's robots.txt was fetched
@@ -53,9 +61,10 @@ Config keys: ``fetcher.threads.number``, ``fetcher.max.crawl.delay``,
 ``fetcher.max.crawl.delay.force``, ``fetcher.timeout.queue``, ``fetcher.queue.mode``,
 ``fetcher.politeness.file`` (per-site delays, :class:`owler.fetch.politeness.DelayOverrides`),
 ``redirections.allowed``, ``http.allow.redirects.max``, ``fetcher.max.throttle.sleep``,
-``http.store.headers``, ``protocol.md.prefix``, and those of
-:mod:`owler.fetch.http`, :mod:`owler.fetch.politeness`, :mod:`owler.fetch.robots` and
-:mod:`owler.fetch.discovery`.
+``http.store.headers``, ``protocol.md.prefix``, ``signals.purposes``,
+``signals.refused.action``, ``signals.meta.scan.bytes``, and those of
+:mod:`owler.fetch.http`, :mod:`owler.fetch.politeness`, :mod:`owler.fetch.robots`,
+:mod:`owler.fetch.tdmrep` and :mod:`owler.fetch.discovery`.
 """
 
 from __future__ import annotations
@@ -79,8 +88,10 @@ from owler.fetch.http import AddressGuard, FetchResult, HttpFetcher, redirect_ta
 from owler.fetch.politeness import Backoff, DelayOverrides, FetchQueues
 from owler.fetch.revisit import Revisits
 from owler.fetch.robots import RobotsSource, agents_from_conf
+from owler.fetch.tdmrep import TdmRepSource
 from owler.metadata import copy as md_copy
 from owler.metadata import set_value
+from owler.signals.head import HEAD_LIMIT, SCAN_BYTES_KEY, is_html, meta_statements
 from owler.signals.sources import from_headers, from_robots
 from owler.urls import PARTITION_MODES, partition_key, partition_mode
 
@@ -178,8 +189,10 @@ class FetchEngine:
         self.discovery = SitemapDiscovery(conf)
         self.robots = RobotsSource(conf, self.http, count=self._count,
                                    on_new_rules=self.discovery.robots_read)
+        self.tdmrep = TdmRepSource(conf, self.http, count=self._count)
         self.signal_policy = signals.SignalPolicy.from_conf(conf)
-        self.agents = agents_from_conf(conf)  # (X-Robots-Tag's agent scopes)
+        self.agents = agents_from_conf(conf)  # (the agent scopes of X-Robots-Tag and <meta>)
+        self.meta_limit = C.get_int(conf, SCAN_BYTES_KEY, HEAD_LIMIT)
         self.stats: dict[str, int] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -232,12 +245,16 @@ class FetchEngine:
         self.stats[name] = self.stats.get(name, 0) + 1
 
     def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:
-        """(counters, gauges) for the bolt's stats: ``robots/fetched|allowed|denied|errors``;
-        ``queued``, ``fetching`` (in progress), ``queues``. Safe from any thread."""
+        """(counters, gauges) for the bolt's stats: ``robots/fetched|allowed|denied|errors``,
+        ``tdmrep/fetched|errors``, ``signals/refused|withheld`` (URLs not requested, pages whose
+        content was withheld); ``queued``, ``fetching`` (in progress), ``queues``. Safe from any
+        thread."""
         stats = dict(self.stats)
-        counters = {f"robots/{'errors' if name == 'error' else name}": stats[f"robots_{name}"]
-                    for name in ("fetched", "allowed", "denied", "error")
-                    if stats.get(f"robots_{name}")}
+        counters = {f"{group}/{'errors' if name == 'error' else name}": stats[f"{group}_{name}"]
+                    for group, names in (("robots", ("fetched", "allowed", "denied", "error")),
+                                         ("tdmrep", ("fetched", "error")),
+                                         ("signals", ("refused", "withheld")))
+                    for name in names if stats.get(f"{group}_{name}")}
         return counters, {"queued": self.queued(), "fetching": self.queues.in_flight,
                           "queues": self.queues.num_queues}
 
@@ -362,25 +379,53 @@ class FetchEngine:
         if refused:  # listed since it entered the frontier: a final status, no request
             if isinstance(refused, str):
                 set_value(md, ERROR_CAUSE, refused)
-            else:  # a take-down: its cause and what it says (owler.takedown)
+            else:  # a take-down: its cause and what it says (owler.blacklist.takedown)
                 md.update(refused)
             return Outcome(item, "status", md, Status.ERROR), 0.0
         rules = await self.robots.rules_for(url)
         stopped = self._robots_gate(key, item, md, rules)
         if stopped is not None:
             return stopped
-        said: list = []  # what the host's robots.txt signals say of this URL (owler.signals)
+        said, stopped = await self._host_signals(key, item, md, rules)
+        if stopped is not None:
+            return stopped
+        conditional = self.revisits.conditional_headers(md)
+        res = await self.http.fetch(url, extra_headers=conditional)
+        return self._answered(key, item, md, res, conditional, said)
+
+    async def _host_signals(self, key: str, item: FetchItem, md: dict,
+                            rules) -> tuple[list, tuple[Outcome, float | None] | None]:
+        """What the URL's host says of its uses before the request (:mod:`owler.signals`): its
+        robots.txt's Content-Usage and Content-Signal, its ``/.well-known/tdmrep.json``
+        (:class:`TdmRepSource`: asked once per host and cache period, inside this queue's turn,
+        as robots.txt). Returns the statements and, when the URL is not to be requested, its
+        outcome: ERROR ``signals`` when they refuse a purpose of the crawl under
+        ``signals.refused.action: skip``; FETCH_ERROR ``throttled`` when the tdmrep.json request
+        was answered with a code that holds the host's queue (429, 503: the URL waits as if it
+        had been answered so itself)."""
+        url = item.url
+        said: list = []
         if rules.usage or rules.content_signals:
             said = from_robots(rules.usage_for(url), rules.content_signals)
+        found, answer = await self.tdmrep.file_for(url, rules)
+        if answer is not None:
+            hold = self._throttled(key, answer, md)
+            if hold is not None:
+                set_value(md, ERROR_CAUSE, "throttled")
+                set_value(md, FETCH_EXCEPTION, f"{answer.url} answered {answer.status}")
+                with self._lock:
+                    delay = max(hold, self.queues.default_delay(key))
+                return said, (Outcome(item, "status", md, Status.FETCH_ERROR), delay)
+        if found.rules or found.problem:
+            said += found.statements(url)
+        if said:
             refused = self.signal_policy.refused(signals.resolve(said))
             if refused is not None:  # signals.refused.action: skip
                 signals.note(md, said)
                 self._count("signals_refused")
                 set_value(md, ERROR_CAUSE, "signals")
-                return Outcome(item, "status", md, Status.ERROR), 0.0
-        conditional = self.revisits.conditional_headers(md)
-        res = await self.http.fetch(url, extra_headers=conditional)
-        return self._answered(key, item, md, res, conditional, said)
+                return said, (Outcome(item, "status", md, Status.ERROR), 0.0)
+        return said, None
 
     def _robots_gate(self, key: str, item: FetchItem, md: dict,
                      rules) -> tuple[Outcome, float | None] | None:
@@ -457,15 +502,24 @@ class FetchEngine:
         return self._page(item, md, res, said), delay
 
     def _page(self, item: FetchItem, md: dict, res: FetchResult, said: list) -> Outcome:
-        """A page: the revisit's validators or capture noted, what the webmasters' signals of
-        its robots.txt (``said``) and of its headers say (:func:`owler.signals.note`), and what
-        the WARC writer needs kept in ``md`` (transient ``_raw.*`` keys, never persisted)."""
+        """A page: what the webmasters' signals of its host (``said``), its headers and its
+        ``<meta>`` say (:func:`owler.signals.note`), its content withheld when they refuse a
+        purpose of the crawl under ``strip`` or ``skip`` (:meth:`_withhold`), else the
+        revisit's validators or capture noted, and what the WARC writer needs kept in ``md``
+        (transient ``_raw.*`` keys, never persisted)."""
         said = said + from_headers(res.headers, self.agents)
+        ctype = res.header("content-type")
+        if res.content and is_html(ctype, res.content):
+            said += meta_statements(res.content, self.agents, self.meta_limit)
+        withheld = None
         if said:
-            image = (res.header("content-type") or "").lower().startswith("image/")
-            signals.note(md, said, image)
-            md[wire.RAW_SIGNALS] = [signals.record_json(said, image)]
-        if res.status == 304:  # the last capture's content: archived as a revisit
+            image = (ctype or "").lower().startswith("image/")
+            withheld = self.signal_policy.withheld(signals.note(md, said, image))
+            md[wire.RAW_SIGNALS] = [signals.record_json(said, image, withheld)]
+        content = res.content
+        if withheld is not None:
+            content = self._withhold(md, res, withheld)
+        elif res.status == 304:  # the last capture's content: archived as a revisit
             self.revisits.note_not_modified(md, res.header)
         else:
             self.revisits.note_validators(md, res.header)
@@ -476,6 +530,37 @@ class FetchEngine:
         md[wire.RAW_FETCH_TIME] = [repr(res.fetch_time)]
         if res.ip:
             md[wire.RAW_IP] = [res.ip]
-        if res.truncated:
+        if res.truncated and withheld is None:
             md[wire.RAW_TRUNCATED] = ["length"]
-        return Outcome(item, "page", md, None, content=res.content)
+        return Outcome(item, "page", md, None, content=content)
+
+    def _withhold(self, md: dict, res: FetchResult, purpose: str) -> bytes:
+        """A page whose signals refuse ``purpose`` (:class:`owler.signals.SignalPolicy`: strip,
+        or skip told too late): ``signals.withheld``, and the content neither archived nor
+        parsed (returns the empty payload the archiver and the parser get).
+
+        The WARC response record then holds the HTTP head as it came and no payload, with
+        ``WARC-Truncated: unspecified``: WARC/1.1 makes a response record whose block is less
+        than the response say so with that field, and of its reasons ``length``, ``time`` and
+        ``disconnect`` name other causes; a reason of our own (the grammar's ``future-reason``)
+        is refused by readers that know only the four (jwarc's enum of them). Why it was cut is
+        in the metadata record beside it (``withheld``: the purpose refused). A ``response``
+        record rather than a ``metadata`` one alone: the exchange did happen (status, headers,
+        date, address), and a reader of responses sees it, empty and marked truncated. The
+        head's Content-Length is kept as ``X-Crawler-Content-Length`` beside the block's own
+        (:mod:`owler.warc.format.serialize`). Its payload digest is that of what is stored (the
+        empty payload): the withheld content's digest would let its text be confirmed.
+
+        Nothing of this fetch is noted for a later revisit: the last full capture stays the
+        one a revisit refers to, and the validators of this response are dropped, so the next
+        request is not answered by a 304 about content the archive does not hold. A 304 is
+        archived as the exchange it was (a response record, not a revisit of an earlier
+        capture), its validators kept (unchanged content: still the capture's)."""
+        md[signals.MD_WITHHELD] = [purpose]
+        self._count("signals_withheld")
+        if res.status == 304:
+            self.revisits.note_validators(md, res.header, keep_missing=True)
+            return b""
+        self.revisits.forget_validators(md)
+        md[wire.RAW_TRUNCATED] = ["unspecified"]
+        return b""

@@ -91,6 +91,12 @@ class Revisits:
             elif not keep_missing:
                 md.pop(key, None)
 
+    def forget_validators(self, md: dict) -> None:
+        """Drop the stored ``ETag`` and ``Last-Modified``: the next request is not conditional
+        (a fetch whose content was not archived must not be the base of a 304)."""
+        md.pop(self.etag_key, None)
+        md.pop(self.last_modified_key, None)
+
     def note_not_modified(self, md: dict, header) -> None:
         """A 304 to a conditional request: archive a ``server-not-modified`` revisit; validators
         the 304 carries replace the stored ones (RFC 9110 §15.4.5: it sends those a 200 would),

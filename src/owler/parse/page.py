@@ -18,7 +18,9 @@ page: page metadata, language, risk classes, XPath/CSS extractions.
 Re-visits: the previous ``signature`` is kept as ``signatureOld`` before the new one is set (the
 adaptive scheduler compares them); a ``304`` (a conditional fetch whose content did not change,
 :mod:`owler.fetch.revisit`) is FETCHED with the metadata of the last fetch (signature, SimHash)
-and is not parsed again.
+and is not parsed again. So is a page whose content the fetcher withheld (``signals.withheld``:
+its webmasters' signals refuse a purpose of the crawl, ``signals.refused.action`` strip or skip):
+it comes without content, and no text, outlinks or SimHash are taken from it.
 
 Feeds: a non-HTML page served as RSS or Atom gets ``isFeed=true`` (the ``Feed`` tag of
 ``frontier.tags``).
@@ -46,6 +48,7 @@ from owler.parse.filters import ParsedPage, ParseFilters
 from owler.parse.html import (SIGNATURE_TEXT_KEY, SIMHASH_KEY, TEXT_NONE_KEY, TRACK_ANCHORS_KEY,
                               ParseResult, is_html, parse_html)
 from owler.parse.simhash import NearDuplicates, to_hex
+from owler.signals import MD_WITHHELD
 from owler.status import MetadataTransfer
 from owler.urls import host_of
 
@@ -95,7 +98,8 @@ class PageHandler:
         old_signature = md.pop(SIGNATURE, None)
         if old_signature:
             md[SIGNATURE_OLD] = old_signature
-        if first(md, FETCH_STATUS_CODE) == "304":  # not modified: what the last fetch found
+        if first(md, FETCH_STATUS_CODE) == "304" or first(md, MD_WITHHELD):
+            # not modified, or its content withheld: what the last fetch found
             if old_signature:
                 md[SIGNATURE] = old_signature
             return PageOutcome(Status.FETCHED, md)

@@ -277,18 +277,22 @@ def cmd_check_url(args) -> int:
 
 
 def cmd_check_robots(args) -> int:
-    """``owler check-robots --agent NAME --robots-file FILE URL…``: ALLOW or DENY per URL, decided
-    by the fetcher's own robots.txt code, and what the file's signals (Content-Usage,
-    Content-Signal: :mod:`owler.signals`) say of each purpose for it, with the lines that could
-    not be read; exit 2 for an unreadable file or an agent without a product token."""
+    """``owler check-robots --agent NAME --robots-file FILE [--tdmrep-file FILE] URL…``: ALLOW or
+    DENY per URL, decided by the fetcher's own robots.txt code, and what the file's signals
+    (Content-Usage, Content-Signal: :mod:`owler.signals`) and a host's
+    ``/.well-known/tdmrep.json`` say of each purpose for it, with what could not be read; exit 2
+    for an unreadable file or an agent without a product token."""
     from owler.fetch.robots import rules_for_agent
+    from owler.fetch.tdmrep import TdmRepFile
     from owler.signals import UNKNOWN, resolve
     from owler.signals.sources import from_robots
 
     try:
         content = Path(args.robots_file).read_bytes()
+        tdmrep = (TdmRepFile.parse(Path(args.tdmrep_file).read_bytes())
+                  if args.tdmrep_file else None)
     except OSError as exc:
-        print(f"owler check-robots: cannot read {args.robots_file}: {exc.strerror}", file=sys.stderr)
+        print(f"owler check-robots: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
     try:
         rules = rules_for_agent(args.agent, content)
@@ -300,6 +304,8 @@ def cmd_check_robots(args) -> int:
         print(f"{'ALLOW' if allowed else 'DENY'}\t{url}")
         # no preference is implied for what may not be crawled (draft-ietf-aipref-attach-05)
         statements = from_robots(rules.usage_for(url), rules.content_signals) if allowed else []
+        if allowed and tdmrep is not None:
+            statements += tdmrep.statements(url)
         if not statements:
             continue
         said = [f"{purpose}={r['state']} ({', '.join(r['sources'])})"
@@ -727,6 +733,8 @@ def _add_check_commands(sub) -> None:
     s = sub.add_parser("check-robots", help="robots.txt decisions of the fetcher's own code")
     s.add_argument("--agent", required=True, metavar="NAME")
     s.add_argument("--robots-file", required=True, metavar="FILE")
+    s.add_argument("--tdmrep-file", metavar="FILE",
+                   help="the host's /.well-known/tdmrep.json: its TDMRep rules for each URL too")
     s.add_argument("urls", nargs="+", metavar="URL")
     s.set_defaults(func=cmd_check_robots)
 

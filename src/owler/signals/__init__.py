@@ -59,14 +59,17 @@ TDMREP_ORDER = (TDMREP_FILE, TDMREP_HEADER, TDMREP_META)
 
 #: metadata of a URL whose content or host said something: ``signals.<purpose>`` = its state
 #: (purposes left unknown are not written), ``signals.unreadable`` = each signal read as unknown
-#: with its reason (``source: raw: reason``)
+#: with its reason (``source: raw: reason``), ``signals.withheld`` = the purpose of the crawl
+#: whose refusal kept the page's content out of the archive and away from the parser
 MD_PREFIX = "signals."
 MD_UNREADABLE = "signals.unreadable"
-#: the policy: what the crawl is for, and what to do when a signal read before the request
-#: (robots.txt) refuses one of those purposes
+MD_WITHHELD = "signals.withheld"
+#: the policy: what the crawl is for, and what to do with a URL whose signals refuse one of
+#: those purposes
 PURPOSES_KEY = "signals.purposes"
 ACTION_KEY = "signals.refused.action"
-MARK, SKIP = "mark", "skip"
+MARK, STRIP, SKIP = "mark", "strip", "skip"
+ACTIONS = (MARK, STRIP, SKIP)
 
 
 @dataclass(frozen=True)
@@ -119,20 +122,40 @@ def resolve(statements: Iterable[Statement], image: bool = False) -> dict[str, d
     return out
 
 
-def record(statements: Iterable[Statement], image: bool = False) -> dict:
+def record(statements: Iterable[Statement], image: bool = False,
+           withheld: str | None = None) -> dict:
     """The normalised record of a URL's signals: ``purposes`` (:func:`resolve`), ``statements``
-    (every one, in order, the unreadable ones with their reason) and the vocabulary read."""
+    (every one, in order, the unreadable ones with their reason) and the vocabulary read; with
+    ``withheld`` (a purpose of the crawl they refuse), ``withheld``: the archive holds the
+    response's head and not its content (:class:`SignalPolicy`, ``strip``)."""
     statements = list(statements)
-    return {"purposes": resolve(statements, image), "statements": [s.to_json() for s in statements],
-            "vocab": AIPREF_VOCAB}
+    out = {"purposes": resolve(statements, image),
+           "statements": [s.to_json() for s in statements], "vocab": AIPREF_VOCAB}
+    if withheld:
+        out["withheld"] = withheld
+    return out
 
 
 class SignalPolicy:
     """``signals.purposes`` (what the crawl is for: OWLer's is ``search``) and
-    ``signals.refused.action``: ``skip`` (a URL whose robots.txt signals refuse one of those
-    purposes is not fetched: ERROR with ``error.cause`` ``signals``) or ``mark`` (fetched, its
-    signals recorded as for every page). Signals of the response itself (headers, meta) are known
-    only once it is fetched: they are recorded."""
+    ``signals.refused.action``, what to do with a URL whose signals refuse one of them:
+
+    - ``mark``: fetched and archived as any other; its signals are recorded (as for every page:
+      ``signals.*``, the WARC metadata record) for whoever uses the archive to honour them;
+    - ``strip``: fetched, its WARC response record keeps the HTTP exchange's head and not its
+      payload, the parser gets no content (no text, no outlinks: FETCHED with what an earlier
+      fetch found, as a 304), ``signals.withheld`` names the purpose refused. A host's robots.txt
+      and tdmrep.json are known before the request, a response's headers and ``<meta>`` only
+      after it: one rule for all of them;
+    - ``skip`` (the default): a URL whose host-level signals (robots.txt, tdmrep.json, known
+      before the request) refuse is not requested: ERROR with ``error.cause`` ``signals``. A
+      refusal known only once the response is there (its headers, its ``<meta>``) cannot
+      un-request it; the nearest thing is not to keep what came: its content is withheld as with
+      ``strip``.
+
+    Within TDMRep a page's header or meta may lift a reservation of the host's file (the
+    protocol's order); ``skip`` decides on the file alone, before the request, so such a page is
+    not requested: the restrictive reading of what can be known then."""
 
     def __init__(self, purposes: Iterable[str], action: str) -> None:
         self.purposes = tuple(purposes)
@@ -145,15 +168,23 @@ class SignalPolicy:
         if unknown:
             raise C.ConfError(f"{PURPOSES_KEY}: {unknown[0]!r} is not one of {', '.join(PURPOSES)}")
         action = C.get_str(conf, ACTION_KEY, SKIP)
-        if action not in (MARK, SKIP):
-            raise C.ConfError(f"{ACTION_KEY}: {action!r} is not {MARK} or {SKIP}")
+        if action not in ACTIONS:
+            raise C.ConfError(f"{ACTION_KEY}: {action!r} is not one of {', '.join(ACTIONS)}")
         return cls(purposes, action)
 
-    def refused(self, resolved: Mapping[str, dict]) -> str | None:
-        """With ``skip``, the first purpose of the crawl that ``resolved`` refuses, else None."""
-        if self.action != SKIP:
-            return None
+    def first_refused(self, resolved: Mapping[str, dict]) -> str | None:
+        """The first purpose of the crawl that ``resolved`` refuses, else None."""
         return next((p for p in self.purposes if resolved[p]["state"] == REFUSED), None)
+
+    def refused(self, resolved: Mapping[str, dict]) -> str | None:
+        """Before the request (the host's signals): with ``skip``, the first purpose of the
+        crawl that ``resolved`` refuses (the URL is not fetched), else None."""
+        return self.first_refused(resolved) if self.action == SKIP else None
+
+    def withheld(self, resolved: Mapping[str, dict]) -> str | None:
+        """After the response (every signal): with ``strip`` or ``skip``, the first purpose of
+        the crawl that ``resolved`` refuses (the page's content is withheld), else None."""
+        return self.first_refused(resolved) if self.action != MARK else None
 
 
 def forget(md: dict) -> None:
@@ -175,6 +206,8 @@ def note(md: dict, statements: list[Statement], image: bool = False) -> dict[str
     return resolved
 
 
-def record_json(statements: list[Statement], image: bool = False) -> str:
+def record_json(statements: list[Statement], image: bool = False,
+                withheld: str | None = None) -> str:
     """:func:`record` as compact JSON (the WARC metadata record's block)."""
-    return json.dumps(record(statements, image), separators=(",", ":"), sort_keys=True)
+    return json.dumps(record(statements, image, withheld), separators=(",", ":"),
+                      sort_keys=True)
