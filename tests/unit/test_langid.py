@@ -209,3 +209,19 @@ def test_the_declared_language_without_page_metadata():
     page = page_of("http://h.example/", b"<html lang='it'><body>Ciao</body></html>")
     ParseFilters([make(LanguageID)]).run(page)
     assert page.metadata["lang"] == ["it"] and page.metadata["lang.source"] == ["html"]
+
+
+def test_windows_are_taken_from_each_part_of_a_long_text():
+    """Four windows, each from the middle of one quarter of the text, whitespace collapsed; a
+    text not longer than the reading is read whole."""
+    parts = [(word + " \n\t ") * 1500 for word in ("alpha", "bravo", "charlie", "delta")]
+    html = "<body>" + "".join(f"<p>{p}</p>" for p in parts) + "</body>"
+    page = page_of("http://h.example/", html.encode())
+    read = page.text_windows(4000, 4)
+    assert len(read) <= 4003 and "  " not in read and "\t" not in read
+    quarters = read.split(" ")
+    for word in ("alpha", "bravo", "charlie", "delta"):
+        assert quarters.count(word) >= 100, word
+    short = page_of("http://h.example/", b"<body><p>eins zwei drei</p></body>")
+    assert short.text_windows(4000, 4) == "eins zwei drei"
+    assert page.text_windows(1000, 1) == page.text_middle(1000)

@@ -163,8 +163,19 @@ class ParsedPage:
         footers) are left out."""
         if k <= 1:
             return self.text_middle(n)
-        text = self.text
-        return windows(text, n, k) if len(text) > n else text
+        raw = self._text if self._text is not None else self.raw_text
+        if len(raw) <= 4 * n:
+            text = self.text
+            return windows(text, n, k) if len(text) > n else text
+        # a long page: each window collapsed from raw text around its place, not the whole text
+        width, part = n // k, len(raw) / k
+        out = []
+        for i in range(k):
+            centre = int((i + 0.5) * part)
+            piece = collapse(raw[max(0, centre - 2 * width):centre + 2 * width])
+            start = max(0, (len(piece) - width) // 2)
+            out.append(piece[start:start + width].strip())
+        return " ".join(out)
 
     def text_middle(self, n: int) -> str:
         """``n`` characters from the middle of :attr:`text` (all of it when shorter), collapsing
@@ -190,7 +201,7 @@ def windows(text: str, n: int, k: int) -> str:
     out = []
     for i in range(k):
         start = max(0, int((i + 0.5) * part - width / 2))
-        out.append(text[start:start + width])
+        out.append(text[start:start + width].strip())
     return " ".join(out)
 
 

@@ -17,7 +17,7 @@ Decision, per page:
    characters that are not whitespace (default 200) and the model's answer reaches ``minProb``,
    that language (``lang.source=text``; ``lang.confidence``, three decimals: fastText's
    probability, or CLD2's share of the text in that language; ``lang.reliable``: whether CLD2
-   calls its answer reliable). Of a text longer than ``maxLength`` characters (default 8,000) the
+   calls its answer reliable). Of a text longer than ``maxLength`` characters (default 4,000) the
    model reads that many in ``windows`` windows (default 4), each the middle of one of that many
    equal parts of the text: one window from the middle (the old way, ``windows: 1``, 1,000
    characters) often fell on a configuration example or a list of names, and a page is in the
@@ -188,7 +188,7 @@ class LanguageID(ParseFilter):
         self.key = "lang"
         self.min_prob: float | None = None  # the model's own floor (module docstring)
         self.min_length = 200
-        self.max_length = 8000
+        self.max_length = 4000
         self.windows = 4
         self.extracted = DECLARED_LANG
         self.prefer_declared = False
@@ -203,7 +203,7 @@ class LanguageID(ParseFilter):
         self.key = C.get_str(params, "key", "lang") or "lang"
         self.min_prob = C.get_float(params, "minProb", None) if "minProb" in params else None
         self.min_length = C.get_int(params, "minLength", 200)
-        self.max_length = C.get_int(params, "maxLength", 8000)
+        self.max_length = C.get_int(params, "maxLength", 4000)
         self.windows = C.get_int(params, "windows", 4)
         self.extracted = C.get_str(params, "extracted", DECLARED_LANG) or DECLARED_LANG
         self.prefer_declared = C.get_bool(params, "preferDeclared", False)
