@@ -507,6 +507,10 @@ def test_each_action_requests_archives_and_parses_what_it_allows():
         assert counters.get("signals/withheld", 0) == {"mark": 0, "strip": 4, "skip": 2}[action]
         assert counters.get("signals/refused", 0) == (2 if action == "skip" else 0)
         assert counters["tdmrep/fetched"] == 1
+    # a URL robots.txt's signals refuse already costs its host no tdmrep.json request
+    http = PolicyHttp("0")
+    out, _ = run_policy("skip", http, urls=POLICY_URLS[:1])
+    assert out["a"].status is Status.ERROR and http.requests == ["http://a.example/robots.txt"]
     assert withheld == {("strip", "a"): "search", ("strip", "b"): "tdm",
                         ("strip", "header"): "search", ("strip", "meta"): "tdm",
                         ("skip", "header"): "search", ("skip", "meta"): "tdm"}

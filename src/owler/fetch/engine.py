@@ -398,15 +398,18 @@ class FetchEngine:
         """What the URL's host says of its uses before the request (:mod:`owler.signals`): its
         robots.txt's Content-Usage and Content-Signal, its ``/.well-known/tdmrep.json``
         (:class:`TdmRepSource`: asked once per host and cache period, inside this queue's turn,
-        as robots.txt). Returns the statements and, when the URL is not to be requested, its
-        outcome: ERROR ``signals`` when they refuse a purpose of the crawl under
-        ``signals.refused.action: skip``; FETCH_ERROR ``throttled`` when the tdmrep.json request
-        was answered with a code that holds the host's queue (429, 503: the URL waits as if it
-        had been answered so itself)."""
+        as robots.txt; not when robots.txt's signals refuse the URL already). Returns the
+        statements and, when the URL is not to be requested, its outcome: ERROR ``signals`` when
+        they refuse a purpose of the crawl under ``signals.refused.action: skip``; FETCH_ERROR
+        ``throttled`` when the tdmrep.json request was answered with a code that holds the
+        host's queue (429, 503: the URL waits as if it had been answered so itself)."""
         url = item.url
         said: list = []
         if rules.usage or rules.content_signals:
             said = from_robots(rules.usage_for(url), rules.content_signals)
+            stopped = self._refused_before(item, md, said)
+            if stopped is not None:  # robots.txt says enough: tdmrep.json is not asked for it
+                return said, stopped
         found, answer = await self.tdmrep.file_for(url, rules)
         if answer is not None:
             hold = self._throttled(key, answer, md)
@@ -417,15 +420,22 @@ class FetchEngine:
                     delay = max(hold, self.queues.default_delay(key))
                 return said, (Outcome(item, "status", md, Status.FETCH_ERROR), delay)
         if found.rules or found.problem:
-            said += found.statements(url)
-        if said:
-            refused = self.signal_policy.refused(signals.resolve(said))
-            if refused is not None:  # signals.refused.action: skip
-                signals.note(md, said)
-                self._count("signals_refused")
-                set_value(md, ERROR_CAUSE, "signals")
-                return said, (Outcome(item, "status", md, Status.ERROR), 0.0)
+            file_said = found.statements(url)
+            if file_said:
+                said = said + file_said
+                return said, self._refused_before(item, md, said)
         return said, None
+
+    def _refused_before(self, item: FetchItem, md: dict,
+                        said: list) -> tuple[Outcome, float | None] | None:
+        """With ``signals.refused.action: skip``, the outcome of a URL whose host's signals
+        (``said``) refuse a purpose of the crawl: ERROR ``signals``, what they say noted."""
+        if self.signal_policy.refused(signals.resolve(said)) is None:
+            return None
+        signals.note(md, said)
+        self._count("signals_refused")
+        set_value(md, ERROR_CAUSE, "signals")
+        return Outcome(item, "status", md, Status.ERROR), 0.0
 
     def _robots_gate(self, key: str, item: FetchItem, md: dict,
                      rules) -> tuple[Outcome, float | None] | None:
