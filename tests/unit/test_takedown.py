@@ -216,3 +216,9 @@ def test_queues_of_subdomains_are_found_and_nothing_like_them(tmp_path):
         assert sorted(subdomain_keys(f, "example.com")) == [
             "a_b.example.com", "deep.www.example.com", "www.example.com"]
         assert subdomain_keys(f, "xample.com") == []
+
+
+def test_the_second_look_waits_for_every_task_and_the_last_commit():
+    from owler.run.takedown import settle_time
+    assert settle_time({}) == 30 + 0.5 + 5
+    assert settle_time({"blacklist.reload.interval": 2, "status.updater.commit.interval": 1}) == 8

@@ -583,7 +583,8 @@ def cmd_takedown(args) -> int:
     """``owler takedown add|list|remove`` (:mod:`owler.blacklist.takedown`, :mod:`owler.run.takedown`). ``add TARGET --reason TEXT``
     writes the entry to the take-down file (the crawl refuses the site within
     ``blacklist.reload.interval``), sets every URL of it in every crawl of the frontier (or
-    ``--crawl``) to ERROR, and prints the captures already archived as TAB-separated lines on
+    ``--crawl``) to ERROR, once more after ``--settle`` seconds (what a running crawl fetched before
+    its tasks had the take-down), and prints the captures already archived as TAB-separated lines on
     stdout (where, file, offset, length, date, status, URL), the rest on stderr; running it again
     finishes what a failure left. ``list`` prints the entries (``--captures``: each one's
     captures), ``remove TARGET`` takes the entry out. Exit 2 for a target that is neither a host
@@ -622,7 +623,7 @@ def cmd_takedown(args) -> int:
             print(f"{me}: {entry.target} {'taken down' if new else 'already taken down'} "
                   f"({entry.added}: {entry.reason}) in {path}; the crawl's tasks refuse it "
                   f"within blacklist.reload.interval", file=sys.stderr)
-            code = _takedown_frontier(me, conf, entry, args.crawl)
+            code = _takedown_frontier(me, conf, entry, args.crawl, args.settle)
             if code:
                 return code
             chosen = [entry]
@@ -641,13 +642,15 @@ def cmd_takedown(args) -> int:
         return 1 if "cannot read the indices" in str(exc) else 2
 
 
-def _takedown_frontier(me: str, conf: dict, entry, crawl: str | None) -> int:
-    """ERROR for every URL of ``entry`` in each crawl (``crawl``, else every one); an exit code
-    when it failed, else 0."""
+def _takedown_frontier(me: str, conf: dict, entry, crawl: str | None,
+                       settle: float | None) -> int:
+    """ERROR for every URL of ``entry`` in each crawl (``crawl``, else every one), and once more
+    after ``settle`` seconds (:func:`owler.run.takedown.settle_time` when None; 0: once); an
+    exit code when it failed, else 0."""
     from owler import urls
     from owler.frontier import FrontierError, open_frontier
     from owler.frontier.dump import UnknownCrawl, dump_crawls
-    from owler.run.takedown import take_down
+    from owler.run.takedown import settle_time, take_down
     from owler.scheduler import load_scheduler
     from owler.status import StatusUpdater
 
@@ -660,22 +663,32 @@ def _takedown_frontier(me: str, conf: dict, entry, crawl: str | None) -> int:
         print(f"{me}: cannot use the frontier: {exc}", file=sys.stderr)
         return _frontier_exit(exc)
     mode = urls.partition_mode(conf)
-    for name in crawls:
-        try:
-            frontier = open_frontier(conf, crawl=name)
-        except FrontierError as exc:
-            print(f"{me}: cannot use the frontier: {exc}", file=sys.stderr)
-            return _frontier_exit(exc)
-        try:
-            n = take_down(frontier, entry, StatusUpdater(conf, load_scheduler(conf)), mode)
-        except FrontierError as exc:
-            print(f"{me}: crawl {name!r}: {exc}; the entry is in the take-down file: run the "
-                  "same command again to finish", file=sys.stderr)
-            return _frontier_exit(exc)
-        finally:
-            frontier.close()
-        print(f"{me}: {n} URL(s) of crawl {name!r} set to ERROR (error.cause takedown) in "
-              f"{frontier.location}", file=sys.stderr)
+    settle = settle_time(conf) if settle is None else settle
+    for again in ((False, True) if settle > 0 and crawls else (False,)):
+        if again:
+            # a page fetched before the tasks reloaded the file may still have been written
+            # after the first pass: what the status updater had taken before its reload is
+            # committed within this time, and what it takes after is written as ERROR
+            print(f"{me}: looking again in {settle:g} s, once every task of a running crawl "
+                  "has the take-down (--settle)", file=sys.stderr, flush=True)
+            time.sleep(settle)
+        for name in crawls:
+            try:
+                frontier = open_frontier(conf, crawl=name)
+            except FrontierError as exc:
+                print(f"{me}: cannot use the frontier: {exc}", file=sys.stderr)
+                return _frontier_exit(exc)
+            try:
+                n = take_down(frontier, entry, StatusUpdater(conf, load_scheduler(conf)), mode)
+            except FrontierError as exc:
+                print(f"{me}: crawl {name!r}: {exc}; the entry is in the take-down file: run "
+                      "the same command again to finish", file=sys.stderr)
+                return _frontier_exit(exc)
+            finally:
+                frontier.close()
+            print(f"{me}: {n} URL(s) of crawl {name!r} set to ERROR (error.cause takedown)"
+                  f"{' written since' if again else ''} in {frontier.location}",
+                  file=sys.stderr, flush=True)
     return 0
 
 
@@ -844,6 +857,10 @@ def _add_takedown_command(sub) -> None:
                    "and in each URL's takedown.reason)")
     s.add_argument("--crawl", metavar="ID", help="only this crawl's URLs (default: every crawl "
                                                  "of the frontier)")
+    s.add_argument("--settle", type=float, metavar="SECONDS",
+                   help="look at the frontier again after this long, for pages a running crawl "
+                        "fetched before it had the take-down (default: blacklist.reload.interval "
+                        "+ status.updater.commit.interval + 5; 0: no second look)")
     _add_conf_args(s)
     s.set_defaults(func=cmd_takedown)
     s = actions.add_parser("list", help="the take-downs (added, target, reason)")

@@ -13,15 +13,28 @@ from typing import Any, Mapping
 
 from owler import conf as C
 from owler import urls
+from owler.blacklist import RELOAD_INTERVAL_KEY
 from owler.blacklist.hosts import IPV4_RE
 from owler.blacklist.takedown import MD_TARGET, Takedown, TakedownError
 from owler.constants import (PARTITION_MODE_IP, WARC_DIR_KEY, WARC_S3_BUCKET_KEY,
                              WARC_S3_PREFIX_KEY, Status)
 from owler.frontier.dump import records
+from owler.status import commit_settings
 from owler.warc.format.cdxj import cdxj_files, find_captures as search_index
 
 #: URLs per frontier write of :func:`take_down`
 BATCH = 1000
+#: seconds added to the settle time (:func:`settle_time`): a batch being written, a slow disk
+SETTLE_MARGIN = 5.0
+
+
+def settle_time(conf: Mapping[str, Any]) -> float:
+    """How long after a take-down no status of its URLs but ERROR reaches the frontier: every
+    task reloads the file within ``blacklist.reload.interval``, from then on the status updater
+    writes ERROR for them, and what it took before is committed within
+    ``status.updater.commit.interval`` (:func:`owler.status.commit_settings`)."""
+    return (C.get_float(conf, RELOAD_INTERVAL_KEY, 30.0) + commit_settings(conf)[1]
+            + SETTLE_MARGIN)
 
 
 def candidate_keys(frontier: Any, entry: Takedown, mode: str) -> list[str] | None:
