@@ -89,6 +89,32 @@ def test_discovered_is_create_only_and_other_statuses_overwrite(conf):
         assert dict(f.top_hosts(10)) == {"a.example": 1, "b.example": 1, "c.example": 1}
 
 
+@pytest.mark.parametrize("routing", [False, True])
+def test_latest_values_walk_a_queue_from_its_latest_next_fetch_dates(conf, routing):
+    """What seeds a parser's near-duplicate memory (owler.parse.simhash.FrontierSeeds), as the
+    SQLite frontier gives it (tests/unit/test_frontier_sqlite.py): the values of the queue's URLs
+    with the latest dates, never-again first; with the key as the routing value too."""
+    now = time.time()
+    with open_frontier({**conf, "opensearch.status.routing": routing}) as f:
+        f.apply_updates([
+            upd("http://a.example/1", "FETCHED", now + 100, "a.example", {"simhash": ["01"]}),
+            upd("http://a.example/2", "FETCHED", now + 300, "a.example",
+                {"simhash": ["02", "x"], "parse.title": ["two"]}),
+            upd("http://a.example/3", "REDIRECTION", now + 200, "a.example"),  # no SimHash
+            upd("http://a.example/4", "FETCHED", None, "a.example", {"simhash": ["04"]}),
+            upd("http://a.example/5", "DISCOVERED", now, "a.example"),
+            upd("http://b.example/1", "FETCHED", now + 900, "b.example", {"simhash": ["b1"]})])
+        f.refresh()
+        assert f.latest_values("a.example", "simhash", 10) == [
+            ("http://a.example/4", "04"), ("http://a.example/2", "02"),
+            ("http://a.example/1", "01")]
+        # n is the URLs looked at: the redirect takes a place, so fewer values come back
+        assert f.latest_values("a.example", "simhash", 3) == [
+            ("http://a.example/4", "04"), ("http://a.example/2", "02")]
+        assert f.latest_values("a.example", "parse.title", 10) == [("http://a.example/2", "two")]
+        assert f.latest_values("c.example", "simhash", 10) == []
+
+
 def test_dates_are_compared_as_epoch_millis_whatever_their_size(conf, opensearch):
     """A clock of a few seconds after 1970 (tests, replays) is not read as a year by the date
     field's first format (10,000 ms would be the year 10000, every URL due before it)."""

@@ -378,3 +378,33 @@ def test_urls_of_one_date_come_in_the_order_they_were_written(fr):
     got = [u for u, _, _ in fr.due(NOW, 1, 6)]
     assert got == [f"http://a.com/{n}" for n in names]
     assert [u for u, _, _ in fr.due(NOW, 1, 2, exclude={got[0]})] == got[1:3]
+
+
+def test_latest_values_walk_a_queue_from_its_latest_next_fetch_dates(fr):
+    """What seeds a parser's near-duplicate memory (owler.parse.simhash.FrontierSeeds): the
+    values of the queue's URLs with the latest dates, never-again first, from the key index."""
+    fr.apply_updates([
+        upd("http://a.example/1", Status.FETCHED, NOW + 100, md={"simhash": ["01"]}),
+        upd("http://a.example/2", Status.FETCHED, NOW + 300,
+            md={"simhash": ["02", "x"], "parse.title": ["two"]}),
+        upd("http://a.example/3", Status.REDIRECTION, NOW + 200),  # no SimHash
+        upd("http://a.example/4", Status.FETCHED, None, md={"simhash": ["04"]}),  # never again
+        upd("http://a.example/5", Status.DISCOVERED, NOW),
+        upd("http://b.example/1", Status.FETCHED, NOW + 900, md={"simhash": ["b1"]})])
+    assert fr.latest_values("a.example", "simhash", 10) == [
+        ("http://a.example/4", "04"), ("http://a.example/2", "02"), ("http://a.example/1", "01")]
+    # n is the URLs looked at: the redirect takes a place, so fewer values come back
+    assert fr.latest_values("a.example", "simhash", 3) == [
+        ("http://a.example/4", "04"), ("http://a.example/2", "02")]
+    assert fr.latest_values("a.example", "parse.title", 10) == [("http://a.example/2", "two")]
+    assert fr.latest_values("c.example", "simhash", 10) == []
+    with pytest.raises(ValueError, match="double quote"):
+        fr.latest_values("a.example", 'x"y', 10)
+    # one walk of the (key, next_fetch_date) index, no sort of the queue's URLs
+    run = []
+    fr.conn.set_trace_callback(run.append)  # the statement as run, its values in it
+    fr.latest_values("a.example", "simhash", 10)
+    fr.conn.set_trace_callback(None)
+    (sql,) = run
+    plan = " ".join(str(r[-1]) for r in fr.conn.execute("EXPLAIN QUERY PLAN " + sql))
+    assert "USING INDEX urls_key_next_fetch_date (key=?)" in plan and "TEMP B-TREE" not in plan

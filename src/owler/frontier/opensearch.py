@@ -1603,6 +1603,34 @@ class OpenSearchFrontier:
         return FrontierRecord(src["url"], Status(src["status"]), epoch_of(src.get("nextFetchDate")),
                               src.get("key", DEFAULT_KEY), _read_md(src.get("metadata")), 0.0)
 
+    def latest_values(self, key: str, name: str, n: int) -> list[tuple[str, str]]:
+        """``(url, value)``: the first value of metadata ``name`` of the ``n`` URLs of queue
+        ``key`` with the latest next fetch dates (never-again first: no ``nextFetchDate``),
+        latest first, those without ``name`` left out; the SQLite frontier's
+        :meth:`~owler.frontier.sqlite.SQLiteFrontier.latest_values`. One search: a ``term`` on
+        ``key`` (routed to the queue's shard with ``opensearch.status.routing``), sorted on
+        ``nextFetchDate``, ``size`` n, its ``_source`` only the URL and that field; no retry (the
+        parser asks, and goes on without an answer). What the last refresh made searchable."""
+        field = "metadata." + self._md_name(name)
+        body = {"size": max(int(n), 0), "track_total_hits": False, "query": {"term": {"key": key}},
+                "sort": [{"nextFetchDate": {"order": "desc", "missing": "_first"}}],
+                "_source": ["url", field]}
+        try:
+            _, data = self.client.request("POST", f"/{self.index}/_search", body,
+                                          params={"routing": quote(key, safe="")}
+                                          if self.routing else None, retries=0)
+        except OpenSearchError as exc:
+            raise FrontierError(str(exc)) from exc
+        out = []
+        for hit in data["hits"]["hits"]:
+            src = hit.get("_source") or {}
+            value = (src.get("metadata") or {}).get(self._md_name(name))
+            if isinstance(value, list):
+                value = value[0] if value else None
+            if value is not None and src.get("url"):
+                out.append((src["url"], str(value)))
+        return out
+
     def close(self) -> None:
         self.flush_releases()
         self.stats.join(10.0)  # a renewal of the figures in progress (on the same client)

@@ -1207,6 +1207,23 @@ class SQLiteFrontier:
         return FrontierRecord(url, Status(status), None if nfd >= NEVER else nfd, key,
                               orjson.loads(md), updated)
 
+    def latest_values(self, key: str, name: str, n: int) -> list[tuple[str, str]]:
+        """``(url, value)``: the first value of metadata ``name`` of the ``n`` URLs of queue
+        ``key`` with the latest next fetch dates (never-again first), latest first, those
+        without ``name`` left out (so fewer than ``n`` may come back). One backward walk of the
+        ``(key, next_fetch_date)`` index, ``n`` entries long, and ``n`` row reads, whatever the
+        queue's size; SQLite's ``json_extract`` takes the value out of the stored JSON, so only
+        it crosses into Python. The parser seeds a host's near-duplicate memory with it
+        (:class:`owler.parse.simhash.FrontierSeeds`, which says why the latest dates stand for
+        the latest fetches)."""
+        if '"' in name:
+            raise ValueError(f"a metadata name with a double quote: {name!r}")
+        path = f'$."{name}"[0]'
+        rows = self.conn.execute(
+            "SELECT url, json_extract(metadata, ?) FROM urls WHERE key = ? "
+            "ORDER BY next_fetch_date DESC LIMIT ?", (path, key, max(int(n), 0))).fetchall()
+        return [(url, value) for url, value in rows if isinstance(value, str)]
+
     # -- what a URLFrontier service needs beyond the spout (owler.urlfrontier.service) -----------
     def known(self, urls: Sequence[tuple[str, str]]) -> set[str]:
         """The URLs of ``urls`` (url, key) that are stored (a PutURLs ``discovered`` of one of
