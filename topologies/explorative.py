@@ -6,6 +6,8 @@ never outlives a lost capture; a replay meets the fetcher task of its queue, the
 it stored before a crash. Page statuses go to the status updater with the page's outlinks, one batch
 tuple per page, which the parser has passed through the URL filters and the blacklist itself (as
 StormCrawler's parser does); a redirect's target goes through the URL filter and blacklist bolts.
+A page goes to the parser task of its queue (``parser.grouping``: key, the default): one task sees
+all of a host's pages and marks its near-duplicates (src/owler/parse/simhash.py).
 
 Run: ``owler run explorative`` (local mode), ``sparse run -n explorative`` or
 ``sparse submit -n explorative``. Crawler keys: ``resources/crawler-conf.yaml``, a file named by
@@ -22,7 +24,7 @@ from bolts.parser import ParserBolt
 from bolts.partitioner import PartitionerBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from owler.conf import parallelism, topology_conf
+from owler.conf import parallelism, parser_grouping, topology_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY
 from spouts.frontier import FrontierSpout
 
@@ -33,6 +35,9 @@ TICK = {TICK_FREQ_KEY: 1}
 #: (parallelism.<name>, 1)
 CONFIG = topology_conf()
 par = partial(parallelism, CONFIG)
+#: pages to the parser (parser.grouping): grouped on their queue's key, so that one parser task
+#: sees all of a host's pages and their near-duplicates (owler/parse/simhash.py), or in the worker
+PAGES = Grouping.fields("key") if parser_grouping(CONFIG) == "key" else Grouping.LOCAL_OR_SHUFFLE
 
 
 class Explorative(Topology):
@@ -43,7 +48,7 @@ class Explorative(Topology):
     fetcher = FetcherBolt.spec(name="fetcher", inputs={partitioner: Grouping.fields("key")},
                                par=par("fetcher"), config=TICK)
     parser = ParserBolt.spec(name="parser", par=par("parser"),
-                             inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE})
+                             inputs={fetcher: PAGES})
     # redirect targets (the parser filters its outlinks itself: owler/parse/gate.py)
     urlfilter = URLFilterBolt.spec(name="urlfilter", par=par("urlfilter"),
                                    inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE})

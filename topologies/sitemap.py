@@ -38,7 +38,7 @@ from bolts.partitioner import PartitionerBolt
 from bolts.sitemap_parser import SitemapParserBolt
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.urlfilter import URLFilterBolt
-from owler.conf import ConfError, parallelism, topology_conf
+from owler.conf import ConfError, parallelism, parser_grouping, topology_conf
 from owler.constants import (EMIT_OUTLINKS_KEY, EXCLUDE_TAGS_KEY, FRONTIER_BACKEND_KEY,
                              FRONTIER_TAGS_KEY,
                              INTEREST_TAGS_KEY, IS_SITEMAP, METADATA_TRANSFER_KEY, ON_SITEMAP,
@@ -58,6 +58,9 @@ TRANSFER = [IS_SITEMAP, ON_SITEMAP, DEPTH, HOSTS]
 #: (parallelism.<name>, 1)
 CONFIG = topology_conf()
 par = partial(parallelism, CONFIG)
+#: pages to the parser (parser.grouping): grouped on their queue's key, so that one parser task
+#: sees all of a host's pages and their near-duplicates (owler/parse/simhash.py), or in the worker
+PAGES = Grouping.fields("key") if parser_grouping(CONFIG) == "key" else Grouping.LOCAL_OR_SHUFFLE
 
 
 class Sitemap(Topology):
@@ -75,7 +78,7 @@ class Sitemap(Topology):
     sitemaps = SitemapParserBolt.spec(
         name="sitemap", par=par("sitemap"),
         inputs={fetcher: Grouping.LOCAL_OR_SHUFFLE})
-    parser = ParserBolt.spec(name="parser", inputs={sitemaps: Grouping.LOCAL_OR_SHUFFLE},
+    parser = ParserBolt.spec(name="parser", inputs={sitemaps: PAGES},
                              par=par("parser"), config={EMIT_OUTLINKS_KEY: False})
     urlfilter = URLFilterBolt.spec(
         name="urlfilter", par=par("urlfilter"), inputs={fetcher[OUTLINKS_STREAM]: Grouping.SHUFFLE},

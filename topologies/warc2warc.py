@@ -21,7 +21,7 @@ from streamparse import Grouping, Topology
 from bolts.status_updater import StatusUpdaterBolt
 from bolts.warc_parser import WARCParserBolt
 from owler import conf as C
-from owler.conf import parallelism, topology_conf
+from owler.conf import parallelism, parser_grouping, topology_conf
 from owler.constants import OUTLINKS_STREAM, STATUS_STREAM, TICK_FREQ_KEY, WARC_ENABLED_KEY
 from spouts.warc import WARCSpout
 
@@ -32,6 +32,10 @@ TICK = {TICK_FREQ_KEY: 1}
 #: (parallelism.<name>, 1)
 CONFIG = topology_conf()
 par = partial(parallelism, CONFIG)
+#: responses to the parser (parser.grouping): grouped on their queue's key, so that one parser
+#: task sees all of a host's pages and their near-duplicates (owler/parse/simhash.py), or in the
+#: worker
+PAGES = Grouping.fields("key") if parser_grouping(CONFIG) == "key" else Grouping.LOCAL_OR_SHUFFLE
 
 
 class Warc2Warc(Topology):
@@ -41,7 +45,7 @@ class Warc2Warc(Topology):
     # frontier spouts' topology.max.spout.pending of 2000 would throttle this pipeline)
     spout = WARCSpout.spec(name="spout", par=par("spout"),
                            config={"topology.max.spout.pending": 1000000})
-    parser = WARCParserBolt.spec(name="parser", inputs={spout: Grouping.SHUFFLE}, par=par("parser"))
+    parser = WARCParserBolt.spec(name="parser", inputs={spout: PAGES}, par=par("parser"))
     status = StatusUpdaterBolt.spec(
         name="status", par=par("status"), config=TICK,
         inputs={parser[STATUS_STREAM]: Grouping.fields("url"),

@@ -1,7 +1,8 @@
 """FetcherBolt: polite, multi-queue fetching (:class:`owler.fetch.engine.FetchEngine`).
 
 Input ``url, key, metadata`` grouped by ``key`` (one queue in one task: politeness holds across
-tasks). A URL that a blacklist names by now (an opt-out added after it entered the frontier) is
+tasks); a page goes on with that ``key`` as its fourth value (``FETCHED_FIELDS``), which the
+parsers are grouped on (``parser.grouping``). A URL that a blacklist names by now (an opt-out added after it entered the frontier) is
 not fetched: ERROR with ``error.cause=blacklist:<list>``, checked by the engine just before the
 fetch (:meth:`owler.blacklist.Blacklist.refusal`). Output: pages on ``default``, statuses on
 ``status``, redirect targets on ``outlinks``, and the sitemaps found for a host (checked by
@@ -113,9 +114,11 @@ class FetcherBolt(StatusEmitter, Bolt):
                 pass
 
     def _pass_on(self, page: Page) -> None:
-        """To the parser, the page's tuple acked (on the archiver's thread once it is stored)."""
-        self.emit([page.url, wire.encode_content(page.payload, self.binary), page.metadata],
-                  anchors=[page.token])
+        """To the parser with its queue's partition key (the input's, not a finer
+        ``fetcher.queue.mode`` queue: the parsers are grouped on the frontier's key), the page's
+        tuple acked (on the archiver's thread once it is stored)."""
+        self.emit([page.url, wire.encode_content(page.payload, self.binary), page.metadata,
+                   page.token.values[1]], anchors=[page.token])
         self.ack(page.token)
 
     def _count_warc(self, name: str, n: int) -> None:

@@ -1,7 +1,8 @@
 """SitemapParserBolt: a fetched sitemap → its entries (DISCOVERED) and its own status; any other
 page passes on unchanged to the HTML parser (StormCrawler's ``SiteMapParserBolt``).
 
-Input: the fetcher's ``url, content, metadata``. A document is a sitemap when its metadata says
+Input: the fetcher's ``url, content, metadata, key`` (``FETCHED_FIELDS``; a tuple without the key
+is read as well). A document is a sitemap when its metadata says
 ``isSitemap=true`` (or, with ``sitemap.sniffContent``, by the sitemaps.org namespace): it is
 parsed by :class:`owler.sitemap.processor.SitemapProcessor`, every kept entry is emitted on
 ``status`` as ``(url, metadata, DISCOVERED)`` and then the sitemap itself as FETCHED (FETCH_ERROR
@@ -9,7 +10,8 @@ with ``error.cause`` when it is not a usable sitemap), all anchored to the input
 acked when this returns: the status updater acks each child only after its write is durable, so
 the sitemap's tuple tree completes only when every entry is stored (a failed write replays the
 whole sitemap; its entries are then known URLs and cost no second write). Other documents go on
-the default stream with ``isSitemap=false``.
+the default stream with ``isSitemap=false`` and their key (none when they came without it), which
+the HTML parser's input is grouped on (``parser.grouping``).
 
 The per-host budgets are counted in the frontier (shared by every task of every node); when it
 cannot be reached the sitemap's tuple is failed, and Storm replays it later.
@@ -55,13 +57,15 @@ class SitemapParserBolt(StatusEmitter, Bolt):
         self.ack(tup)
 
     def handle(self, tup):
-        url, content, md = tup.values[0], tup.values[1], dict(tup.values[2] or {})
+        values = tup.values
+        url, content, md = values[0], values[1], dict(values[2] or {})
         try:
             payload = wire.decode_content(content)
             if not self.processor.is_sitemap(md, payload):
                 md[IS_SITEMAP] = ["false"]
                 self.count("pages")
-                self.emit([url, content, md], anchors=[tup])
+                self.emit([url, content, md, values[3] if len(values) > 3 else None],
+                          anchors=[tup])
                 return
             self.count("sitemaps")
             self.processor.gate.blacklist.maybe_reload()

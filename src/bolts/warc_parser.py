@@ -9,7 +9,11 @@ The outlinks (a page's links, a redirection's target) pass the URL filters and t
 in this process (:class:`owler.parse.gate.OutlinkGate`), and go straight to the status updater.
 An outlink this task sent on recently is not sent again (``warc2warc.outlinks.cache.size``, default
 100000 URLs; 0 = off; see :class:`owler.outlinks.RecentlySent`), except in a record the spout
-replays."""
+replays.
+
+Input: the WARC spout's ``url, content, metadata, key`` (``FETCHED_FIELDS``), grouped on ``key`` by
+default (``parser.grouping``); a host's near-duplicate memory is seeded from the frontier
+(:class:`owler.parse.simhash.FrontierSeeds`, counters ``simhash/*``)."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from owler.constants import (FETCH_STATUS_CODE, OUTLINKS_FIELDS, OUTLINKS_STREAM
 from owler.parse.gate import OutlinkGate
 from owler.parse.filters import FAILED_KEY as FILTERS_FAILED
 from owler.parse.page import PageHandler
+from owler.parse.simhash import FrontierSeeds
 from owler.task.component import StatusEmitter
 from owler.warc.warc2warc.record_as_page import RecordParser
 
@@ -36,13 +41,15 @@ class WARCParserBolt(StatusEmitter, Bolt):
     def initialize(self, storm_conf, context):
         self.owler_setup(storm_conf, context)
         self.records = RecordParser(storm_conf)
-        self.pages = PageHandler(storm_conf)
+        self.seeds = FrontierSeeds.from_conf(storm_conf)
+        self.pages = PageHandler(storm_conf, self.seeds)
         self.gate = OutlinkGate.from_conf(storm_conf)
         self.sent = outlink.RecentlySent(
             C.get_int(storm_conf, "warc2warc.outlinks.cache.size", 100000))
 
     def process(self, tup):
-        url, content, md = tup.values[0], tup.values[1], tup.values[2] or {}
+        values = tup.values
+        url, content, md = values[0], values[1], values[2] or {}
         try:
             rec = self.records.outcome(url, wire.decode_content(content), md)
             if rec.kind == "archive":
@@ -52,7 +59,8 @@ class WARCParserBolt(StatusEmitter, Bolt):
                 self.count(f"http/{(rec.metadata.get(FETCH_STATUS_CODE) or ['-'])[0]}")
                 status, out_md, found = rec.status, wire.strip_transient(rec.metadata), rec.outlinks
             else:
-                page = self.pages.handle_page(url, rec.content, rec.metadata)
+                page = self.pages.handle_page(url, rec.content, rec.metadata,
+                                              values[3] if len(values) > 3 else None)
                 status, out_md, found = page.status, page.metadata, page.outlinks
                 self.count("outlinks", len(found))
                 if FILTERS_FAILED in page.metadata:  # named in the page's metadata too
@@ -69,3 +77,11 @@ class WARCParserBolt(StatusEmitter, Bolt):
         self.count(status.value)
         self.emit_status(url, out_md, status, outlinks)
         self.write_stats()
+
+    def collect(self, counters, gauges):
+        if self.seeds is not None:
+            counters.update(self.seeds.counters)
+
+    def shutdown(self):
+        if self.seeds is not None:
+            self.seeds.close()

@@ -17,9 +17,10 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from owler.constants import (METRICS_SQLITE_PATH_KEY, MULTILANG_SERIALIZER_KEY, RISK_LISTS_DIR_KEY,
-                             SQLITE_PATH_KEY, TAKEDOWN_FILE_KEY, WARC2WARC_INPUT_KEY,
-                             WARC2WARC_PROGRESS_KEY, WARC_DIR_KEY)
+from owler.constants import (METRICS_SQLITE_PATH_KEY, MULTILANG_SERIALIZER_KEY,
+                             PARSER_GROUPING_KEY, RISK_LISTS_DIR_KEY, SQLITE_PATH_KEY,
+                             TAKEDOWN_FILE_KEY, WARC2WARC_INPUT_KEY, WARC2WARC_PROGRESS_KEY,
+                             WARC_DIR_KEY)
 
 #: Where the default configuration lives, relative to the project root.
 DEFAULT_CONF_NAME = "crawler-conf.yaml"
@@ -277,6 +278,23 @@ def parallelism(conf: Mapping[str, Any], component: str, default: int = 1) -> in
     if not 1 <= n <= MAX_PARALLELISM:
         raise ConfError(f"{key}: expected 1..{MAX_PARALLELISM}, got {n}")
     return n
+
+
+#: the values of ``parser.grouping``
+PARSER_GROUPINGS = ("key", "local")
+
+
+def parser_grouping(conf: Mapping[str, Any]) -> str:
+    """``parser.grouping``: ``key`` (the default: a parser's input grouped on the pages'
+    partition key, so that one parser task sees every page of a queue and its near-duplicates)
+    or ``local`` (a page goes to a parser task of its sender's worker when there is one: no page
+    crosses workers for it). The topologies map it to Storm's fields and local-or-shuffle
+    groupings; :mod:`owler.parse.simhash` says what each means for near-duplicates."""
+    value = (get_str(conf, PARSER_GROUPING_KEY, "key") or "key").strip().lower()
+    if value not in PARSER_GROUPINGS:
+        raise ConfError(f"{PARSER_GROUPING_KEY}: expected one of {', '.join(PARSER_GROUPINGS)}, "
+                        f"got {value!r}")
+    return value
 
 
 #: Java multilang serializers -> the pystorm serializer (``streamparse_run -s``) that speaks with them

@@ -14,7 +14,12 @@ OUTLINKS_STREAM = "outlinks"
 # Tuple fields per stream
 SPOUT_FIELDS = ["url", "metadata"]
 PARTITIONER_FIELDS = ["url", "key", "metadata"]
-FETCHED_FIELDS = ["url", "content", "metadata"]
+#: a page on its way to a parser: ``key`` is its queue's partition key (the partitioner's, as
+#: the frontier stores it), which the parser's input is grouped on (``parser.grouping``) so that
+#: one parser task sees every page of a queue (:mod:`owler.parse.simhash`). A component reading
+#: these tuples takes the first three values and the key when there is one (a tuple of an older
+#: topology has three values).
+FETCHED_FIELDS = ["url", "content", "metadata", "key"]
 PARSED_FIELDS = ["url", "content", "metadata", "text"]
 STATUS_FIELDS = ["url", "metadata", "status"]
 #: ``url``/``metadata`` of the source page (a redirect's source for a redirect), ``outlinks`` a list of
@@ -130,6 +135,10 @@ THREADS_PER_QUEUE_KEY = "fetcher.threads.per.queue"
 SERVER_DELAY_KEY = "fetcher.server.delay"
 QUEUE_TIMEOUT_KEY = "fetcher.timeout.queue"
 EMIT_OUTLINKS_KEY = "parser.emitOutlinks"
+#: how pages reach the parser tasks: ``key`` (grouped on the page's partition key) or ``local``
+#: (a parser task of the same worker when there is one); read by the topologies
+#: (:func:`owler.conf.parser_grouping`)
+PARSER_GROUPING_KEY = "parser.grouping"
 MAX_OUTLINKS_KEY = "parser.emitOutlinks.max.per.page"
 URLFILTERS_FILE_KEY = "urlfilters.config.file"
 METADATA_TRANSFER_KEY = "metadata.transfer"

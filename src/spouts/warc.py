@@ -8,6 +8,11 @@ go to Storm, once their copy is recorded; every other record is copied and acked
 ``owler run``: ``in_flight`` and ``idle`` (1 when nothing is left to read or in flight), and the
 copy's (``warc/*``). Up to ``warc2warc.emit.per.call`` (10) records go per ``next_tuple`` call:
 each call is a round trip with Storm's ShellSpout.
+
+A response goes out as ``url, content, metadata, key`` (``FETCHED_FIELDS``): ``key`` is its URL's
+partition key by ``partition.url.mode`` (the queue the frontier files it under), which the parser's
+input is grouped on (``parser.grouping``), so that one parser task sees every page of a host and
+its near-duplicates (:mod:`owler.parse.simhash`).
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from streamparse import Spout, Stream
 
 from owler import conf as C
 from owler.constants import FETCHED_FIELDS
+from owler.frontier import DEFAULT_KEY
 from owler.task.component import OwlerComponent
 from owler.task.shard import Shard
+from owler.urls import partition_key, partition_mode
 from owler.warc.storage.files import partition_name
 from owler.warc.warc2warc.copying_feed import CopyBroken, CopyingFeed
 from owler.warc.warc2warc.input_feed import WARCFeed
@@ -44,6 +51,7 @@ class WARCSpout(OwlerComponent, Spout):
         self.copying = CopyingFeed(self.feed, copier, storm_conf, report=self.report_error)
         self._gauged = 0.0
         self.per_call = max(1, C.get_int(storm_conf, "warc2warc.emit.per.call", 10))
+        self.mode = partition_mode(storm_conf)
 
     def next_tuple(self):
         # several records per call: each call is a round trip with the JVM (next … sync)
@@ -60,7 +68,7 @@ class WARCSpout(OwlerComponent, Spout):
                 em = None
             if em is None:
                 break
-            self.emit(em.values, tup_id=em.msg_id)
+            self.emit([*em.values, self._key(em.values[0])], tup_id=em.msg_id)
             emitted += 1
         try:
             self.copying.maintain(now)
@@ -77,6 +85,12 @@ class WARCSpout(OwlerComponent, Spout):
         self._gauges(now)
         if not emitted:  # at the in-flight bound acks come soon; with nothing to read, rest
             time.sleep(0.002 if len(self.feed.in_flight) >= self.feed.max_in_flight else 0.05)
+
+    def _key(self, url: str) -> str:
+        try:
+            return partition_key(url, self.mode) or DEFAULT_KEY
+        except ValueError:  # no host (the parser records the error), an unknown mode
+            return DEFAULT_KEY
 
     def _gauges(self, now):
         if now - self._gauged < 1.0:

@@ -12,7 +12,8 @@ from warcio.archiveiterator import ArchiveIterator
 from owler import outlinks as outlink
 from owler import wire
 from owler.conf import load_conf
-from owler.frontier import open_frontier
+from owler.constants import Status
+from owler.frontier import StatusUpdate, open_frontier
 from tests.component.multilang import ShellComponent
 from tests.farm.harness import FarmProcess, min_interval
 
@@ -94,6 +95,59 @@ def test_parser_passes_its_outlinks_through_the_url_filters_and_the_blacklist(co
     assert sum(n for k, n in counters.items() if k.startswith("rejected/")) >= 1
 
 
+def test_a_restarted_parser_marks_a_near_duplicate_of_a_page_the_frontier_holds(conf, tmp_path):
+    """The near-duplicate memory of a host the parser meets first is seeded from the frontier by
+    the page's key (owler.parse.simhash.FrontierSeeds): what a task before it parsed counts."""
+    body = "".join(f"<p>paragraph {i} of a long article about crawling the web</p>"
+                   for i in range(40)).encode()
+    first = ShellComponent("bolts.parser.ParserBolt", conf, tmp_path / "1", "parser")
+    try:
+        first.process(["http://example.com/1", first.content(b"<html><body>" + body), page_md(),
+                       "example.com"], tid="p1")
+        md = emits(first.until_acked("p1"), "status")[0]["tuple"][1]
+    finally:
+        first.close()
+    with open_frontier(conf) as f:  # as the status updater writes it
+        f.apply_updates([StatusUpdate("http://example.com/1", Status.FETCHED, md,
+                                      time.time() + 86400, "example.com")])
+    bolt = ShellComponent("bolts.parser.ParserBolt", conf, tmp_path / "2", "parser")
+    near = b"<html><body>" + body.replace(b"paragraph 7 of", b"paragraph seven of")
+    try:
+        bolt.process(["http://example.com/2", bolt.content(near), page_md(), "example.com"],
+                     tid="p2")
+        st = emits(bolt.until_acked("p2"), "status")[0]["tuple"][1]
+        assert st["near.duplicate.of"] == ["http://example.com/1"]
+        # a tuple without the key (an older topology's): the key from partition.url.mode
+        with open_frontier(conf) as f:
+            f.apply_updates([StatusUpdate("http://other.example/1", Status.FETCHED, md,
+                                          time.time() + 86400, "other.example")])
+        bolt.process(["http://other.example/2", bolt.content(near), page_md()], tid="p3")
+        st = emits(bolt.until_acked("p3"), "status")[0]["tuple"][1]
+        assert st["near.duplicate.of"] == ["http://other.example/1"]
+    finally:
+        bolt.close()  # writes its stats file
+    counters = json.loads((tmp_path / "run" / "parser-1.json").read_text())["counters"]  # the 2nd
+    assert counters["simhash/seeded_hosts"] == 2 and counters["simhash/seeded"] == 2
+    assert counters["simhash/seed_failed"] == 0
+
+
+def test_a_parser_whose_frontier_cannot_be_opened_parses_on(conf, tmp_path):
+    (tmp_path / "adir").mkdir()  # the frontier's path is a directory: it cannot be opened
+    bolt = ShellComponent("bolts.parser.ParserBolt",
+                          {**conf, "frontier.sqlite.path": str(tmp_path / "adir")}, tmp_path,
+                          "parser")
+    body = "".join(f"<p>paragraph {i} of a long article</p>" for i in range(40)).encode()
+    try:
+        bolt.process(["http://example.com/1", bolt.content(b"<html><body>" + body), page_md(),
+                      "example.com"], tid="p1")
+        st = emits(bolt.until_acked("p1"), "status")[0]["tuple"]
+        assert st[2] == "FETCHED" and len(st[1]["simhash"][0]) == 16
+    finally:
+        bolt.close()
+    counters = json.loads((tmp_path / "run" / "parser-1.json").read_text())["counters"]
+    assert counters["simhash/seed_failed"] == 1 and counters["FETCHED"] == 1
+
+
 def test_status_updater_acks_after_commit_and_never_overwrites(conf, tmp_path):
     bolt = ShellComponent("bolts.status_updater.StatusUpdaterBolt", conf, tmp_path, "status")
     try:
@@ -146,6 +200,8 @@ def test_fetcher_archives_a_page_before_passing_it_on_and_closes_on_sigterm(conf
                 "emit", "ack"]
             (page,) = emits(msgs)
             assert page["anchors"] == ["f1"] and page["tuple"][0] == url
+            # with its queue's key, which the parsers are grouped on
+            assert page["tuple"][3] == url.split("/")[2].split(":")[0]
             assert list((tmp_path / "warc").glob("*.open"))
         finally:
             assert bolt.close() == 0  # SIGTERM: the fetcher closes its WARC file and exits cleanly
@@ -292,9 +348,13 @@ def test_fetcher_queue_mode_makes_one_polite_queue_of_differently_keyed_urls(con
                                    "fetcher.queue.mode": mode},
                                   tmp_path / f"run{mode}", "fetcher")
             try:
-                fetch_all(bolt, [(farm.url(0, f"/page/{n}"), f"key{n}", f"t{n}") for n in (1, 2, 3)])
+                msgs = fetch_all(bolt, [(farm.url(0, f"/page/{n}"), f"key{n}", f"t{n}")
+                                        for n in (1, 2, 3)])
             finally:
                 bolt.close()
+            # the pages go on with the frontier's keys, not the fetcher's own queue
+            assert sorted((m["tuple"][0].rsplit("/", 1)[1], m["tuple"][3])
+                          for m in emits(msgs)) == [("1", "key1"), ("2", "key2"), ("3", "key3")]
             gaps[mode] = min_interval(farm.access_log())
     assert gaps[""] < delays[""]  # three queues: none waited for another's delay
     assert gaps["byHost"] >= delays["byHost"] * 0.95  # one queue per host: the delay holds

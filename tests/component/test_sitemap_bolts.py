@@ -56,11 +56,14 @@ def test_sitemap_parser_bolt(conf, tmp_path):
         assert not [k for k in status[-1][1] if k.startswith("_raw.")]
         # not a sitemap: passed on to the HTML parser unchanged
         page = bolt.content(b"<html><body>x</body></html>")
-        bolt.process(["http://a.com/p", page, {"isSitemap": ["false"]}], tid="p1")
+        bolt.process(["http://a.com/p", page, {"isSitemap": ["false"]}, "a.com"], tid="p1")
         msgs = bolt.until_acked("p1")
         out = emits(msgs)[0]["tuple"]
         assert out[0] == "http://a.com/p" and out[1] == page and out[2]["isSitemap"] == ["false"]
+        assert out[3] == "a.com"  # its key, which the HTML parser is grouped on
         assert not emits(msgs, "status")
+        bolt.process(["http://a.com/q", page, {}], tid="q1")  # an older topology's tuple
+        assert emits(bolt.until_acked("q1"))[0]["tuple"][3] is None
         # an XML bomb and a broken tuple: recorded, the bolt lives on
         laughs = (b'<!DOCTYPE l [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]>'
                   b"<urlset><url><loc>&b;</loc></url></urlset>")

@@ -25,7 +25,8 @@ def conf(tmp_path):
     c = load_conf()
     c.update({"warc2warc.input": str(inp), "warc.dir": str(tmp_path / "warc"),
               "warc.prefix": "CP", "owler.work.dir": str(tmp_path),
-              "warc2warc.ack.flush": 0, "owler.run.dir": str(tmp_path / "run")})
+              "warc2warc.ack.flush": 0, "owler.run.dir": str(tmp_path / "run"),
+              "frontier.sqlite.path": str(tmp_path / "frontier.sqlite")})
     return c
 
 
@@ -47,8 +48,9 @@ def test_spout_copies_every_record_and_emits_the_responses_until_acked(conf, tmp
             assert time.monotonic() < deadline, f"{len(got)} of 2 responses within {HANG:g} s"
             got += emits(spout.next())  # a call that emits nothing rests 50 ms (WARCSpout)
         assert len(got) == 2 and {m.get("stream", "default") for m in got} == {"default"}
-        url, content, md = got[0]["tuple"]
+        url, content, md, key = got[0]["tuple"]
         assert url == "http://a.example/page0.html"
+        assert key == "a.example"  # its queue (partition.url.mode), which the parser is grouped on
         assert gzip.decompress(wire.decode_content(content)).startswith(b"WARC/1.1")
         spout.spout_ack(got[0]["id"])
         spout.spout_fail(got[1]["id"])

@@ -56,6 +56,12 @@ def inputs(cls) -> dict[str, dict[str, str]]:
     return {s.name: {k.componentId: str(v) for k, v in s.inputs.items()} for s in cls.specs}
 
 
+#: how the fetcher's pages reach their first reader: the explorative parser by queue key (its
+#: near-duplicate memory, parser.grouping), the sitemap parser in the worker (it passes the HTML
+#: pages on to the parser by key)
+PAGES = {"explorative": "fields(['key'])", "sitemap": "LOCAL_OR_SHUFFLE"}
+
+
 @pytest.mark.parametrize("topology,reader", [("explorative", "parser"), ("sitemap", "sitemap")])
 @pytest.mark.parametrize("options", [[], ["warc.s3.bucket=crawl"],
                                      ["warc.s3.bucket=crawl", "warc.s3.stream=false"],
@@ -66,7 +72,7 @@ def test_pages_go_from_the_fetcher_to_the_parser(topology, reader, options):
     queue key."""
     got = inputs(load_topology(ROOT, topology, load_conf(None, options)))
     assert "warc" not in got
-    assert got[reader] == {"fetcher": "LOCAL_OR_SHUFFLE"}
+    assert got[reader] == {"fetcher": PAGES[topology]}
     assert got["fetcher"] == {"partitioner": "fields(['key'])"}
 
 
@@ -100,7 +106,7 @@ def test_warc2warc_records_are_copied_by_the_spout():
     """The spout copies every record and emits only the HTTP responses, to the parser: no copy
     bolt, no ``archive`` stream."""
     got = inputs(load_topology(ROOT, "warc2warc", load_conf(None, [])))
-    assert set(got) == {"spout", "parser", "status"} and got["parser"] == {"spout": "SHUFFLE"}
+    assert set(got) == {"spout", "parser", "status"} and got["parser"] == {"spout": "fields(['key'])"}
     # the copy finds replays in its progress store: the writer's dedup window is not its concern
     conf = load_conf(None, ["warc.s3.bucket=out", "warc.s3.dedup.window=10"])
     check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)
@@ -119,10 +125,29 @@ def test_warc_output_off_wires_the_parser_to_the_fetcher(topology, reader):
     check_topology_conf(cls, ROOT, conf)
     wiring = inputs(cls)
     assert "warc" not in wiring
-    assert wiring[reader] == {"fetcher": "LOCAL_OR_SHUFFLE"}
+    assert wiring[reader] == {"fetcher": PAGES[topology]}
 
 
 def test_warc2warc_refuses_warc_output_off():
     conf = load_conf(None, ["warc.enabled=false"])
     with pytest.raises(ConfError, match="warc2warc writes WARC files"):
         check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)
+
+
+@pytest.mark.parametrize("grouping,expected", [(None, "fields(['key'])"), ("key", "fields(['key'])"),
+                                               ("local", "LOCAL_OR_SHUFFLE"),
+                                               ("LOCAL", "LOCAL_OR_SHUFFLE")])
+def test_the_parsers_take_pages_by_queue_key_unless_told_to_keep_them_local(grouping, expected):
+    """parser.grouping: one parser task sees every page of a queue (owler/parse/simhash.py), or a
+    page stays in its worker when a parser task runs there."""
+    options = [] if grouping is None else [f"parser.grouping={grouping}"]
+    for topology, parser, sender in (("explorative", "parser", "fetcher"),
+                                     ("sitemap", "parser", "sitemap"),
+                                     ("warc2warc", "parser", "spout")):
+        got = inputs(load_topology(ROOT, topology, load_conf(None, options)))
+        assert got[parser] == {sender: expected}, topology
+
+
+def test_an_unknown_parser_grouping_is_a_clear_error():
+    with pytest.raises(ConfError, match="parser.grouping: expected one of key, local, got 'shuffle'"):
+        load_topology(ROOT, "explorative", load_conf(None, ["parser.grouping=shuffle"]))

@@ -1,6 +1,9 @@
 """SimHash and the per-host near-duplicate memory (owler.parse.simhash), on real pages: the
 articles in the WARC samples of tests/data/warc (Common Crawl and wget crawls), not text written
-for the test; and the parser's near.duplicate.of (owler.parse.page)."""
+for the test; the parser's near.duplicate.of (owler.parse.page); a host's memory seeded from the
+frontier (FrontierSeeds: its rules over a stand-in frontier, and a restart over a real SQLite
+frontier; the backends' queries themselves: test_frontier_sqlite.py and
+integration/test_frontier_opensearch.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +15,14 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from owler import wire
+from owler.constants import Status
+from owler.frontier import RETRY_SECS, FrontierError, StatusUpdate
+from owler.frontier.sqlite import SQLiteFrontier
 from owler.parse.html import rough_text
 from owler.parse.page import PageHandler
 from owler.parse import simhash
-from owler.parse.simhash import MIN_FEATURES, NearDuplicates, distance, simhash64, to_hex
+from owler.parse.simhash import (MIN_FEATURES, SEED_SCAN, FrontierSeeds, NearDuplicates,
+                                 distance, simhash64, to_hex)
 from selectolax.lexbor import LexborHTMLParser
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "warc"
@@ -138,3 +145,155 @@ def test_the_parser_marks_a_near_duplicate_and_may_drop_its_outlinks():
     off = PageHandler({"simhash.enabled": False}).handle_page("http://a.example/1",
                                                               page.encode(), dict(md))
     assert "simhash" not in off.metadata
+
+
+class StandIn:
+    """A frontier's ``latest_values`` over a list of ``(key, url, simhash hex)``, latest first;
+    it records what it was asked and fails on cue."""
+
+    def __init__(self, rows, fail=None):
+        self.rows, self.fail, self.asked, self.closed = rows, fail, [], 0
+
+    def latest_values(self, key, name, n):
+        self.asked.append((key, name, n))
+        if self.fail:
+            raise self.fail
+        return [(u, v) for k, u, v in self.rows if k == key][:n]
+
+    def close(self):
+        self.closed += 1
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def seeded(rows, conf=None, fail=None, clock=None):
+    conf = {"simhash.max.distance": 3, "simhash.host.memory": 3, **(conf or {})}
+    front = StandIn(rows, fail)
+    seeds = FrontierSeeds(conf, opener=lambda c: front, clock=clock or Clock())
+    return NearDuplicates(conf, seeds), seeds, front
+
+
+def test_a_host_met_first_is_seeded_once_with_its_latest_pages_from_the_frontier():
+    byte = 0xFF
+    rows = [("a.org", "http://a.org/5", to_hex(byte << 40)),  # latest first
+            ("a.org", "http://www.a.org/x", to_hex(byte)),  # another host of the queue
+            ("a.org", "http://a.org/4", "not hex"),
+            ("a.org", "http://a.org/3", to_hex(byte << 20)),
+            ("a.org", "http://a.org/2", to_hex(byte << 8)),
+            ("a.org", "http://a.org/1", to_hex(byte))]  # beyond the memory (3)
+    near, seeds, front = seeded(rows)
+    # 1 bit from a/1 and www.a.org/x, neither remembered for a.org; 15 bits from a/2
+    assert near.check("a.org", "http://a.org/new", byte ^ 1, key="a.org") is None
+    assert front.asked == [("a.org", "simhash", SEED_SCAN * 3)]
+    assert seeds.counters["simhash/seeded_hosts"] == 1 and seeds.counters["simhash/seeded"] == 3
+    assert seeds.counters["simhash/seed_bad"] == 1  # the value that is no SimHash
+    # the latest seeds are remembered; the oldest (a/2) went first, for a/new
+    assert near.check("a.org", "http://a.org/7", (byte << 20) ^ 1, key="a.org") == \
+        "http://a.org/3"
+    assert near.check("a.org", "http://a.org/6", (byte << 8) ^ 1, key="a.org") is None
+    assert len(front.asked) == 1  # the host has a memory now: no second query
+    # another host of the queue: its own query, its own pages only
+    assert near.check("www.a.org", "http://www.a.org/y", byte ^ 2, key="a.org") == \
+        "http://www.a.org/x"
+    assert len(front.asked) == 2
+
+
+def test_a_forgotten_host_is_seeded_again_and_a_page_without_a_key_gets_its_own():
+    rows = [("a.org", "http://a.org/1", "000000000000000f"),
+            ("b.org", "http://b.org/1", "000000000000000f")]
+    near, seeds, front = seeded(rows, {"simhash.hosts.max": 1, "partition.url.mode": "byDomain"})
+    assert near.check("a.org", "http://a.org/2", 0b0111) == "http://a.org/1"  # key from the URL
+    assert near.check("b.org", "http://b.org/2", 0b0111, key="b.org") == "http://b.org/1"
+    # a.org was forgotten for b.org (simhash.hosts.max 1): asked again, its seeds are back
+    assert near.check("a.org", "http://a.org/3", 0b0011, key="a.org") == "http://a.org/1"
+    assert [k for k, _, _ in front.asked] == ["a.org", "b.org", "a.org"]
+
+
+def test_the_same_page_fetched_again_is_not_its_own_near_duplicate():
+    near, _, _ = seeded([("a.org", "http://a.org/1", "000000000000000f")])
+    assert near.check("a.org", "http://a.org/1", 0b1111, key="a.org") is None
+    assert near.check("a.org", "http://a.org/2", 0b1111, key="a.org") == "http://a.org/1"
+
+
+def test_a_frontier_that_cannot_be_read_fails_no_parse_and_is_tried_again_later():
+    clock = Clock()
+    rows = [("a.org", "http://a.org/1", "000000000000000f"),
+            ("b.org", "http://b.org/1", "000000000000000f"),
+            ("c.org", "http://c.org/1", "000000000000000f")]
+    near, seeds, front = seeded(rows, fail=FrontierError("database is locked"), clock=clock)
+    assert near.check("a.org", "http://a.org/2", 0b0111, key="a.org") is None  # no seeds
+    assert seeds.counters["simhash/seed_failed"] == 1 and front.closed == 1
+    # until RETRY_SECS have passed the frontier is left alone: the host starts empty
+    clock.now += RETRY_SECS - 0.1
+    assert near.check("b.org", "http://b.org/2", 0b0111, key="b.org") is None
+    assert seeds.counters["simhash/seed_skipped"] == 1 and len(front.asked) == 1
+    clock.now += 0.2
+    front.fail = None
+    assert near.check("c.org", "http://c.org/2", 0b0111, key="c.org") == "http://c.org/1"
+    assert near.check("a.org", "http://a.org/3", 0b0011, key="a.org") == "http://a.org/2"
+    assert seeds.counters["simhash/seeded_hosts"] == 1 and len(front.asked) == 2
+
+
+def test_a_frontier_that_cannot_be_opened_fails_no_parse_and_is_opened_later():
+    clock = Clock()
+    opened = []
+
+    def opener(conf):
+        opened.append(clock.now)
+        if len(opened) == 1:
+            raise FrontierError("cannot open the frontier /x: unable to open database file")
+        return StandIn([("a.org", "http://a.org/1", "000000000000000f")])
+
+    seeds = FrontierSeeds({}, opener=opener, clock=clock)
+    assert seeds("a.org", "a.org", "http://a.org/2") == []
+    assert seeds("a.org", "a.org", "http://a.org/2") == []  # not opened again so soon
+    assert len(opened) == 1 and seeds.counters["simhash/seed_failed"] == 1
+    assert seeds.counters["simhash/seed_skipped"] == 1
+    clock.now += RETRY_SECS
+    assert seeds("a.org", "a.org", "http://a.org/2") == [("http://a.org/1", 0xf)]
+    assert len(opened) == 2
+
+
+def test_seeding_is_off_by_its_key_and_on_a_urlfrontier_service(tmp_path):
+    assert FrontierSeeds.from_conf({"simhash.seed.from.frontier": False}) is None
+    assert FrontierSeeds.from_conf({"frontier.backend": "urlfrontier"}) is None
+    seeds = FrontierSeeds.from_conf({"frontier.sqlite.path": str(tmp_path / "f.sqlite")})
+    assert isinstance(seeds, FrontierSeeds) and seeds.frontier is None  # opened when needed
+    assert not (tmp_path / "f.sqlite").exists()
+
+
+def test_a_restarted_parser_marks_a_page_against_one_fetched_before_it(tmp_path):
+    """A real SQLite frontier: the first parser's pages are written as the status updater writes
+    them; a second parser (a restart, or another task) knows the host only from the frontier."""
+    conf = {"frontier.sqlite.path": str(tmp_path / "f.sqlite"), "partition.url.mode": "byHost"}
+    body = "".join(f"<p>paragraph {i} of a long article about crawling the web</p>"
+                   for i in range(40))
+    page = f"<html><body>{body}</body></html>"
+    md = {wire.RAW_HEADERS: ["Content-Type: text/html"]}
+    first = PageHandler(conf, FrontierSeeds.from_conf(conf))
+    out = first.handle_page("http://a.example/1", page.encode(), dict(md), "a.example")
+    other = first.handle_page("http://a.example/2", b"<html><body>" + b" ".join(
+        f"w{i}".encode() for i in range(200)) + b"</body></html>", dict(md), "a.example")
+    with SQLiteFrontier(tmp_path / "f.sqlite") as f:
+        f.apply_updates([StatusUpdate("http://a.example/1", Status.FETCHED, out.metadata,
+                                      2e9, "a.example"),
+                         StatusUpdate("http://a.example/2", Status.FETCHED, other.metadata,
+                                      2e9 + 1, "a.example")])
+    seeds = FrontierSeeds.from_conf(conf)
+    restarted = PageHandler(conf, seeds)
+    again = restarted.handle_page("http://a.example/3", page.replace(
+        "paragraph 7 of", "paragraph seven of").encode(), dict(md), "a.example")
+    assert again.metadata["near.duplicate.of"] == ["http://a.example/1"]
+    assert seeds.counters["simhash/seeded"] == 2
+    # without seeding the restarted parser knows nothing of the host
+    alone = PageHandler({**conf, "simhash.seed.from.frontier": False},
+                        FrontierSeeds.from_conf({**conf, "simhash.seed.from.frontier": False}))
+    assert "near.duplicate.of" not in alone.handle_page("http://a.example/3", page.replace(
+        "paragraph 7 of", "paragraph seven of").encode(), dict(md), "a.example").metadata
+    seeds.close()

@@ -29,7 +29,10 @@ Near-duplicates (``simhash.enabled``, true): the page's SimHash goes in ``simhas
 digits); when an earlier page of the same host had one within ``simhash.max.distance`` bits
 (:class:`owler.parse.simhash.NearDuplicates`), ``near.duplicate.of`` names it (a page whose
 SimHash did not change keeps the mark it had, when the memory no longer knows), and with
-``simhash.skip.outlinks`` (false) the page's outlinks are not followed (BUbiNG's rule).
+``simhash.skip.outlinks`` (false) the page's outlinks are not followed (BUbiNG's rule). The
+memory of a host the handler has not met yet is seeded by ``near_seeds`` (the parser bolts give
+:class:`owler.parse.simhash.FrontierSeeds`: what the frontier holds of the host), by the page's
+partition key, which comes with the page (``key``).
 
 The ``_raw.*`` transient keys are removed from the returned metadata.
 """
@@ -47,7 +50,7 @@ from owler.metadata import first, set_value
 from owler.parse.filters import ParsedPage, ParseFilters
 from owler.parse.html import (SIGNATURE_TEXT_KEY, SIMHASH_KEY, TEXT_NONE_KEY, TRACK_ANCHORS_KEY,
                               ParseResult, is_html, parse_html)
-from owler.parse.simhash import NearDuplicates, to_hex
+from owler.parse.simhash import NearDuplicates, Seeds, to_hex
 from owler.signals import MD_WITHHELD
 from owler.status import MetadataTransfer
 from owler.urls import host_of
@@ -66,7 +69,7 @@ class PageOutcome:
 
 
 class PageHandler:
-    def __init__(self, conf: dict):
+    def __init__(self, conf: dict, near_seeds: Seeds | None = None):
         # Anchor texts ride with the outlinks only to be stored (metadata.persist) or handed on
         # (metadata.transfer) as ``anchors``; when neither lists them, nobody downstream reads
         # them, and extracting and sending them costs ~10 % of a page's parse and ~20 % of its
@@ -85,14 +88,16 @@ class PageHandler:
         self.max_outlinks = C.get_int(conf, MAX_OUTLINKS_KEY, -1)
         self.non_html_error = C.get_bool(conf, "jsoup.treat.non.html.as.error", False)
         conf = self.conf = {**self.conf, SIMHASH_KEY: C.get_bool(conf, SIMHASH_KEY, True)}
-        self.near = NearDuplicates(conf) if conf[SIMHASH_KEY] else None
+        self.near = NearDuplicates(conf, near_seeds) if conf[SIMHASH_KEY] else None
         self.skip_near_outlinks = C.get_bool(conf, "simhash.skip.outlinks", False)
 
-    def handle_page(self, url: str, content: bytes, metadata: dict) -> PageOutcome:
+    def handle_page(self, url: str, content: bytes, metadata: dict,
+                    key: str | None = None) -> PageOutcome:
         """The page's status, metadata, outlinks and text: a 304 keeps the last fetch's, a page
         that is not HTML is recorded (:meth:`_not_html`), an HTML page is parsed, its findings
         noted (:meth:`_note_parse`), its outlinks chosen (:meth:`_outlinks`) and the parse
-        filters run over it."""
+        filters run over it. ``key``: the page's partition key (a new host's near-duplicate
+        memory is seeded by it)."""
         headers = wire.decode_headers(metadata.get(wire.RAW_HEADERS))
         md = wire.strip_transient(metadata)
         old_signature = md.pop(SIGNATURE, None)
@@ -122,7 +127,7 @@ class PageHandler:
             set_value(md, ERROR_MESSAGE, f"{type(exc).__name__}: {exc}")
             set_value(md, ERROR_CAUSE, "parse")
             return PageOutcome(Status.ERROR, md)
-        near = self._note_parse(url, res, md, old_simhash, old_near)
+        near = self._note_parse(url, res, md, old_simhash, old_near, key)
         outlinks = self._outlinks(url, res, md, near)
         if self.filters.filters:
             page = ParsedPage(url, content, header_map, res, md, outlinks)
@@ -146,7 +151,7 @@ class PageHandler:
         return PageOutcome(Status.FETCHED, md)
 
     def _note_parse(self, url: str, res: ParseResult, md: dict, old_simhash: list | None,
-                    old_near: list | None) -> str | None:
+                    old_near: list | None, key: str | None = None) -> str | None:
         """What the parse found, in the page's metadata: MIME type, title, charset, signature,
         SimHash and near-duplicate mark, canonical URL, noindex. Returns the URL of the page this
         one nearly duplicates, if any."""
@@ -160,7 +165,7 @@ class PageHandler:
         near = None
         if res.simhash is not None:
             set_value(md, SIMHASH, to_hex(res.simhash))
-            near = self.near.check(host_of(url) or "", url, res.simhash)
+            near = self.near.check(host_of(url) or "", url, res.simhash, key)
             if near:
                 set_value(md, NEAR_DUPLICATE_OF, near)
             elif old_near and old_simhash == md[SIMHASH]:  # unchanged: still a duplicate
