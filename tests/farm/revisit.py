@@ -6,8 +6,10 @@ Two sites on one port (aiohttp), by address:
   (``If-None-Match``), ``/lm/<n>`` to ``If-Modified-Since`` at or after its Last-Modified;
   ``/plain/<n>`` sends neither and never changes (a re-fetch gets the same bytes);
   ``/changing/<n>`` sends neither and changes with every pass; ``/dup/<n>`` are one article with
-  one word changed per page (near-duplicates). The texts are a few hundred words drawn from a
-  fixed vocabulary, different per page.
+  one word changed per page (near-duplicates), with an ETag (a later pass gets ``304`` and parses
+  none of them again); from pass 2 on ``/`` also links ``/dup/<NEW_DUP>``, one more of them,
+  whose originals are then known only from what the frontier holds of pass 1. The texts are a
+  few hundred words drawn from a fixed vocabulary, different per page.
 - ``optout`` (127.0.70.2): ``/`` links to ``/o/1`` … ``/o/20``; the test adds the host to an
   opt-out list while it is being crawled.
 
@@ -29,7 +31,9 @@ from tests.farm import aiosites
 
 SITE, OPTOUT = "127.0.70.1", "127.0.70.2"
 NETWORK = "127.0.70.0/24"
-PAGES = {"etag": 4, "lm": 4, "plain": 4, "changing": 4, "dup": 3}
+PAGES = {"etag": 4, "lm": 4, "plain": 4, "changing": 4, "dup": 8}
+#: the near-duplicate linked from pass 2 on
+NEW_DUP = PAGES["dup"] + 1
 OPTOUT_PAGES = 20
 LAST_MODIFIED = 1_700_000_000
 WORDS = ("crawl frontier archive index search open web page link host queue fetch parse record "
@@ -84,9 +88,12 @@ class Farm:
             return self.page(html(path, text(path)))
         if path == "/":
             links = [f"/{kind}/{n}" for kind, count in PAGES.items() for n in range(1, count + 1)]
+            if self.pass_no >= 2:
+                links.append(f"/dup/{NEW_DUP}")
             return self.page(html("index", text("index"), links))
         parts = path.strip("/").split("/")
-        if len(parts) != 2 or parts[0] not in PAGES or not parts[1].isdigit():
+        if len(parts) != 2 or parts[0] not in PAGES or not parts[1].isdigit() or (
+                parts[0] == "dup" and int(parts[1]) > NEW_DUP):
             return web.Response(status=404)
         kind, n = parts[0], int(parts[1])
         if kind == "etag":
@@ -107,9 +114,12 @@ class Farm:
         if kind == "changing":
             return self.page(html(path, text(f"{path} pass {self.pass_no}")))
         if kind == "dup":  # one article, one word changed per page
+            tag = f'W/"d{n}"'
+            if request.headers.get("If-None-Match") == tag:
+                return web.Response(status=304, headers={"ETag": tag})
             words = text("dup article").split()
             words[n * 10] = "changed"
-            return self.page(html("an article", " ".join(words)))
+            return self.page(html("an article", " ".join(words)), {"ETag": tag})
         return self.page(html(path, text(path)))
 
     @staticmethod
