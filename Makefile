@@ -1,9 +1,10 @@
 # OWLer-py: set-up, the main job and the tests. Everything is installed by the project's own files:
 # Debian packages (Java, Maven, leiningen, zookeeper, headless Chromium for the dashboard's test),
 # a Python virtualenv with pinned packages, Apache Storm from Maven Central into .storm/
-# (storm/install.sh), a single-node OpenSearch into .services/ (services/opensearch/install.sh) and
-# the dashboard's chart library from npm (services/dashboard/install.sh). `make setup` is idempotent and
-# returns at once when everything is in place.
+# (storm/install.sh), a single-node OpenSearch into .services/ (services/opensearch/install.sh),
+# the dashboard's chart library from npm (services/dashboard/install.sh) and pywb, the replay tool
+# the tests judge the crawl's CDXJ indices with, in a virtualenv of its own (services/pywb/).
+# `make setup` is idempotent and returns at once when everything is in place.
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
@@ -17,9 +18,9 @@ SEEDS ?=
 CONF ?=
 IDLE ?= 30
 
-.PHONY: setup apt venv storm services urlfrontier risk dashboard testdata fuzz crawl demo test unit integration bench clean
+.PHONY: setup apt venv storm services urlfrontier risk dashboard pywb testdata fuzz crawl demo test unit integration bench clean
 
-setup: apt venv storm services urlfrontier risk dashboard testdata
+setup: apt venv storm services urlfrontier risk dashboard pywb testdata
 
 # Re-checked when the Makefile changes (a new package in APT_PACKAGES reaches existing checkouts).
 apt: .work/.apt.stamp
@@ -63,6 +64,13 @@ risk: apt
 # served by the dashboard itself.
 dashboard:
 	@bash services/dashboard/install.sh
+
+# pywb (web archive replay; its packages pinned in services/pywb/requirements.txt) in a virtualenv
+# of its own, .services/pywb-<version>: the tests replay a crawl through it from the crawl's WARC
+# files and CDXJ indices, and compare its indexer's lines with the crawl's. Never in .venv: pywb
+# pins Werkzeug, redis and gevent versions the crawler's packages would clash with.
+pywb: apt
+	@bash services/pywb/install.sh
 
 # Real WARC files the tests read that the repository may not hold (GPL): into .work/testdata/.
 testdata: venv
