@@ -17,7 +17,7 @@ import pytest
 from owler.conf import load_conf
 from owler.frontier import open_frontier
 from tests.farm import languages as L
-from tests.farm.harness import farm_module
+from tests.farm.harness import HOST_FILES, farm_module
 from tests.integration.cli import owler
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,7 @@ def pages_served(farm, since: float) -> list[tuple[str, str]]:
     out = []
     for line in farm["log"].read_text().splitlines():
         e = json.loads(line)
-        if e["t"] >= since and e["path"] != "/robots.txt":
+        if e["t"] >= since and e["path"] not in HOST_FILES:
             out.append((e["host"], e["path"]))
     return out
 

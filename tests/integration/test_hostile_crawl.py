@@ -33,7 +33,7 @@ from owler.frontier.opensearch import BLOCK_OWNER
 from owler.frontier.sqlite import SQLiteFrontier
 from owler.urls import partition_key, partition_mode
 from tests.farm import hostile as H
-from tests.farm.harness import farm_module
+from tests.farm.harness import HOST_FILES, farm_module
 from tests.integration.cli import owler
 
 TRAP_DEPTH = 12
@@ -275,7 +275,7 @@ def test_the_warc_files_are_valid_and_the_flood_is_trimmed(crawl):
 
 def page_requests(crawl, host: str) -> list[dict]:
     return sorted((e for e in crawl["log"] if e.get("host") == H.HOSTS[host]
-                   and e["path"] != "/robots.txt"), key=lambda e: e["t"])
+                   and e["path"] not in HOST_FILES), key=lambda e: e["t"])
 
 
 def throttle_pages(crawl, host: str) -> list[str]:

@@ -17,7 +17,7 @@ from owler.conf import load_conf
 from owler.constants import Status
 from owler.frontier import StatusUpdate
 from owler.frontier.sqlite import SQLiteFrontier
-from tests.farm.harness import FarmProcess
+from tests.farm.harness import HOST_FILES, FarmProcess
 from tests.farm.server import SITEMAP_SITES, sitemap_addr
 from tests.integration.cli import owler
 
@@ -129,7 +129,7 @@ def test_fetches_exactly_the_sitemaps_and_the_listed_in_scope_urls(crawl):
     for site in SITEMAP_SITES:
         paths = requested(log, farm, site)
         assert len(paths) == len(set(paths)), (site, sorted(paths))  # nothing fetched twice
-        assert set(paths) - {"/robots.txt"} == SITEMAP_FILES[site] | PAGES[site], site
+        assert set(paths) - set(HOST_FILES) == SITEMAP_FILES[site] | PAGES[site], site
         assert "/" not in paths and "/unlisted" not in paths  # no home page, no outlink
     assert "/secret" not in requested(log, farm, "sm_bombs")  # XXE: the entity is never fetched
     assert not [e for e in log if e["host"] not in {farm.host(s) for s in SITEMAP_SITES}]
@@ -196,7 +196,7 @@ def test_bombs_are_harmless_and_recorded(crawl):
 def test_a_changed_lastmod_makes_only_that_page_due_again(crawl):
     farm, log2 = crawl["farm"], crawl["log2"]
     assert "idle for 8 s" in crawl["run2"].stdout
-    fetched = {(e["host"], e["path"]) for e in log2 if e["path"] not in ("/robots.txt", "/__bump")}
+    fetched = {(e["host"], e["path"]) for e in log2 if e["path"] not in (*HOST_FILES, "/__bump")}
     host = farm.host("sm_robots")
     assert fetched == {(host, "/sitemap-a.xml"), (host, "/p/1")}, sorted(fetched)
     p1 = crawl["after"][farm.u("sm_robots", "/p/1")]
@@ -240,7 +240,7 @@ def test_the_pipeline_runs_on_the_opensearch_frontier(crawl_os):
     for site in SITEMAP_SITES:
         paths = requested(log, farm, site)
         assert len(paths) == len(set(paths)), (site, sorted(paths))
-        assert set(paths) - {"/robots.txt"} == SITEMAP_FILES[site] | PAGES[site], site
+        assert set(paths) - set(HOST_FILES) == SITEMAP_FILES[site] | PAGES[site], site
     p1 = docs[farm.u("sm_robots", "/p/1")]
     assert p1.status == Status.FETCHED
     assert p1.metadata["sitemap.lastModified"] == ["2024-01-01T09:00:00Z"]

@@ -208,6 +208,11 @@ def test_a_sitemap_not_modified_since_its_last_fetch_is_fetched_without_entries(
     md = {"isSitemap": ["true"], "fetch.statusCode": ["304"], "isFeed": ["true"]}
     out, entries = run(SitemapProcessor(conf), "http://a.com/feed.xml", b"", md)
     assert out.status is Status.FETCHED and not entries and out.metadata["isFeed"] == ["true"]
+    # so is one whose content the fetcher withheld (signals.refused.action strip): no error
+    md = {"isSitemap": ["true"], "fetch.statusCode": ["200"], "signals.withheld": ["search"]}
+    out, entries = run(SitemapProcessor(conf), "http://a.com/s.xml", b"", md)
+    assert out.status is Status.FETCHED and not entries and "error.cause" not in out.metadata
+    assert out.metadata["signals.withheld"] == ["search"]
 
 
 def test_host_budgets_are_shared_by_every_task_through_the_frontier(conf, tmp_path):

@@ -141,7 +141,8 @@ def file_from_fetch(res: FetchResult, conf: Mapping[str, Any],
     err_ttl = get_float(conf, ERROR_CACHE_TTL_KEY, DEFAULT_ERROR_CACHE_TTL)
     status = res.status
     if status is None:
-        why = f"no answer ({res.error_cause}{': ' + res.error_message if res.error_message else ''})"
+        detail = f": {res.error_message}" if res.error_message else ""
+        why = f"no answer ({res.error_cause}{detail})"
         return TdmRepFile([], f"{why}: unknown until asked again", now + err_ttl)
     if 200 <= status < 300:
         if _markup(res):  # a site that answers every path with a page: no file

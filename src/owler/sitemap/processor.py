@@ -43,7 +43,10 @@ outlinks batch (URL strings), so sitemap entries go to the status updater as DIS
 tuples, filtered where they are made, as StormCrawler's ``StatusEmitterBolt`` does.
 
 A sitemap fetched again that answers ``304 Not Modified`` (a conditional re-fetch,
-:mod:`owler.fetch.revisit`) is FETCHED as it was, without entries: they are in the frontier.
+:mod:`owler.fetch.revisit`) is FETCHED as it was, without entries: they are in the frontier. So
+is one whose content the fetcher withheld (``signals.withheld``: its webmasters' signals refuse
+a purpose of the crawl under ``signals.refused.action`` strip or skip): it comes without content,
+and no entry is taken from it.
 
 Errors: a document that is not a usable sitemap gets FETCH_ERROR (StormCrawler: schedulable
 again, not a terminal ERROR a site could use to remove URLs) with ``error.source=sitemap
@@ -70,6 +73,7 @@ from owler.constants import (DELAY_MINS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURC
 from owler.filters import URLFilters
 from owler.parse.gate import OutlinkGate
 from owler.metadata import set_value
+from owler.signals import MD_WITHHELD
 from owler.sitemap.parser import ATOM, RSS, Limits, SitemapError, SitemapResult, parse_sitemap
 from owler.status import transfer_metadata
 from owler.urls import host_of, pay_level_domain, resolve
@@ -224,6 +228,9 @@ class SitemapProcessor:
         host = host_of(url)
         if (md.get(FETCH_STATUS_CODE) or [""])[0] == "304":  # not modified: its entries are known
             self.counters["not_modified"] += 1
+            return SitemapOutcome(Status.FETCHED, md)
+        if md.get(MD_WITHHELD):  # its content withheld by the fetcher: nothing to read
+            self.counters["withheld"] += 1
             return SitemapOutcome(Status.FETCHED, md)
         if not self._charge("sitemaps", host, 1, self.max_sitemaps_host, now):
             self.counters["host_budget"] += 1
