@@ -1,5 +1,6 @@
 # OWLer-py: set-up, the main job and the tests. Everything is installed by the project's own files:
-# Debian packages (Java, Maven, leiningen, zookeeper, headless Chromium for the dashboard's test),
+# Debian packages (Java, Maven, leiningen, zookeeper, headless Chromium for the dashboard's test,
+# tinyproxy and Dante, the HTTP and SOCKS proxies the proxy tests crawl through),
 # a Python virtualenv with pinned packages, Apache Storm from Maven Central into .storm/
 # (storm/install.sh), a single-node OpenSearch into .services/ (services/opensearch/install.sh),
 # the dashboard's chart library from npm (services/dashboard/install.sh) and pywb, the replay tool
@@ -13,7 +14,8 @@ export LEIN_ROOT := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 APT_PACKAGES := openjdk-17-jdk-headless maven leiningen zookeeper chromium-headless-shell \
-	prometheus prometheus-pushgateway openssh-server openssh-client python3-virtualenv
+	prometheus prometheus-pushgateway openssh-server openssh-client python3-virtualenv \
+	tinyproxy dante-server
 SEEDS ?=
 CONF ?=
 IDLE ?= 30

@@ -84,7 +84,8 @@ from owler.constants import (DELAY_MINS, ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STA
                              QUEUE_TIMEOUT_KEY, REDIRECT_HOPS, REDIRECT_TO, REDIRECTIONS_KEY,
                              STORE_HEADERS_KEY, Status)
 from owler.fetch.discovery import SitemapDiscovery
-from owler.fetch.http import AddressGuard, FetchResult, HttpFetcher, redirect_target
+from owler.fetch.http import FetchResult, HttpFetcher, redirect_target
+from owler.fetch.http import check_conf as check_http_conf
 from owler.fetch.politeness import Backoff, DelayOverrides, FetchQueues
 from owler.fetch.revisit import Revisits
 from owler.fetch.robots import RobotsSource, agents_from_conf
@@ -156,9 +157,10 @@ def queue_mode(conf: dict) -> str | None:
 
 def check_conf(conf: dict) -> None:
     """Raise :class:`ConfError` for fetch keys that would stop a fetcher at start
-    (``fetcher.queue.mode``, ``http.allowed.networks``), before Storm starts (``owler run``)."""
+    (``fetcher.queue.mode``, ``http.allowed.networks``, the proxy, the custom headers), before
+    Storm starts (``owler run``)."""
     queue_mode(conf)
-    AddressGuard.from_conf(conf)
+    check_http_conf(conf)
 
 
 class FetchEngine:

@@ -13,7 +13,7 @@ given in ``error_message``.
 
 ``error_cause`` values: ``private_address``, ``malformed URL``, ``unsupported_scheme``, ``dns``,
 ``connection_refused``, ``connection_error``, ``connection_reset``, ``tls``, ``timeout``,
-``malformed_response``, ``too_large_decompressed``, ``exception``.
+``malformed_response``, ``too_large_decompressed``, ``proxy``, ``exception``.
 
 Private-address guard (an SSRF guard: a crawled page must not make the crawler fetch its own
 network): unless ``http.allow.private.addresses`` is true, no request
@@ -26,6 +26,54 @@ address connected to is the address checked (no DNS-rebinding gap). Literal IPs 
 the request; the URL normaliser has already turned other IPv4 spellings (``2130706433``, ``127.1``,
 ``0x7f.1``) into the dotted form, and aiohttp refuses those it is given directly. Every redirect
 hop is a fetch of its own through the same guard (redirects are never followed here).
+
+Proxy (:class:`ProxySettings`, StormCrawler's keys of its single-proxy manager: ``http.proxy.host``,
+``.port``, ``.type``, ``.user``, ``.pass``, or all of it in one URL, ``http.proxy``): every request
+of the fetcher goes through it, robots.txt and ``/.well-known/tdmrep.json`` included, since they are
+fetched with the same :class:`HttpFetcher`; the environment's ``HTTP_PROXY`` and the like are never
+read. The guard still decides on the *target's* address, before anything is handed to the proxy
+(which would fetch a private address as readily as any other):
+
+- a literal address is judged as without a proxy, before the request;
+- ``HTTP``: the target's host name is resolved here through :class:`GuardedResolver` (the answer
+  kept 60 s, as the connector keeps its own), and a name with no allowed address is refused
+  (``private_address``) before the proxy is asked. The proxy then resolves the name again: a name
+  whose answers change between the two lookups (DNS rebinding) or that the proxy's resolver
+  answers differently (split horizon) can still reach an address the guard refused. That gap is
+  the price of the HTTP proxy protocol (a plain-http request carries the name in its target, a
+  ``CONNECT`` names the host whose certificate is checked and pooled connections are keyed by
+  name, so pinning the address would mix hosts); an operator closes it at the proxy, with its
+  own rules on destination addresses (Squid's ``dst`` ACLs, for one). ``FetchResult.ip`` is None
+  (the address connected to is the proxy's);
+- ``SOCKS`` (SOCKS5, python-socks): the connector resolves the target through the guard as
+  without a proxy and hands the proxy the checked *address*, never the name: no second lookup,
+  no gap, and ``FetchResult.ip`` is that address. With the guard off
+  (``http.allow.private.addresses``) the name is handed over and the proxy resolves it.
+
+So with the guard on, the crawler's machine must resolve the names it crawls itself, with or
+without a proxy. A failure of the proxy itself (unreachable, its name unknown, a refused
+``CONNECT``, a SOCKS rule set or authentication refusing, a 407 to a plain-http request) is
+``error_cause`` ``proxy``; what the proxy reports of the target keeps the target's cause (SOCKS:
+refused → ``connection_refused``, unreachable → ``connection_error``). Any other failure of a
+plain-http request at an HTTP proxy comes back as the proxy's own HTTP response (tinyproxy 1.11:
+500 or 502 and a page, and 401 rather than 407 for wrong credentials) and is judged as any
+response. The proxy's credentials are never in
+``request_headers`` (nor in the WARC request record): aiohttp adds ``Proxy-Authorization`` to a
+plain-http request for the proxy, which consumes it. StormCrawler's list of proxies
+(``http.proxy.file``, another ``http.proxy.manager``) is not supported and is a configuration
+error, as is a proxy key without ``http.proxy.host``: either would crawl without the proxy the
+operator meant.
+
+Custom request headers (``http.custom.headers``, StormCrawler's key and form: a list of
+``Name=value``; a mapping of name to value is read too): sent with every request, robots.txt and
+TDMRep's file included, after the crawler's own. A header the crawler sets itself cannot be
+replaced this way (``User-Agent``, ``Host``, ``Accept``, ``Accept-Language``, ``Accept-Encoding``,
+the conditional ``If-None-Match``/``If-Modified-Since``, the framing and connection headers), nor
+can ``Authorization``/``Proxy-Authorization`` be set (the crawl follows links to every host; the
+proxy has its own keys): such a name, a name that is not an HTTP token, a value with a control
+character or a non-ASCII one, an entry without ``=`` and a name given twice are each a
+:class:`owler.conf.ConfError` at start (:func:`check_conf`, before Storm starts). Values are sent
+as written, surrounding blanks removed; they are in every WARC request record.
 
 Config keys (crawler-conf.yaml):
 
@@ -51,6 +99,15 @@ http.keepalive.max.idle         4096         most idle connections kept, the lon
                                              closed first; at most a quarter of the open-file
                                              limit by default (okhttp.protocol.connection.
                                              pool.max.idle.connections is read when absent)
+http.proxy.host                 (none)       the proxy's host name or address; unset: no proxy
+http.proxy.port                 8080         the proxy's port
+http.proxy.type                 HTTP         ``HTTP`` (aiohttp's own client: absolute-form for
+                                             http, ``CONNECT`` for https) or ``SOCKS`` (SOCKS5)
+http.proxy.user / http.proxy.pass            the proxy's credentials, both or neither (HTTP:
+                                             Basic ``Proxy-Authorization``; SOCKS5: RFC 1929)
+http.proxy                      (none)       the same in one URL, ``type://[user:pass@]host:port``
+                                             (type ``http``, ``socks`` or ``socks5``)
+http.custom.headers             []           ``Name=value`` entries added to every request
 fetcher.threads.number          10           pool limit = 2 x this
 fetcher.threads.per.queue       1            per-host pool limit = max(2, 2 x this)
 =============================== ============ ====================================================
@@ -59,13 +116,17 @@ fetcher.threads.per.queue       1            per-host pool limit = max(2, 2 x th
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextvars
+import errno
 import functools
 import io
 import ipaddress
+import re
 import socket
 import ssl
 import time
+import weakref
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -77,6 +138,10 @@ import brotli
 import zstandard
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
+from python_socks import ProxyConnectionError as SocksConnectionError
+from python_socks import ProxyError as SocksError
+from python_socks import ProxyType
+from python_socks.async_.asyncio import Proxy as SocksProxy
 from yarl import URL
 
 from owler import conf as C
@@ -227,6 +292,207 @@ class GuardedResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+# ---- proxy -----------------------------------------------------------------------------------
+
+PROXY_KEY = "http.proxy"
+PROXY_HOST_KEY = "http.proxy.host"
+PROXY_PORT_KEY = "http.proxy.port"
+PROXY_TYPE_KEY = "http.proxy.type"
+PROXY_USER_KEY = "http.proxy.user"
+PROXY_PASS_KEY = "http.proxy.pass"
+#: StormCrawler's keys of its other proxy managers: refused (see the module's docstring)
+PROXY_MANAGER_KEY = "http.proxy.manager"
+PROXY_FILE_KEY = "http.proxy.file"
+DEFAULT_PROXY_PORT = 8080  # StormCrawler's
+#: http.proxy.type (case-insensitive) and the scheme of http.proxy -> the protocol spoken
+_PROXY_TYPES = {"http": "http", "socks": "socks5", "socks5": "socks5"}
+_HOST_NAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
+                        r"(\.[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?)*\.?")
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySettings:
+    """The one proxy every request goes through: ``kind`` is ``http`` or ``socks5``. ``str()``
+    hides the password (logs and error messages carry it)."""
+
+    kind: str
+    host: str
+    port: int
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> URL:
+        """The proxy as aiohttp takes it (credentials apart: :meth:`HttpFetcher.start`)."""
+        return URL.build(scheme="http", host=self.host, port=self.port)
+
+    def __str__(self) -> str:
+        auth = f"{self.user}:***@" if self.user else ""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.kind}://{auth}{host}:{self.port}"
+
+
+def _proxy_host(value: str, key: str) -> str:
+    host = value.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if _is_ip_literal(host) or _HOST_NAME.fullmatch(host):
+        return host
+    raise ConfError(f"{key}: {value!r} is not a host name or an address (the scheme, the port "
+                    f"and the credentials have keys of their own, or give them all in "
+                    f"{PROXY_KEY}: type://user:pass@host:port)")
+
+
+def _proxy_credentials(kind: str, user: str | None, password: str | None,
+                       where: str) -> tuple[str | None, str | None]:
+    if not user and not password:
+        return None, None
+    if not user or not password:
+        raise ConfError(f"{where}: a proxy user needs a password and a password a user "
+                        "(both or neither)")
+    if kind == "http":
+        if ":" in user:
+            raise ConfError(f"{where}: an HTTP proxy's user name cannot hold ':' (Basic "
+                            "authentication separates it from the password with one)")
+        try:
+            (user + password).encode("latin-1")
+        except UnicodeEncodeError:
+            raise ConfError(f"{where}: an HTTP proxy's user and password must be Latin-1 "
+                            "(Basic authentication)") from None
+    elif max(len(user.encode()), len(password.encode())) > 255:
+        raise ConfError(f"{where}: a SOCKS5 user or password is at most 255 bytes (RFC 1929)")
+    return user, password
+
+
+def _proxy_from_url(line: str) -> ProxySettings:
+    try:
+        url = URL(line)
+        port = url.explicit_port
+    except ValueError as exc:
+        raise ConfError(f"{PROXY_KEY}: {line!r} is not a proxy URL ({exc})") from None
+    kind = _PROXY_TYPES.get(url.scheme.lower())
+    if kind is None:
+        raise ConfError(f"{PROXY_KEY}: {line!r}: the scheme names the proxy's type, one of "
+                        f"{', '.join(sorted(_PROXY_TYPES))}")
+    if not url.host or port is None or url.path not in ("", "/") or url.query_string \
+            or url.fragment:
+        raise ConfError(f"{PROXY_KEY}: {line!r} is not of the form type://[user:pass@]host:port")
+    user, password = _proxy_credentials(kind, url.user, url.password, PROXY_KEY)
+    return ProxySettings(kind, _proxy_host(url.host, PROXY_KEY), port, user, password)
+
+
+def proxy_from_conf(conf: Mapping[str, Any]) -> ProxySettings | None:
+    """The proxy of ``conf`` (None: requests go straight to their hosts). Raises
+    :class:`owler.conf.ConfError` for anything that would not give the proxy the operator meant:
+    an unknown type, a port out of range, one credential without the other, a proxy key without
+    ``http.proxy.host``, both forms at once, StormCrawler's proxy list or another manager."""
+    manager = (C.get_str(conf, PROXY_MANAGER_KEY, "") or "").strip()
+    if manager and manager.rsplit(".", 1)[-1] != "SingleProxyManager":
+        raise ConfError(f"{PROXY_MANAGER_KEY}: only one proxy for every request is supported "
+                        f"(StormCrawler's SingleProxyManager), got {manager!r}")
+    if conf.get(PROXY_FILE_KEY) not in (None, ""):
+        raise ConfError(f"{PROXY_FILE_KEY}: a list of proxies is not supported; set the one "
+                        f"proxy with {PROXY_HOST_KEY} or {PROXY_KEY}")
+    line = (C.get_str(conf, PROXY_KEY, "") or "").strip()
+    host = (C.get_str(conf, PROXY_HOST_KEY, "") or "").strip()
+    parts = (PROXY_PORT_KEY, PROXY_TYPE_KEY, PROXY_USER_KEY, PROXY_PASS_KEY)
+    if line:
+        if host or any(conf.get(k) not in (None, "") for k in parts):
+            raise ConfError(f"set the proxy either with {PROXY_KEY} (one URL) or with "
+                            f"{PROXY_HOST_KEY} and its keys, not both")
+        return _proxy_from_url(line)
+    if not host:
+        stray = [k for k in parts if conf.get(k) not in (None, "")]
+        if stray:
+            raise ConfError(f"{', '.join(stray)} set without {PROXY_HOST_KEY}: no proxy would "
+                            "be used")
+        return None
+    kind_name = (C.get_str(conf, PROXY_TYPE_KEY, "HTTP") or "HTTP").strip()
+    kind = _PROXY_TYPES.get(kind_name.lower())
+    if kind is None:
+        raise ConfError(f"{PROXY_TYPE_KEY}: expected HTTP or SOCKS, got {kind_name!r}")
+    port = C.get_int(conf, PROXY_PORT_KEY, DEFAULT_PROXY_PORT)
+    if not 1 <= port <= 65535:
+        raise ConfError(f"{PROXY_PORT_KEY}: must be between 1 and 65535, got {port}")
+    user, password = _proxy_credentials(kind, C.get_str(conf, PROXY_USER_KEY, None),
+                                        C.get_str(conf, PROXY_PASS_KEY, None),
+                                        f"{PROXY_USER_KEY}/{PROXY_PASS_KEY}")
+    return ProxySettings(kind, _proxy_host(host, PROXY_HOST_KEY), port, user, password)
+
+
+# ---- custom request headers ------------------------------------------------------------------
+
+CUSTOM_HEADERS_KEY = "http.custom.headers"
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token: a field name
+_VALUE = re.compile(r"[\t\x20-\x7e]*")  # visible ASCII, blanks and tabs
+#: the headers (lower-cased) that http.custom.headers may not set, and why
+_NOT_CUSTOM = {
+    "user-agent": "the crawler's name, set by http.agent or http.agent.*",
+    "host": "the URL's host, set for each request",
+    "accept": "set by http.accept",
+    "accept-language": "set by http.accept.language",
+    "accept-encoding": "the codings the fetcher decodes, its own",
+    "if-none-match": "set for each URL from its last answer (http.conditional.requests)",
+    "if-modified-since": "set for each URL from its last answer (http.conditional.requests)",
+    "authorization": "credentials would go to every host the crawl reaches",
+    "proxy-authorization": "set by http.proxy.user and http.proxy.pass",
+    **{name: "framing and connections are the HTTP client's"
+       for name in ("connection", "keep-alive", "proxy-connection", "content-length",
+                    "transfer-encoding", "te", "trailer", "upgrade", "expect")},
+}
+
+
+def custom_headers(conf: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``http.custom.headers`` as (name, value) pairs, in order: a list of ``Name=value`` (or one
+    such string; a plain string is split on commas, as StormCrawler's lists are) or a mapping.
+    Raises :class:`owler.conf.ConfError` for an entry without ``=``, a name that is not a token
+    or is one the crawler sets (:data:`_NOT_CUSTOM`), a name given twice, a value with a control
+    character or outside ASCII."""
+    raw = conf.get(CUSTOM_HEADERS_KEY)
+    if raw is None or raw == "":
+        return []
+    if isinstance(raw, Mapping):
+        pairs = []
+        for k, v in raw.items():
+            if isinstance(v, (Mapping, list, tuple)):
+                raise ConfError(f"{CUSTOM_HEADERS_KEY}: the value of {k} must be a string, "
+                                f"got {v!r}")
+            pairs.append((str(k), "" if v is None else str(v)))
+    else:
+        pairs = []
+        for entry in C.get_list(conf, CUSTOM_HEADERS_KEY):
+            name, sep, value = entry.partition("=")
+            if not sep:
+                raise ConfError(f"{CUSTOM_HEADERS_KEY}: {entry!r} is not of the form Name=value")
+            pairs.append((name, value))
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for name, value in pairs:
+        name, value = name.strip(), value.strip()
+        if not _TOKEN.fullmatch(name):
+            raise ConfError(f"{CUSTOM_HEADERS_KEY}: {name!r} is not a header name (letters, "
+                            "digits and !#$%&'*+.^_`|~-)")
+        why = _NOT_CUSTOM.get(name.lower())
+        if why:
+            raise ConfError(f"{CUSTOM_HEADERS_KEY}: {name} cannot be set here: {why}")
+        if not _VALUE.fullmatch(value):
+            raise ConfError(f"{CUSTOM_HEADERS_KEY}: the value of {name} must be printable ASCII "
+                            f"(no line breaks or control characters), got {value!r}")
+        if name.lower() in seen:
+            raise ConfError(f"{CUSTOM_HEADERS_KEY}: {name} is given twice")
+        seen.add(name.lower())
+        out.append((name, value))
+    return out
+
+
+def check_conf(conf: Mapping[str, Any]) -> None:
+    """Raise :class:`owler.conf.ConfError` for the keys of this module that would stop a fetcher
+    at start (``http.allowed.networks``, the proxy, the custom headers), before Storm starts."""
+    AddressGuard.from_conf(conf)
+    proxy_from_conf(conf)
+    custom_headers(conf)
 
 
 # ---- result ----------------------------------------------------------------------------------
@@ -447,9 +713,11 @@ class _PooledConnector(aiohttp.TCPConnector):
     real sockets, so a change in those methods fails there.
     """
 
-    def __init__(self, *args: Any, max_idle: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, max_idle: int, note_peer: bool = True, **kwargs: Any) -> None:
+        """``note_peer`` false: the peer is not the target (an HTTP proxy), note nothing."""
         super().__init__(*args, **kwargs)
         self.max_idle = max_idle
+        self.note_peer = note_peer
         # idle connection -> its pool key, the longest idle first
         self._idle: OrderedDict[Any, Any] = OrderedDict()
 
@@ -460,11 +728,16 @@ class _PooledConnector(aiohttp.TCPConnector):
     async def connect(self, req, traces, timeout):  # type: ignore[override]
         conn = await super().connect(req, traces, timeout)
         holder = _PEER.get(None)
-        if holder is not None and conn.transport is not None:
-            peer = conn.transport.get_extra_info("peername")
-            if peer:
-                holder[0] = peer[0]
+        if holder is not None and self.note_peer:
+            holder[0] = self._peer_of(conn)
         return conn
+
+    def _peer_of(self, conn) -> str | None:
+        """The address of the target a connection reaches."""
+        if conn.transport is None:
+            return None
+        peer = conn.transport.get_extra_info("peername")
+        return peer[0] if peer else None
 
     def _release(self, key, protocol, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         super()._release(key, protocol, *args, **kwargs)
@@ -503,6 +776,82 @@ class _PooledConnector(aiohttp.TCPConnector):
             del self._idle[p]
 
 
+#: SOCKS5 replies (RFC 1928) that say what became of the target rather than of the proxy
+_SOCKS_TARGET_REPLIES = {3: errno.ENETUNREACH, 4: errno.EHOSTUNREACH, 5: errno.ECONNREFUSED,
+                         6: errno.ETIMEDOUT}
+
+
+class _SocksConnector(_PooledConnector):
+    """The pool of connections through a SOCKS5 proxy: aiohttp's connector, whose last step
+    (connecting a socket to one of the target's addresses) asks the proxy for the connection
+    instead; TLS, keep-alive and the idle bound are the pool's as without a proxy.
+
+    The addresses come from the connector's resolver: the :class:`GuardedResolver` (the guard
+    on: the proxy is handed a checked address, the peer noted is that address), or one that
+    gives the name back (the guard off: the proxy resolves it). The proxy's own name is resolved
+    by python-socks, outside the guard: the operator chose it. A failure of the proxy raises
+    ``ClientProxyConnectionError``; a reply about the target (refused, unreachable) the error a
+    direct connection would have met, so both keep their causes.
+    """
+
+    def __init__(self, *args: Any, proxy: ProxySettings, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.proxy = proxy
+        self._reached: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def _peer_of(self, conn) -> str | None:
+        return self._reached.get(conn.protocol)
+
+    async def _wrap_create_connection(self, *args: Any, addr_infos, req, timeout,  # type: ignore[override]
+                                      client_error: type[Exception] = aiohttp.ClientConnectorError,
+                                      **kwargs: Any):
+        host, port = addr_infos[0][4][0], addr_infos[0][4][1]
+        socks = SocksProxy(ProxyType.SOCKS5, self.proxy.host, self.proxy.port,
+                           username=self.proxy.user, password=self.proxy.password, rdns=True)
+        key = req.connection_key
+        async with asyncio.timeout(timeout.sock_connect):
+            try:
+                sock = await socks.connect(dest_host=host, dest_port=port)
+            except SocksError as exc:
+                code = _SOCKS_TARGET_REPLIES.get(exc.error_code)
+                if code is None:
+                    raise aiohttp.ClientProxyConnectionError(
+                        key, OSError(errno.EPROTO, f"SOCKS proxy {self.proxy}: {exc}")) from exc
+                raise client_error(key, OSError(code, f"{exc} (SOCKS proxy {self.proxy}, "
+                                                      f"{host}:{port})")) from exc
+            except SocksConnectionError as exc:  # the proxy itself: unreachable, its name unknown
+                raise aiohttp.ClientProxyConnectionError(key, exc) from exc
+            try:
+                transport, proto = await self._loop.create_connection(*args, **kwargs, sock=sock)
+            except ssl.SSLCertVerificationError as exc:
+                sock.close()
+                raise aiohttp.ClientConnectorCertificateError(key, exc) from exc
+            except ssl.SSLError as exc:
+                sock.close()
+                raise aiohttp.ClientConnectorSSLError(key, exc) from exc
+            except OSError as exc:
+                sock.close()
+                raise client_error(key, exc) from exc
+            except BaseException:
+                sock.close()
+                raise
+        if _is_ip_literal(host):
+            self._reached[proto] = host
+        return transport, proto
+
+
+class _NameResolver(AbstractResolver):
+    """Gives a host name back unresolved: the SOCKS proxy resolves it (the guard off)."""
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        return [{"hostname": host, "host": host, "port": port, "family": socket.AF_INET,
+                 "proto": 0, "flags": 0}]
+
+    async def close(self) -> None:
+        return None
+
+
 @functools.lru_cache(maxsize=2)
 def shared_ssl_context(trust_everything: bool) -> ssl.SSLContext:
     """One SSLContext per process and mode (a context per connection costs ~30 ms CPU)."""
@@ -514,6 +863,8 @@ def shared_ssl_context(trust_everything: bool) -> ssl.SSLContext:
 
 
 def _error_cause(exc: BaseException) -> str:
+    if isinstance(exc, (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)):
+        return "proxy"
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return "private_address" if isinstance(exc.os_error, PrivateAddressError) else "dns"
     if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
@@ -622,18 +973,37 @@ class HttpFetcher:
             "Accept": self.accept,
             "Accept-Language": self.accept_language,
             "Accept-Encoding": ACCEPT_ENCODING,
+            **dict(custom_headers(conf)),
         }
+        self.proxy = proxy_from_conf(conf)
+        # Basic credentials for an HTTP proxy: a header of the request itself for plain http
+        # (aiohttp sends proxy_headers only with a CONNECT), of the CONNECT for https
+        self._proxy_auth: dict[str, str] | None = None
+        if self.proxy is not None and self.proxy.kind == "http" and self.proxy.user:
+            token = base64.b64encode(f"{self.proxy.user}:{self.proxy.password}".encode("latin-1"))
+            self._proxy_auth = {"Proxy-Authorization": "Basic " + token.decode("ascii")}
+        # through an HTTP proxy: the guard's resolver, asked before each request, and the hosts
+        # it allowed lately (host -> until, oldest first)
+        self._target_resolver: GuardedResolver | None = None
+        self._allowed_names: OrderedDict[str, float] = OrderedDict()
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
         if self._session is not None:
             return
-        resolver = (self._inner_resolver if self.allow_private
-                    else GuardedResolver(self._inner_resolver, self.guard, self._note_refused))
-        connector = _PooledConnector(
-            limit=self.pool_limit, limit_per_host=self.pool_limit_per_host,
-            ssl=shared_ssl_context(self.trust_everything), resolver=resolver,
-            keepalive_timeout=self.keepalive, ttl_dns_cache=60, max_idle=self.max_idle)
+        guarded = (None if self.allow_private
+                   else GuardedResolver(self._inner_resolver, self.guard, self._note_refused))
+        pool = dict(limit=self.pool_limit, limit_per_host=self.pool_limit_per_host,
+                    ssl=shared_ssl_context(self.trust_everything),
+                    keepalive_timeout=self.keepalive, ttl_dns_cache=60, max_idle=self.max_idle)
+        if self.proxy is None:
+            connector = _PooledConnector(resolver=guarded or self._inner_resolver, **pool)
+        elif self.proxy.kind == "http":  # the connector resolves only the proxy's name
+            self._target_resolver = guarded
+            connector = _PooledConnector(resolver=self._inner_resolver, note_peer=False, **pool)
+        else:
+            connector = _SocksConnector(resolver=guarded or _NameResolver(), proxy=self.proxy,
+                                        **pool)
         t = self.timeout
         self._session = aiohttp.ClientSession(
             connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
@@ -670,6 +1040,9 @@ class HttpFetcher:
                     time.perf_counter() - t0 >= self.deadline - 0.01):
                 self._fail(res, "timeout", "no complete response within "
                            f"fetcher.thread.timeout={self.deadline:g} s")
+            elif (isinstance(exc, aiohttp.ClientConnectorDNSError) and self.proxy is not None
+                    and self.proxy.kind == "http"):  # the connector resolves only the proxy
+                self._fail(res, "proxy", f"HTTP proxy {self.proxy}: {_error_message(exc)}")
             else:
                 self._fail(res, _error_cause(exc), _error_message(exc))
         res.elapsed = time.perf_counter() - t0
@@ -690,6 +1063,29 @@ class HttpFetcher:
         if _is_ip_literal(host):
             return None if self.guard.allows(host) else f"{host} is not a public address"
         return self._refused_names.get(host.lower()) if names else None
+
+    async def _target_refused(self, host: str, port: int) -> tuple[str, str] | None:
+        """Before a request through an HTTP proxy: (cause, message) when the guard refuses
+        ``host`` (a name with no allowed address: ``private_address``; no answer: ``dns``),
+        else None. A name allowed is not asked again for 60 s (the connector's DNS cache
+        time)."""
+        assert self._target_resolver is not None
+        name = host.lower()
+        now = time.monotonic()
+        until = self._allowed_names.get(name)
+        if until is not None and until > now:
+            return None
+        try:
+            await self._target_resolver.resolve(host, port, socket.AF_UNSPEC)
+        except PrivateAddressError as exc:
+            return "private_address", str(exc)
+        except OSError as exc:
+            return "dns", f"{host}: {type(exc).__name__}: {exc}"
+        self._allowed_names.pop(name, None)
+        self._allowed_names[name] = now + 60.0
+        while len(self._allowed_names) > _REFUSED_NAMES:
+            self._allowed_names.popitem(last=False)
+        return None
 
     def _note_refused(self, host: str, message: str) -> None:
         names = self._refused_names
@@ -726,17 +1122,37 @@ class HttpFetcher:
         if self._session is None:
             await self.start()
         assert self._session is not None
+        via: dict[str, Any] = {}
+        if self.proxy is not None and self.proxy.kind == "http":
+            if self._target_resolver is not None and not _is_ip_literal(target.host):
+                refused = await self._target_refused(target.raw_host, target.port)
+                if refused is not None:
+                    self._fail(res, *refused)
+                    return
+            via = {"proxy": self.proxy.url}
+            if self._proxy_auth is not None:
+                if target.scheme == "https":
+                    via["proxy_headers"] = self._proxy_auth
+                else:
+                    extra = {**(extra or {}), **self._proxy_auth}
         peer: list = [None]
         _PEER.set(peer)
-        async with self._session.request(method, target, headers=extra, allow_redirects=False) as resp:
+        async with self._session.request(method, target, headers=extra, allow_redirects=False,
+                                         **via) as resp:
             res.status = resp.status
             res.reason = resp.reason
             res.http_version = f"{resp.version.major}.{resp.version.minor}"
             res.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
             info = resp.request_info
-            res.request_headers = list(info.headers.items())
+            # (a plain-http request through an HTTP proxy carries the proxy's credentials)
+            res.request_headers = [(k, v) for k, v in info.headers.items()
+                                   if k.lower() != "proxy-authorization"]
             res.request_target = info.url.raw_path_qs or "/"
             res.ip = peer[0]
+            if via and resp.status == 407:  # only a proxy asks for proxy credentials
+                self._fail(res, "proxy", f"HTTP proxy {self.proxy} refused the credentials "
+                           f"(407 {resp.reason}): set or check http.proxy.user/http.proxy.pass")
+                return
             raw, truncated = await _read_body(resp, limit)
         res.truncated = truncated
         try:
