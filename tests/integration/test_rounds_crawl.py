@@ -4,8 +4,9 @@ OpenSearch frontier and through ``owler frontier serve`` (``frontier.backend: ur
 judged from the farm's access log: every host is served in rounds of the configured size, and two
 rounds on one host begin no closer than the round delay.
 
-A round, in the log: the requests to one host (robots.txt included) that follow each other within
-``ROUND_GAP`` seconds. Inside a round they are ``fetcher.server.delay`` apart (plus the fetch);
+A round, in the log: the requests to one host (its robots.txt and tdmrep.json included) that
+follow each other within ``ROUND_GAP`` seconds. Inside a round they are ``fetcher.server.delay``
+apart (plus the fetch; the host's files come with the first page);
 between two rounds the host hears nothing for most of the round delay. Outlinks are not followed
 (``parser.emitOutlinks: false``): the seeds are every URL of the crawl, all known and due from the
 start, so the rounds are full and their sizes known."""
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.farm.harness import FarmProcess, requests_by_host
+from tests.farm.harness import HOST_FILES, FarmProcess, requests_by_host
 from tests.integration import cli
 from tests.integration.test_urlfrontier_crawl import FrontierService
 from tests.integration.waiting import wait_for
@@ -115,7 +116,7 @@ def test_two_rounds_on_one_host_begin_no_closer_than_the_round_delay(backend, tm
                 stderr=subprocess.STDOUT, text=True, env={**os.environ, "OWLER_HOME": str(ROOT)})
             try:
                 wait_for("a page of the first host fetched", lambda: any(
-                    e["host"] == warm and e["path"] != "/robots.txt" for e in farm.access_log()),
+                    e["host"] == warm and e["path"] not in HOST_FILES for e in farm.access_log()),
                     timeout=300)
                 inject("seeds.txt", hosts)
                 out = run.communicate(timeout=600)[0]
@@ -134,8 +135,9 @@ def test_two_rounds_on_one_host_begin_no_closer_than_the_round_delay(backend, tm
     for host in (*hosts, warm):
         seen = rounds_of(by_host[host])
         times = [[round(e["t"] - seen[0][0]["t"], 2) for e in r] for r in seen]
-        pages = [[e["path"] for e in r if e["path"] != "/robots.txt"] for r in seen]
-        # full rounds of PER_ROUND URLs, the rest in the last; robots.txt once, in the first.
+        pages = [[e["path"] for e in r if e["path"] not in HOST_FILES] for r in seen]
+        # full rounds of PER_ROUND URLs, the rest in the last; robots.txt and tdmrep.json once,
+        # in the first.
         # The warm host's first round goes through the cold topology: on a loaded machine its
         # URLs can reach the farm split, the first alone (CI once logged 1, 4, 4, 4, 1); its
         # rounds are then only bounded by the round's size.
@@ -144,8 +146,9 @@ def test_two_rounds_on_one_host_begin_no_closer_than_the_round_delay(backend, tm
         else:
             assert [len(p) for p in pages] == [4, 4, 4, 2], (host, pages, times)
         assert sorted(p for r in pages for p in r) == sorted(PAGES), (host, pages)
-        assert [e["path"] for e in seen[0]].count("/robots.txt") == 1
-        assert sum(e["path"] == "/robots.txt" for e in by_host[host]) == 1
+        for path in HOST_FILES:
+            assert [e["path"] for e in seen[0]].count(path) == 1, (host, path)
+            assert sum(e["path"] == path for e in by_host[host]) == 1, (host, path)
         starts = [r[0]["t"] for r in seen]
         gaps = [b - a for a, b in zip(starts, starts[1:])]
         if host == warm:  # its first round went through the cold topology

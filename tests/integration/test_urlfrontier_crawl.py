@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.farm.harness import FarmProcess, min_interval, requests_by_host
+from tests.farm.harness import HOST_FILES, FarmProcess, min_interval, requests_by_host
 from tests.farm.server import host_addr
 from tests.integration import cli
 from tests.integration.test_opensearch_crawl import (archived, fetched_urls_in_index,
@@ -108,7 +108,7 @@ def test_two_crawlers_share_one_service_over_opensearch(opensearch, tmp_path):
             status = owler("status", "--json", "--conf", str(confs[1]))
     finally:
         service_out = service.stop()
-    pages = [(e["host"], e["path"]) for e in log if e["path"] not in ("/robots.txt", "/slow")]
+    pages = [(e["host"], e["path"]) for e in log if e["path"] not in (*HOST_FILES, "/slow")]
     twice = [p for p, n in Counter(pages).items() if n > 1]
     assert not twice, f"fetched more than once: {twice[:10]}"
     # per-host delays hold across both crawlers, robots.txt Crawl-delay included (SetDelay)
@@ -171,7 +171,7 @@ def test_two_services_with_interests_split_one_index_between_two_crawlers(opense
             log = farm.access_log()
     finally:
         service_out = {n: s.stop() for n, s in services.items()}
-    pages = [(e["host"], e["path"]) for e in log if e["path"] not in ("/robots.txt", "/slow")]
+    pages = [(e["host"], e["path"]) for e in log if e["path"] not in (*HOST_FILES, "/slow")]
     twice = [p for p, n in Counter(pages).items() if n > 1]
     assert not twice, f"fetched more than once: {twice[:10]}"
     # each service served its interest only: a host's every request came from one crawler,
