@@ -273,3 +273,21 @@ def test_tinyproxy_refuses_wrong_credentials(tmp_path, tls_server):
     # tinyproxy 1.11 answers a plain-http request with 401 and a page of its own, not RFC 9110's
     # 407 (which the fetcher takes for the proxy's): a response like any other, its server told
     assert plain.status == 401 and plain.header("Server").startswith("tinyproxy/")
+
+
+@pytest.mark.parametrize("option, message", [
+    ("http.proxy.type=SOCKS", "http.proxy.type set without http.proxy.host"),
+    ("http.proxy=https://proxy.example:3128", "the scheme names the proxy's type"),
+    ("http.proxy.file=proxies.txt", "a list of proxies is not supported"),
+    ("http.custom.headers=[User-Agent=Mozilla]", "User-Agent cannot be set here"),
+    ("http.custom.headers=[X-Ok=1, Bad Name=2]", "'Bad Name' is not a header name"),
+])
+def test_a_bad_proxy_or_header_key_stops_owler_run(tmp_path, option, message):
+    """Before Storm starts, with the key named: a crawl must not go out without the proxy the
+    operator meant, nor with headers it would not send."""
+    conf = tmp_path / "conf.yaml"
+    conf.write_text(f"frontier.sqlite.path: {tmp_path / 'f.sqlite'}\n"
+                    f"warc.dir: {tmp_path / 'warc'}\nowler.work.dir: {tmp_path}\n")
+    r = owler("run", "explorative", "--conf", str(conf), "-o", option, check=False, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "configuration error: " in r.stderr and message in r.stderr, r.stderr
