@@ -7,7 +7,7 @@ compression (HPACK); its cost, in Python, is a framing layer written in Python (
 aiohttp parses HTTP/1.1 in C (llhttp). This measures both sides on loopback:
 
 - the server: Hypercorn (in a process of its own, its CPU not counted) on ``--hosts`` loopback
-  addresses 127.0.70.x with one self-signed certificate, offering h2 and http/1.1 by ALPN, every
+  addresses 127.0.71.x with one self-signed certificate, offering h2 and http/1.1 by ALPN, every
   path a 75 KB HTML page (bench/bench_http.py's);
 - the crawl's pattern: ``--hosts`` x ``--requests`` requests, each host's one after the other,
   ``--concurrency`` hosts at once, by the fetcher's client (owler.fetch.http over aiohttp,
@@ -50,7 +50,7 @@ import httpx  # noqa: E402
 from bench.bench_http import make_page  # noqa: E402
 from owler.fetch.http import HttpFetcher  # noqa: E402
 
-NET = "127.0.70"
+NET = "127.0.71"
 
 
 def host(i: int) -> str:
@@ -195,7 +195,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     if not 1 <= args.hosts <= 250:
-        raise SystemExit("--hosts: 1 to 250 (the addresses 127.0.70.1 … 127.0.70.250)")
+        raise SystemExit("--hosts: 1 to 250 (the addresses 127.0.71.1 … 127.0.71.250)")
     with socket.socket() as s:
         s.bind((host(0), 0))
         port = s.getsockname()[1]
