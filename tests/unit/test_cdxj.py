@@ -107,6 +107,10 @@ def test_a_response_line_is_pywbs(tmp_path):
                             path.name) == lines[2]
     with open(path, "rb") as f:
         assert list(cdxj.file_lines(f, path.name)) == [lines[2]]
+    # and from the heads the writer has in hand (WARC headers as pairs, the HTTP head)
+    head = resp.block[:resp.block.find(b"\r\n\r\n") + 4]
+    pairs = [(k.upper(), v) for k, v in resp.headers.items()]
+    assert cdxj.heads_line(pairs, head, resp.offset, len(resp.raw), path.name) == lines[2]
 
 
 def test_revisits_resources_and_odd_heads(tmp_path):

@@ -6,11 +6,10 @@ A line is ``<SURT key> <14-digit timestamp> <JSON>``::
 
     com,example)/a?b=1&c=2 20261130120000 {"url": "http://www.example.com/a?c=2&b=1", "mime": "text/html", "status": "200", "digest": "KN3Z…", "length": "2412", "offset": "8312", "filename": "OWLER-20261130120000-00-00000.warc.gz"}
 
-What goes into it is what pywb's own indexer (``cdx-indexer -j``, pywb 2.10's
-``pywb/indexer/archiveindexer.py`` and ``cdxindexer.py``, read in its registry package) writes for
-the same record, byte for byte, so that pywb replays the crawl from these indices and so that the
-test that runs pywb's indexer on the crawl's files (``tests/integration/test_cdxj_pywb.py``) can
-compare lines rather than meanings:
+What goes into it is what pywb's own indexer (``cdx-indexer -j`` of pywb 2.10, its rules read in
+the package's source) writes for the same record, byte for byte, so that pywb replays the crawl
+from these indices and so that the test that runs pywb's indexer on the crawl's files
+(``tests/integration/test_cdxj_pywb.py``) can compare lines rather than meanings:
 
 - the key is :func:`surt` of ``WARC-Target-URI``; the timestamp is ``WARC-Date``'s first six
   numbers (the microseconds are cut off, not rounded);
@@ -35,12 +34,12 @@ SURT keys (:func:`surt`)
   pywb computes a lookup's key with the ``surt`` package's default canonicalizer (Google's
   canonicalization, then the Internet Archive's), so a key here must be that function's result
   to the byte or pywb finds nothing. The ``surt`` package itself is not used: it is AGPL-3.0
-  (this project is Apache-2.0), unreleased since 2019, imports ``tldextract``, and costs more per
-  URL than this function (2026-11-30, the 6,000 URLs of a farm crawl's index and 2,000 random
-  ones, on this machine: 17.2 µs per URL with ``surt.surt`` in pywb's virtualenv against 6.0 µs
-  here; docs/benchmarks-history.md, issue 47). This is its algorithm rewritten from its rules
-  (``surt/GoogleURLCanonicalizer.py``, ``IAURLCanonicalizer.py``, ``handyurl.py`` of surt 0.3.1),
-  with the same quirks: ``www``, ``www2.`` … stripped from the host's start, the path and query
+  (this project is Apache-2.0), unreleased since 2019, imports ``tldextract``, and costs twice
+  as much per URL as this function (``bench/bench_cdxj.py``, 2026-11-30: 5,000 URLs of a crawl's
+  kind, CPU time, best of 5, on the project's 2-core machine: 16.0 µs per URL with ``surt.surt``
+  in pywb's virtualenv against 7.5 µs here; docs/benchmarks-history.md, issue 47). This is its
+  algorithm (surt 0.3.1's URL parsing and its two canonicalizers) rewritten from its rules, with
+  the same quirks: ``www``, ``www2.`` … stripped from the host's start, the path and query
   lower-cased, the query's arguments sorted, session ids (``jsessionid=…``, ``PHPSESSID``, …)
   dropped, ``.``/``..`` segments resolved, default ports dropped, percent-escapes undone then
   the bytes outside printable ASCII escaped once, numeric hosts made dotted quads (as the C
@@ -476,6 +475,22 @@ def record_line(headers: Mapping[str, str], block: bytes | memoryview, offset: i
                ("filename", filename)]
     js = ", ".join(f'"{k}": {_json_str(v)}' for k, v in fields if v and v != "-")
     return f"{surt(url)} {timestamp14(date)} {{{js}}}"
+
+
+def heads_line(warc_headers: Iterable[tuple[str, str]], http_head: bytes, offset: int,
+               length: int, filename: str) -> str | None:
+    """:func:`record_line` of a response or revisit record the writer has just made, from its
+    WARC headers as written (``(name, value)`` pairs) and the HTTP head its block starts with,
+    without inflating the member (what the crawl's writer indexes each exchange with; the line
+    is the one :func:`member_line` reads off the member, as the writer's tests check). The
+    record carries its WARC-Payload-Digest when it has a payload (the writer always writes
+    one)."""
+    headers: dict[str, str] = {}
+    for name, value in warc_headers:
+        key = name.lower()
+        if key not in headers:
+            headers[key] = value
+    return record_line(headers, http_head, offset, length, filename, complete=False)
 
 
 class _Incomplete(Exception):

@@ -359,7 +359,8 @@ class WARCWriter:
         resp_index = len(members) - 1
         if metadata is not None:
             members.append(self._metadata_member(metadata.encode("utf-8"), resp_id, date, uri))
-        return self._append_exchange(members, resp_id, resp_index, revisit=revisit is not None)
+        return self._append_exchange(members, resp_id, resp_index, revisit=revisit is not None,
+                                     heads=(h, http_head))
 
     def _metadata_member(self, block: bytes, resp_id: str, date: str, uri: str) -> bytes:
         """A ``metadata`` record about the response ``resp_id`` (JSON), compressed."""
@@ -387,16 +388,17 @@ class WARCWriter:
                              self.gzip_level)
 
     def _append_exchange(self, members: list[bytes], resp_id: str, resp_index: int,
-                         revisit: bool) -> int:
+                         revisit: bool, heads: tuple[list, bytes] | None = None) -> int:
         """Append an exchange's records (``members[resp_index]`` the response: a request before
-        it, a metadata record after it), note where its response went and count it; return the
-        compressed bytes written."""
+        it, a metadata record after it), note where its response went, index it (from
+        ``heads``, its WARC headers and HTTP head, when given: no inflating) and count it;
+        return the compressed bytes written."""
         offset = self._append(members)
         resp_offset = offset + sum(len(m) for m in members[:resp_index])
         n = sum(len(m) for m in members)
         self.last_record = WrittenRecord(self._final_name, resp_offset, len(members[resp_index]),
                                          resp_id)
-        self._index_members(members[resp_index], resp_offset)
+        self._index_members(members[resp_index], resp_offset, heads=heads)
         if revisit:
             self.stats.revisits += 1
         else:
@@ -566,14 +568,19 @@ class WARCWriter:
     def _open_index(self, name: str):
         return X.LocalIndex(self.directory, name)
 
-    def _index_members(self, member: bytes, offset: int, plain: bytes | None = None) -> None:
+    def _index_members(self, member: bytes, offset: int, plain: bytes | None = None,
+                       heads: tuple[list, bytes] | None = None) -> None:
         """Add the index lines of ``member`` (one or more gzip members, or the compressed form of
-        the uncompressed record ``plain``) written at ``offset`` of the current file. A record
-        the index cannot take is logged and left out of it; the file keeps it."""
+        the uncompressed record ``plain``, or the record whose WARC headers and HTTP head are
+        ``heads``) written at ``offset`` of the current file. A record the index cannot take is
+        logged and left out of it; the file keeps it."""
         if self._index is None:
             return
         try:
-            if plain is not None:
+            if heads is not None:
+                line = cdxj.heads_line(heads[0], heads[1], offset, len(member), self._final_name)
+                lines = [line] if line is not None else []
+            elif plain is not None:
                 line = cdxj.raw_line(plain, offset, len(member), self._final_name)
                 lines = [line] if line is not None else []
             else:
