@@ -231,3 +231,10 @@ def test_the_uploader_makes_a_missing_index(tmp_path):
     broken = tmp_path / "OWLER-20240501120000-00-00001.warc.gz"
     broken.write_bytes(b"\x1f\x8b\x08\x00garbage")
     assert X.ensure_index(broken) is None
+
+
+def test_a_file_whose_final_name_is_taken_gets_no_index(tmp_path):
+    blocked, _ = crashed_file(tmp_path, n=1)
+    (tmp_path / blocked.name[:-5]).write_bytes(b"someone else's file")
+    assert recover_open_files(tmp_path) == []
+    assert blocked.exists() and not (tmp_path / (blocked.name[:-5] + ".cdxj")).exists()

@@ -788,7 +788,10 @@ def _recover_one(path: Path, cdxj: bool = True) -> Path | None:
             f.truncate(res.valid_end)
             f.flush()
             os.fsync(f.fileno())
-    if cdxj:
+    taken = path.with_name(name)
+    if taken.exists() and not os.path.samefile(path, taken):  # (finalize_open would refuse it)
+        raise FileExistsError(f"cannot finalize {path}: {taken} already exists")
+    if cdxj:  # before the final name: a finished file always has its index
         X.recover_index(path, name, res.valid_end, res.indexed)
     else:
         X.drop(path.parent, name)
