@@ -17,7 +17,7 @@ import orjson
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.farm.harness import FarmProcess, min_interval, requests_by_host
+from tests.farm.harness import HOST_FILES, FarmProcess, min_interval, requests_by_host
 from tests.integration import cli
 from tests.integration.waiting import wait_for
 
@@ -214,7 +214,7 @@ def test_two_crawls_share_one_index(opensearch, tmp_path):
         assert all("stopped (idle for 10 s)" in o for o in outs), [o[-3000:] for o in outs]
         log = farm.access_log()
     pages = [(e["host"], e["path"]) for e in log
-             if e["path"] not in ("/robots.txt", "/slow")]
+             if e["path"] not in (*HOST_FILES, "/slow")]
     twice = [p for p, n in Counter(pages).items() if n > 1]
     assert not twice, f"fetched more than once: {twice[:10]}"
     # per-host delays hold across both crawlers (the farm sees both)
