@@ -37,8 +37,8 @@ SURT keys (:func:`surt`)
   (this project is Apache-2.0), unreleased since 2019, imports ``tldextract``, and costs twice
   as much per URL as this function (``bench/bench_cdxj.py``, 2026-11-30: 5,000 URLs of a crawl's
   kind, CPU time, best of 5, on the project's 2-core machine: 16.0 µs per URL with ``surt.surt``
-  in pywb's virtualenv against 7.5 µs here; docs/benchmarks-history.md, issue 47). This is its
-  algorithm (surt 0.3.1's URL parsing and its two canonicalizers) rewritten from its rules, with
+  in pywb's virtualenv against 7.5 µs here; docs/benchmarks-history.md, issue 47). The keys are made
+  here by the rules that canonicalization follows (surt 0.3.1's, as its output shows them), with
   the same quirks: ``www``, ``www2.`` … stripped from the host's start, the path and query
   lower-cased, the query's arguments sorted, session ids (``jsessionid=…``, ``PHPSESSID``, …)
   dropped, ``.``/``..`` segments resolved, default ports dropped, percent-escapes undone then
@@ -105,13 +105,13 @@ _PATH_SESSION = (
     re.compile(rb"^(.*/)(\((?:[a-z]\([0-9a-z]{24}\))+\)/)([^?]+\.aspx.*)$", re.I | re.S),
     re.compile(rb"^(.*/)(\([0-9a-z]{24}\)/)([^?]+\.aspx.*)$", re.I | re.S),
 )
-_QUERY_SESSION = tuple(re.compile(p, re.I | re.S) for p in (
-    rb"^(.*)(?:jsessionid=[0-9a-zA-Z]{32})(?:&(.*))?$",
-    rb"^(.*)(?:phpsessid=[0-9a-zA-Z]{32})(?:&(.*))?$",
-    rb"^(.*)(?:sid=[0-9a-zA-Z]{32})(?:&(.*))?$",
-    rb"^(.*)(?:ASPSESSIONID[a-zA-Z]{8}=[a-zA-Z]{24})(?:&(.*))?$",
-    rb"^(.*)(?:cfid=[^&]+&cftoken=[^&]+)(?:&(.*))?$",
-))
+#: the session arguments a key leaves out of a query, as (name, value) patterns, each removed
+#: where it matches last, with the ``&`` after it (ColdFusion's is the pair cfid and cftoken)
+_SESSION_ARGS = ((rb"jsessionid", rb"[0-9a-zA-Z]{32}"), (rb"phpsessid", rb"[0-9a-zA-Z]{32}"),
+                 (rb"sid", rb"[0-9a-zA-Z]{32}"), (rb"ASPSESSIONID[a-zA-Z]{8}", rb"[a-zA-Z]{24}"),
+                 (rb"cfid", rb"[^&]+&cftoken=[^&]+"))
+_QUERY_SESSION = tuple(re.compile(rb"^(.*)(?:" + name + rb"=" + value + rb")(?:&(.*))?$",
+                                  re.I | re.S) for name, value in _SESSION_ARGS)
 #: what is left unescaped besides letters, digits and ``_.-~``: printable ASCII but ``#``, ``%``
 _SAFE = b"!\"$&'()*+,-./:;<=>?@[\\]^_`{|}~"
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
