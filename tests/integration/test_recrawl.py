@@ -29,7 +29,7 @@ from warcio.archiveiterator import ArchiveIterator
 from owler.frontier import open_frontier
 from owler.conf import load_conf
 from tests.farm import revisit as R
-from tests.farm.harness import farm_module
+from tests.farm.harness import HOST_FILES, farm_module
 from tests.integration.cli import owler
 
 OPTOUT_DELAY = 1.0  # the politeness file's delay for the opt-out host
@@ -252,7 +252,7 @@ def test_an_opt_out_added_mid_crawl_stops_the_crawl_of_the_host(backend, request
     assert listed, "the opt-out host was not crawled (4 of its pages) in pass 1"
     asked = [e for e in log_entries(farm, crawl["pass1"][0])
              if e["host"] == R.OPTOUT and e["t"] < crawl["pass2"][1]]
-    pages = [e for e in asked if e["path"] != "/robots.txt"]
+    pages = [e for e in asked if e["path"] not in HOST_FILES]
     # The fetcher reads the list again at most RELOAD s after it changed, just before a fetch:
     # besides the fetch in progress when it changed, at most one more was let through, since
     # the host's fetches start more than OPTOUT_DELAY (= RELOAD) s apart (checked below). A
