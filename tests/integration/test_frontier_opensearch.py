@@ -99,7 +99,7 @@ def test_latest_values_walk_a_queue_from_its_latest_next_fetch_dates(conf, routi
         f.apply_updates([
             upd("http://a.example/1", "FETCHED", now + 100, "a.example", {"simhash": ["01"]}),
             upd("http://a.example/2", "FETCHED", now + 300, "a.example",
-                {"simhash": ["02", "x"], "parse.title": ["two"]}),
+                {"simhash": ["02", "x"], "parse.title": ["two"]}),  # (doc values: the smallest)
             upd("http://a.example/3", "REDIRECTION", now + 200, "a.example"),  # no SimHash
             upd("http://a.example/4", "FETCHED", None, "a.example", {"simhash": ["04"]}),
             upd("http://a.example/5", "DISCOVERED", now, "a.example"),

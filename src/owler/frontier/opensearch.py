@@ -1609,12 +1609,15 @@ class OpenSearchFrontier:
         latest first, those without ``name`` left out; the SQLite frontier's
         :meth:`~owler.frontier.sqlite.SQLiteFrontier.latest_values`. One search: a ``term`` on
         ``key`` (routed to the queue's shard with ``opensearch.status.routing``), sorted on
-        ``nextFetchDate``, ``size`` n, its ``_source`` only the URL and that field; no retry (the
-        parser asks, and goes on without an answer). What the last refresh made searchable."""
+        ``nextFetchDate``, ``size`` n, the URL and the field read from their doc values, not from
+        ``_source`` (a third less time per search on a node here: the stored documents are not
+        read and decompressed); no retry (the parser asks, and goes on without an answer). What
+        the last refresh made searchable. A field of several values gives its smallest (doc
+        values are sorted), one longer than the mapping's ``ignore_above`` none."""
         field = "metadata." + self._md_name(name)
         body = {"size": max(int(n), 0), "track_total_hits": False, "query": {"term": {"key": key}},
                 "sort": [{"nextFetchDate": {"order": "desc", "missing": "_first"}}],
-                "_source": ["url", field]}
+                "_source": False, "docvalue_fields": ["url", field]}
         try:
             _, data = self.client.request("POST", f"/{self.index}/_search", body,
                                           params={"routing": quote(key, safe="")}
@@ -1623,12 +1626,10 @@ class OpenSearchFrontier:
             raise FrontierError(str(exc)) from exc
         out = []
         for hit in data["hits"]["hits"]:
-            src = hit.get("_source") or {}
-            value = (src.get("metadata") or {}).get(self._md_name(name))
-            if isinstance(value, list):
-                value = value[0] if value else None
-            if value is not None and src.get("url"):
-                out.append((src["url"], str(value)))
+            fields = hit.get("fields") or {}
+            url, value = fields.get("url"), fields.get(field)
+            if url and value:
+                out.append((str(url[0]), str(value[0])))
         return out
 
     def close(self) -> None:
