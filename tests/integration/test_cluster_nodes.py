@@ -37,7 +37,7 @@ from warcio.archiveiterator import ArchiveIterator
 from owler.warc.format.reader import iter_records
 from owler.warc.storage.files import parse_file_name, partition_name
 from tests import warcgen as G
-from tests.farm.harness import FarmProcess
+from tests.farm.harness import HOST_FILES, FarmProcess
 from tests.integration.test_cluster import (DEFAULT_PORTS, assert_on_loopback, crawl_done,
                                            listening, ok, owler, processes_with, served_urls,
                                            topology_id, ui, wait_for)
@@ -398,7 +398,7 @@ def test_the_sitemap_topology_spread_over_both_nodes(sitemap_spread, opensearch)
     for site in SITEMAP_FILES:
         paths = requested(log, farm, site)
         assert len(paths) == len(set(paths)), (site, sorted(paths))  # nothing fetched twice
-        assert set(paths) - {"/robots.txt"} == SITEMAP_FILES[site] | PAGES[site], site
+        assert set(paths) - set(HOST_FILES) == SITEMAP_FILES[site] | PAGES[site], site
     # every sitemap and page the farm served with 200 is archived once (the fetcher archives
     # it before a parser sees it), and FETCHED but the two sitemaps whose XML entities their
     # parser refused (FETCH_ERROR: tests/integration/test_sitemap_crawl.py)
