@@ -19,9 +19,7 @@ status).
 
 from __future__ import annotations
 
-import json
 import re
-import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -111,24 +109,15 @@ def served(addr: str, path: str) -> tuple[bytes, str] | None:
     return body, (f"text/html; charset={charset}" if where == "header" else "text/html")
 
 
-class Farm:
-    def __init__(self, log_path: str, port: int) -> None:
-        self.log = open(log_path, "a", buffering=1)
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        addr = request.transport.get_extra_info("sockname")[0]
-        found = served(addr, request.path) if addr in SITES else None
-        if found is None:
-            resp = web.Response(status=404)
-        else:
-            resp = web.Response(body=found[0], headers={"Content-Type": found[1]})
-        self.log.write(json.dumps({"t": time.time(), "host": addr, "path": request.path,
-                                   "status": resp.status}) + "\n")
-        return resp
+def answer(addr: str, path: str) -> web.Response:
+    found = served(addr, path) if addr in SITES else None
+    if found is None:
+        return web.Response(status=404)
+    return web.Response(body=found[0], headers={"Content-Type": found[1]})
 
 
 def main() -> None:
-    aiosites.main(lambda log, port: Farm(log, port).handle, list(SITES))
+    aiosites.main(aiosites.answering(lambda port: answer), list(SITES))
 
 
 if __name__ == "__main__":
