@@ -619,19 +619,6 @@ class WARCWriter:
         return final
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def finalize_open(open_path: Path, suffix: str = OPEN_SUFFIX, new_suffix: str = "") -> Path:
     """Rename ``x.open`` to ``x`` atomically, never replacing an existing file."""
     final = open_path.with_name(open_path.name[: -len(suffix)] + new_suffix)
@@ -644,10 +631,10 @@ def finalize_open(open_path: Path, suffix: str = OPEN_SUFFIX, new_suffix: str = 
         if final.exists():
             raise FileExistsError(f"cannot finalize {open_path}: {final} already exists") from None
         os.rename(open_path, final)
-        _fsync_dir(final.parent)
+        X.fsync_dir(final.parent)
         return final
     os.unlink(open_path)
-    _fsync_dir(final.parent)
+    X.fsync_dir(final.parent)
     return final
 
 

@@ -168,7 +168,9 @@ def _read_lines(path: Path) -> list[str]:
     return data.decode("utf-8").splitlines()
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or a new file in ``directory`` durable (the writer's files and indices);
+    a file system that cannot sync a folder is left as it is."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -191,7 +193,7 @@ def write_index(path: Path, lines: Iterable[str]) -> Path:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
 
 
