@@ -54,7 +54,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from owler import conf as C
-from owler.constants import SIMHASH
+from owler.constants import PARTITION_MODE_HOST, SIMHASH
 from owler.frontier import DEFAULT_KEY, RETRY_SECS, Frontier, backend_of, open_frontier
 from owler.urls import host_of, partition_key, partition_mode
 
@@ -308,8 +308,10 @@ class FrontierSeeds:
             self._drop()
             return []
         out = []
+        # a byHost queue holds its host's URLs only: no need to look at each (a third of the time)
+        every = self.mode == PARTITION_MODE_HOST and key == host
         for other_url, value in rows:
-            if host_of(other_url) != host:
+            if not every and host_of(other_url) != host:
                 continue
             try:
                 out.append((other_url, int(value, 16)))
