@@ -2,13 +2,13 @@
 
 Input ``url, key, metadata`` grouped by ``key`` (one queue in one task: politeness holds across
 tasks); a page goes on with that ``key`` as its fourth value (``FETCHED_FIELDS``), which the
-parsers are grouped on (``parser.grouping``). A URL that a blacklist names by now (an opt-out added after it entered the frontier) is
-not fetched: ERROR with ``error.cause=blacklist:<list>``, checked by the engine just before the
-fetch (:meth:`owler.blacklist.Blacklist.refusal`). Output: pages on ``default``, statuses on
-``status``, redirect targets on ``outlinks``, and the sitemaps found for a host (checked by
-:meth:`owler.sitemap.processor.EntryGate.found`) as DISCOVERED on ``status``. Emits and acks
-happen on the engine's thread, anchored to the input; a full queue fails the tuple
-(back-pressure). Counters: ``Outcome.counters``, ``engine.snapshot``.
+parsers are grouped on (``parser.grouping``). A URL that a blacklist names by now (an opt-out
+added after it entered the frontier) is not fetched: ERROR with ``error.cause=blacklist:<list>``,
+checked by the engine just before the fetch (:meth:`owler.blacklist.Blacklist.refusal`). Output:
+pages on ``default``, statuses on ``status``, redirect targets on ``outlinks``, and the sitemaps
+found for a host (checked by :meth:`owler.sitemap.processor.EntryGate.found`) as DISCOVERED on
+``status``. Emits and acks happen on the engine's thread, anchored to the input; a full queue
+fails the tuple (back-pressure). Counters: ``Outcome.counters``, ``engine.snapshot``.
 
 Unless ``warc.enabled: false``, a fetched page is archived first
 (:class:`owler.warc.crawl.archiver.Archiver`, on a thread of its own, counters ``warc/*``): the

@@ -106,7 +106,8 @@ def test_warc2warc_records_are_copied_by_the_spout():
     """The spout copies every record and emits only the HTTP responses, to the parser: no copy
     bolt, no ``archive`` stream."""
     got = inputs(load_topology(ROOT, "warc2warc", load_conf(None, [])))
-    assert set(got) == {"spout", "parser", "status"} and got["parser"] == {"spout": "fields(['key'])"}
+    assert set(got) == {"spout", "parser", "status"}
+    assert got["parser"] == {"spout": "fields(['key'])"}
     # the copy finds replays in its progress store: the writer's dedup window is not its concern
     conf = load_conf(None, ["warc.s3.bucket=out", "warc.s3.dedup.window=10"])
     check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)
@@ -134,9 +135,9 @@ def test_warc2warc_refuses_warc_output_off():
         check_topology_conf(load_topology(ROOT, "warc2warc", conf), ROOT, conf)
 
 
-@pytest.mark.parametrize("grouping,expected", [(None, "fields(['key'])"), ("key", "fields(['key'])"),
-                                               ("local", "LOCAL_OR_SHUFFLE"),
-                                               ("LOCAL", "LOCAL_OR_SHUFFLE")])
+@pytest.mark.parametrize("grouping,expected", [
+    (None, "fields(['key'])"), ("key", "fields(['key'])"), ("local", "LOCAL_OR_SHUFFLE"),
+    ("LOCAL", "LOCAL_OR_SHUFFLE")])
 def test_the_parsers_take_pages_by_queue_key_unless_told_to_keep_them_local(grouping, expected):
     """parser.grouping: one parser task sees every page of a queue (owler/parse/simhash.py), or a
     page stays in its worker when a parser task runs there."""
@@ -149,5 +150,6 @@ def test_the_parsers_take_pages_by_queue_key_unless_told_to_keep_them_local(grou
 
 
 def test_an_unknown_parser_grouping_is_a_clear_error():
-    with pytest.raises(ConfError, match="parser.grouping: expected one of key, local, got 'shuffle'"):
+    with pytest.raises(ConfError,
+                       match="parser.grouping: expected one of key, local, got 'shuffle'"):
         load_topology(ROOT, "explorative", load_conf(None, ["parser.grouping=shuffle"]))

@@ -242,8 +242,8 @@ class FrontierSeeds:
     last, as long as they share an interval (``fetchInterval.default``; the adaptive scheduler's
     intervals move them within a factor of its bounds). Two kinds of URL come before them: those
     never to be fetched again (stored with the latest date of all, ``NEVER``: pages fetched
-    some time, their SimHash as good as any) and errors with a longer interval (``fetchInterval.error``: no SimHash, they
-    only take places of the scan). SQLite walks the ``(key, next_fetch_date)`` index backwards,
+    some time, their SimHash as good as any) and errors with a longer interval
+    (``fetchInterval.error``: no SimHash, they only take places of the scan). SQLite walks the ``(key, next_fetch_date)`` index backwards,
     so the query's cost does not grow with the queue; a "fetched at" order would need an index
     of its own on every write for this one read.
 
