@@ -178,8 +178,8 @@ def accuracy_row(data: dict[str, list[str]], model: str) -> str:
 #: LanguageID's reading of a page's text, as the manuals table compares them (issue 48)
 READINGS = {"1,000 characters from the middle (the reading before issue 48)": {
                 "maxLength": 1000, "windows": 1},
-            "4,000 in 4 windows (shipped)": {},
-            "8,000 in 4 windows": {"maxLength": 8000, "windows": 4},
+            "1,000 in 4 windows (shipped)": {},
+            "4,000 in 4 windows": {"maxLength": 4000, "windows": 4},
             "the whole text": {"maxLength": 10 ** 8, "windows": 1}}
 
 

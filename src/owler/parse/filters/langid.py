@@ -17,11 +17,13 @@ Decision, per page:
    characters that are not whitespace (default 200) and the model's answer reaches ``minProb``,
    that language (``lang.source=text``; ``lang.confidence``, three decimals: fastText's
    probability, or CLD2's share of the text in that language; ``lang.reliable``: whether CLD2
-   calls its answer reliable). Of a text longer than ``maxLength`` characters (default 4,000) the
+   calls its answer reliable). Of a text longer than ``maxLength`` characters (default 1,000) the
    model reads that many in ``windows`` windows (default 4), each the middle of one of that many
-   equal parts of the text: one window from the middle (the old way, ``windows: 1``, 1,000
-   characters) often fell on a configuration example or a list of names, and a page is in the
-   language of all of it (its very start and end, menus and footers, are left out). The cost grows with ``maxLength``, not with the page.
+   equal parts of the text: one window from the middle (the old way, ``windows: 1``) often fell
+   on a configuration example or a list of names, and a page is in the language of all of it (its
+   very start and end, menus and footers, are left out). The cost grows with ``maxLength``, not
+   with the page: 4,000 characters got no page more right than 1,000 and cost the benchmark
+   farm's crawl a tenth of its pages/s (docs/benchmarks-history.md, issue 48).
 
    CLD2's answer is its *summary language*, by the rules CLD2 applies to it (pycld2 returns only
    the three languages with the most text, so they are applied again here): the language with
@@ -188,7 +190,7 @@ class LanguageID(ParseFilter):
         self.key = "lang"
         self.min_prob: float | None = None  # the model's own floor (module docstring)
         self.min_length = 200
-        self.max_length = 4000
+        self.max_length = 1000
         self.windows = 4
         self.extracted = DECLARED_LANG
         self.prefer_declared = False
@@ -203,7 +205,7 @@ class LanguageID(ParseFilter):
         self.key = C.get_str(params, "key", "lang") or "lang"
         self.min_prob = C.get_float(params, "minProb", None) if "minProb" in params else None
         self.min_length = C.get_int(params, "minLength", 200)
-        self.max_length = C.get_int(params, "maxLength", 4000)
+        self.max_length = C.get_int(params, "maxLength", 1000)
         self.windows = C.get_int(params, "windows", 4)
         self.extracted = C.get_str(params, "extracted", DECLARED_LANG) or DECLARED_LANG
         self.prefer_declared = C.get_bool(params, "preferDeclared", False)
