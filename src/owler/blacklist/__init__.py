@@ -234,10 +234,14 @@ class Blacklist:
 
     def match(self, url: str) -> str | None:
         """Name of the list that blacklists ``url`` (by host/domain or URL prefix), else None;
-        ``takedown`` for a URL that a take-down names (:mod:`owler.blacklist.takedown`). An unparsable URL
-        matches nothing."""
+        ``takedown`` for a URL that a take-down names (:mod:`owler.blacklist.takedown`). An
+        unparsable URL matches nothing."""
         if self.takedowns is not None and self.takedowns.match(url) is not None:
             return TAKEDOWN_LIST
+        return self._listed(url)
+
+    def _listed(self, url: str) -> str | None:
+        """:meth:`match` over the lists alone."""
         if not self._domains and not self._prefixes:
             return None
         host = fast_host(url)
@@ -261,12 +265,12 @@ class Blacklist:
     def refusal(self, url: str, now: float | None = None) -> str | dict | None:
         """For a URL about to be fetched: the ``error.cause`` of its ERROR status when a list
         names it (``blacklist:optout``), the metadata of a take-down that names it
-        (:meth:`owler.blacklist.takedown.Takedown.metadata`), else None. Reloads the lists first when they
-        are due for a check (:meth:`maybe_reload`)."""
+        (:meth:`owler.blacklist.takedown.Takedown.metadata`), else None. Reloads the lists first
+        when they are due for a check (:meth:`maybe_reload`). The take-downs are matched once."""
         self.maybe_reload(now)
         if self.takedowns is not None:
             entry = self.takedowns.match(url)
             if entry is not None:
                 return entry.metadata()
-        name = self.match(url)
+        name = self._listed(url)
         return None if name is None else CAUSE_PREFIX + name
