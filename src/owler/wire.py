@@ -48,6 +48,10 @@ RAW_REPLAYED = "_raw.replayed"
 #: empty; the parser does not hash the record again
 #: (owler.warc.warc2warc.record_as_page.RecordParser)
 RAW_DIGESTS = "_raw.digests"
+#: the DOM of a page rendered by the browser (owler.fetch.browser), serialised as HTML: written by
+#: the fetcher's archiver as a ``conversion`` record referring to the response, then handed to
+#: the parser as the page's content (owler.fetch.browser.for_parser)
+RAW_RENDERED = "_raw.rendered"
 
 
 def encode_content(content: bytes, binary: bool = False) -> str | bytes:
