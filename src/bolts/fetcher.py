@@ -13,7 +13,9 @@ fails the tuple (back-pressure). Counters: ``Outcome.counters``, ``engine.snapsh
 Unless ``warc.enabled: false``, a fetched page is archived first
 (:class:`owler.warc.crawl.archiver.Archiver`, on a thread of its own, counters ``warc/*``): the
 page goes to the parser, and its tuple is acked, only once its WARC records are stored; a page
-whose records could not be stored is failed.
+whose records could not be stored is failed. A page the browser rendered
+(:mod:`owler.fetch.browser`) goes to the parser as its rendered DOM
+(:func:`owler.fetch.browser.for_parser`), its raw response and the DOM archived first.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from owler import wire
 from owler.blacklist import Blacklist
 from owler.constants import (FETCH_EXCEPTION, FETCHED_FIELDS, OUTLINKS_FIELDS, OUTLINKS_STREAM,
                              STATUS_FIELDS, STATUS_STREAM, Status)
+from owler.fetch.browser import for_parser
 from owler.fetch.engine import FetchEngine, FetchItem, Outcome
 from owler.sitemap.processor import EntryGate
 from owler.task.component import StatusEmitter
@@ -117,7 +120,8 @@ class FetcherBolt(StatusEmitter, Bolt):
         """To the parser with its queue's partition key (the input's, not a finer
         ``fetcher.queue.mode`` queue: the parsers are grouped on the frontier's key), the page's
         tuple acked (on the archiver's thread once it is stored)."""
-        self.emit([page.url, wire.encode_content(page.payload, self.binary), page.metadata,
+        content, md = for_parser(page.payload, page.metadata)  # a rendered page: its DOM
+        self.emit([page.url, wire.encode_content(content, self.binary), md,
                    page.token.values[1]], anchors=[page.token])
         self.ack(page.token)
 

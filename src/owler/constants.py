@@ -100,6 +100,11 @@ IS_FEED = "isFeed"
 ANCHORS = "anchors"
 #: minutes from now until the URL is due, whatever its status (read by :mod:`owler.scheduler`)
 DELAY_MINS = "scheduler.delay.mins"
+#: which protocol fetches a URL (StormCrawler's routing key: ``fetch.with=browser`` sends it to
+#: the browser, :mod:`owler.fetch.browser`; written by :mod:`owler.parse.filters.jsrender`)
+FETCH_WITH = "fetch.with"
+#: how a page's render in the browser ended (idle, budget, failed): present on a rendered page
+BROWSER_END = "browser.end"
 
 # What sitemaps say of a URL (:mod:`owler.sitemap`, :mod:`owler.fetch.discovery`, the scheduler
 # and the frontiers' sitemap refresh, :mod:`owler.frontier.refresh`)

@@ -144,3 +144,54 @@ def test_the_rendered_page_for_the_archive_and_the_parser(rendered):
               if k.lower() == "content-type"]
     assert ctypes == ["text/html; charset=utf-8"]
     assert content.startswith(b"\xef\xbb\xbf") and content[3:].decode() == r.dom
+
+
+def test_the_fetch_engine_renders_what_the_delegator_routes_to_the_browser(tmp_path):
+    """FetchEngine with protocol.delegator.config: a URL with fetch.with=browser comes out with
+    its rendered DOM and how the render ended; the others as fetched, and a crawl that routes
+    nothing to the browser never starts it."""
+    import queue
+
+    from owler.fetch.engine import FetchEngine, FetchItem
+
+    log = tmp_path / "farm.log"
+    conf = {"http.agent.name": "owler-test", "http.allowed.networks": [S.NETWORK],
+            "fetcher.server.delay": 0, "browser.page.budget": BUDGET,
+            "protocol.delegator.config": [
+                {"className": "browser", "filters": {"fetch.with": "browser"}},
+                {"className": "browser", "regex": [r"/fetched$"]},
+                {"className": "http"}]}
+    outcomes: queue.Queue = queue.Queue()
+
+    def crawl(engine, items):
+        for url, md in items:
+            assert engine.submit(FetchItem(url, "127.0.74.1", md))
+        got = {}
+        for _ in items:
+            out = outcomes.get(timeout=60)
+            got[out.item.url.split("/", 3)[3]] = out
+        return got
+
+    with farm_module("tests.farm.scripted", log) as (port,):
+        base = f"http://{S.HOST}:{port}/"
+        engine = FetchEngine(conf, outcomes.put)
+        engine.start()
+        try:
+            plain = crawl(engine, [(base + "about", {}), (base + "dcl", {})])
+            assert engine.browser.stats == {}  # nothing routed to it: never started
+            routed = crawl(engine, [(base + "dcl", {"fetch.with": ["browser"]}),
+                                    (base + "fetched", {}), (base + "busy",
+                                                         {"fetch.with": ["browser"]})])
+            counters, _ = engine.snapshot()
+        finally:
+            engine.stop(timeout=10)
+    for out in plain.values():
+        assert out.kind == "page" and wire.RAW_RENDERED not in out.metadata
+        assert "browser.end" not in out.metadata
+    for path, end in (("dcl", "idle"), ("fetched", "idle"), ("busy", "budget")):
+        out = routed[path]
+        assert out.kind == "page" and out.metadata["browser.end"] == [end], path
+        assert out.content.startswith(b"<!DOCTYPE html>")  # the raw response, for the archive
+        assert 'id="root"></div>' in out.content.decode()
+        assert f"This text of /{path}" in out.metadata[wire.RAW_RENDERED][0]
+    assert counters["browser/rendered"] == 3 and counters["browser/budget"] == 1

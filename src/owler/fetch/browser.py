@@ -77,8 +77,11 @@ from typing import Any, Mapping
 
 from owler import conf as C
 from owler import wire
-from owler.constants import DELAY_MINS
+from owler.constants import BROWSER_END as END
+from owler.constants import FETCH_WITH
 from owler.fetch.http import user_agent
+from owler.signals import MD_WITHHELD
+from owler.signals.head import is_html
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +101,6 @@ CACHE_ENTRIES_KEY = "browser.cache.entries"
 DELEGATOR_KEY = "protocol.delegator.config"
 
 # ---- metadata keys -----------------------------------------------------------------------------
-FETCH_WITH = "fetch.with"
-END = "browser.end"
 END_DETAIL = "browser.end.detail"
 REQUESTS = "browser.requests"
 BLOCKED = "browser.blocked"
@@ -402,8 +403,7 @@ class _Browser:
             self.proc = subprocess.Popen(["/bin/bash", "-c", script, self.exe, *args],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=self.errlog,
-                                         pass_fds=(to_browser_r, from_browser_w),
-                                         start_new_session=True)
+                                         pass_fds=(to_browser_r, from_browser_w))
         finally:
             os.close(to_browser_r)
             os.close(from_browser_w)
@@ -647,7 +647,7 @@ class _Page:
         stopped first (``Runtime.terminateExecution``), noted in the detail."""
         for attempt in range(2):
             try:
-                doc = await self._send("DOM.getDocument", {"depth": 0}, timeout=2.0)
+                doc = await self._send("DOM.getDocument", timeout=2.0)
                 html = await self._send("DOM.getOuterHTML",
                                         {"nodeId": doc["root"]["nodeId"]}, timeout=5.0)
                 return html.get("outerHTML")
@@ -662,6 +662,39 @@ class _Page:
                 self.out.detail = ((self.out.detail + "; ") if self.out.detail else "") + \
                     "its scripts never finished: stopped"
         return None
+
+
+def wants_render(md: Mapping[str, list[str]], res) -> bool:
+    """Whether a fetched page routed to the browser is rendered: a 2xx answer but 304 whose
+    content is HTML and was not withheld (``signals.withheld``: nothing of it may be parsed);
+    anything else (a PDF, an error page, a 304 whose content the archive holds already) is a
+    page of the HTTP protocol's."""
+    return (res.status is not None and 200 <= res.status < 300 and bool(res.content)
+            and MD_WITHHELD not in md and is_html(res.header("content-type"), res.content))
+
+
+async def render_page(browser: "BrowserFetcher | None", router: Router, url: str, md: dict,
+                      res, count) -> None:
+    """The fetch engine's step after a page was fetched (:mod:`owler.fetch.engine`): when
+    ``router`` sends ``url`` to the browser and :func:`wants_render`, render it and :func:`note`
+    the outcome in ``md`` (counted ``browser_rendered``, ``browser_budget`` for a render that
+    ended at its budget); a browser that cannot render it (not installed, crashed) leaves the
+    page as fetched with ``browser.end=failed`` and the cause (``browser_failed``). Any other
+    page loses what an earlier render noted (:func:`forget`)."""
+    forget(md)
+    if browser is None or router.protocol(url, md) != "browser" or not wants_render(md, res):
+        return
+    try:
+        rendered = await browser.render(url, res)
+    except BrowserError as exc:
+        count("browser_failed")
+        md[END] = ["failed"]
+        md[END_DETAIL] = [str(exc)[:500]]
+        return
+    note(md, rendered)
+    count("browser_rendered")
+    if rendered.end != "idle":
+        count(f"browser_{rendered.end}")
 
 
 class BrowserFetcher:
@@ -758,4 +791,4 @@ class BrowserFetcher:
 
 
 __all__ = ["BrowserFetcher", "BrowserError", "Rendered", "Router", "note", "forget",
-           "for_parser", "check_conf", "FETCH_WITH", "DELAY_MINS"]
+           "for_parser", "check_conf", "render_page", "wants_render", "FETCH_WITH"]

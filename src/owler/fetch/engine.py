@@ -57,6 +57,12 @@ bolt emits them, filtered, as DISCOVERED ``isSitemap=true``). A seed of the site
 ``sitemap.seeded`` and ``scheduler.delay.mins`` = ``sitemap.seed.interval`` (or the robots error
 TTL when robots.txt could not be read): when to look again.
 
+Pages built by scripts (:mod:`owler.fetch.browser`, issue 48): a page that
+``protocol.delegator.config`` routes to the browser (by metadata such as ``fetch.with=browser``,
+by URL patterns) is fetched as any other, then rendered from that response in headless Chromium;
+the rendered DOM rides with the page as ``_raw.rendered`` (archived as a ``conversion`` record,
+parsed instead of the raw HTML), how the render ended in ``browser.*``.
+
 Config keys: ``fetcher.threads.number``, ``fetcher.max.crawl.delay``,
 ``fetcher.max.crawl.delay.force``, ``fetcher.timeout.queue``, ``fetcher.queue.mode``,
 ``fetcher.politeness.file`` (per-site delays, :class:`owler.fetch.politeness.DelayOverrides`),
@@ -64,7 +70,7 @@ Config keys: ``fetcher.threads.number``, ``fetcher.max.crawl.delay``,
 ``http.store.headers``, ``protocol.md.prefix``, ``signals.purposes``,
 ``signals.refused.action``, ``signals.meta.scan.bytes``, and those of
 :mod:`owler.fetch.http`, :mod:`owler.fetch.politeness`, :mod:`owler.fetch.robots`,
-:mod:`owler.fetch.tdmrep` and :mod:`owler.fetch.discovery`.
+:mod:`owler.fetch.tdmrep`, :mod:`owler.fetch.discovery` and :mod:`owler.fetch.browser`.
 """
 
 from __future__ import annotations
@@ -83,6 +89,8 @@ from owler.constants import (DELAY_MINS, ERROR_CAUSE, FETCH_EXCEPTION, FETCH_STA
                              QUEUE_CRAWL_DELAY,
                              QUEUE_TIMEOUT_KEY, REDIRECT_HOPS, REDIRECT_TO, REDIRECTIONS_KEY,
                              STORE_HEADERS_KEY, Status)
+from owler.fetch.browser import BrowserFetcher, Router, render_page
+from owler.fetch.browser import check_conf as check_browser_conf
 from owler.fetch.discovery import SitemapDiscovery
 from owler.fetch.http import FetchResult, HttpFetcher, redirect_target
 from owler.fetch.http import check_conf as check_http_conf
@@ -161,6 +169,7 @@ def check_conf(conf: dict) -> None:
     Storm starts (``owler run``)."""
     queue_mode(conf)
     check_http_conf(conf)
+    check_browser_conf(conf)
 
 
 class FetchEngine:
@@ -192,6 +201,11 @@ class FetchEngine:
         self.robots = RobotsSource(conf, self.http, count=self._count,
                                    on_new_rules=self.discovery.robots_read)
         self.tdmrep = TdmRepSource(conf, self.http, count=self._count)
+        # the browser protocol (issue 48): a page routed to it is rendered after its fetch; the
+        # browser starts on the first such page (owler.fetch.browser)
+        self.router = Router.from_conf(conf)
+        self.browser = (BrowserFetcher(conf, self.http, self.robots)
+                        if self.router.uses_browser else None)
         self.signal_policy = signals.SignalPolicy.from_conf(conf)
         self.agents = agents_from_conf(conf)  # (the agent scopes of X-Robots-Tag and <meta>)
         self.meta_limit = C.get_int(conf, SCAN_BYTES_KEY, HEAD_LIMIT)
@@ -255,7 +269,8 @@ class FetchEngine:
         counters = {f"{group}/{'errors' if name == 'error' else name}": stats[f"{group}_{name}"]
                     for group, names in (("robots", ("fetched", "allowed", "denied", "error")),
                                          ("tdmrep", ("fetched", "error")),
-                                         ("signals", ("refused", "withheld")))
+                                         ("signals", ("refused", "withheld")),
+                                         ("browser", ("rendered", "budget", "failed")))
                     for name in names if stats.get(f"{group}_{name}")}
         return counters, {"queued": self.queued(), "fetching": self.queues.in_flight,
                           "queues": self.queues.num_queues}
@@ -302,6 +317,8 @@ class FetchEngine:
         finally:
             for t in tasks:
                 t.cancel()
+            if self.browser is not None:
+                await self.browser.close()
             await self.http.close()
 
     async def _fetch_one(self, key: str, item: FetchItem, sem: asyncio.Semaphore) -> None:
@@ -393,7 +410,11 @@ class FetchEngine:
             return stopped
         conditional = self.revisits.conditional_headers(md)
         res = await self.http.fetch(url, extra_headers=conditional)
-        return self._answered(key, item, md, res, conditional, said)
+        outcome = self._answered(key, item, md, res, conditional, said)
+        if outcome[0].kind == "page":  # rendered too when routed to the browser
+            await render_page(self.browser, self.router, url, outcome[0].metadata, res,
+                              self._count)
+        return outcome
 
     async def _host_signals(self, key: str, item: FetchItem, md: dict,
                             rules) -> tuple[list, tuple[Outcome, float | None] | None]:

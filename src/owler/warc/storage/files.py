@@ -300,6 +300,7 @@ class WARCWriter:
             refers_to_date=(md.get(CAPTURE_DATE) or [None])[0],
             payload_digest=digest[0] if digest else None,
             metadata=(md.get(wire.RAW_SIGNALS) or [None])[0],
+            rendered=(md.get(wire.RAW_RENDERED) or [None])[0],
         )
 
     def write_exchange(self, url: str, *, fetch_time: float | None,
@@ -310,7 +311,8 @@ class WARCWriter:
                        identified_payload_type: str | None = None,
                        payload_decoded: bool = True, revisit: str | None = None,
                        refers_to_date: str | None = None,
-                       payload_digest: str | None = None, metadata: str | None = None) -> int:
+                       payload_digest: str | None = None, metadata: str | None = None,
+                       rendered: str | None = None) -> int:
         """Write ``request`` (if given) and ``response`` records; return compressed bytes written.
 
         With ``revisit`` (``server-not-modified`` or ``identical-payload-digest``) the response is
@@ -320,7 +322,9 @@ class WARCWriter:
         capture's WARC-Date, when known). ``payload_digest`` is the WARC-Payload-Digest when the
         caller has it (the payload's; for a 304 the capture's), else it is computed.
         ``metadata`` (JSON: what the webmasters' signals said, owler.signals.record_json) is
-        written after the response as a ``metadata`` record concurrent to it.
+        written after the response as a ``metadata`` record concurrent to it. ``rendered``
+        (the page's DOM once the browser ran its scripts, :mod:`owler.fetch.browser`) is written
+        after them as a ``conversion`` record referring to the response (:meth:`_conversion_member`).
 
         ``payload`` is the body after transfer decoding (and after content decoding when
         ``payload_decoded``); headers are fixed up accordingly
@@ -359,6 +363,9 @@ class WARCWriter:
         resp_index = len(members) - 1
         if metadata is not None:
             members.append(self._metadata_member(metadata.encode("utf-8"), resp_id, date, uri))
+        if rendered is not None:
+            members.append(self._conversion_member(rendered.encode("utf-8", "surrogatepass"),
+                                                   resp_id, date, uri))
         return self._append_exchange(members, resp_id, resp_index, revisit=revisit is not None,
                                      heads=(h, http_head))
 
@@ -368,6 +375,25 @@ class WARCWriter:
              ("WARC-Warcinfo-ID", self._warcinfo_id), ("WARC-Target-URI", uri),
              ("WARC-Concurrent-To", resp_id), ("Content-Type", "application/json"),
              ("WARC-Block-Digest", R.sha1_b32(block))]
+        return R.gzip_member((R.record_head(h, len(block)), block, R.RECORD_END), self.gzip_level)
+
+    def _conversion_member(self, block: bytes, resp_id: str, date: str, uri: str) -> bytes:
+        """The rendered DOM of the response ``resp_id`` (HTML, UTF-8), compressed.
+
+        WARC/1.1 §6.9 makes a ``conversion`` record "an alternative version of another record's
+        content that was created as the result of an archival process", naming the original
+        with ``WARC-Refers-To``: what a browser made of the response is that, and a reader of
+        responses (a replay tool, a CDXJ index of responses) keeps seeing the capture as the
+        server sent it. A ``resource`` record would present the DOM as if it had been fetched,
+        and a ``metadata`` one as if it were about the capture rather than a version of it.
+        Same date and target URI as the response; its block is the HTML alone, so its payload
+        digest is its block digest."""
+        digest = R.sha1_b32(block)
+        h = [("WARC-Type", "conversion"), ("WARC-Record-ID", R.new_record_id()),
+             ("WARC-Date", date), ("WARC-Warcinfo-ID", self._warcinfo_id),
+             ("WARC-Target-URI", uri), ("WARC-Refers-To", resp_id),
+             ("Content-Type", "text/html; charset=utf-8"),
+             ("WARC-Payload-Digest", digest), ("WARC-Block-Digest", digest)]
         return R.gzip_member((R.record_head(h, len(block)), block, R.RECORD_END), self.gzip_level)
 
     def _shared_headers(self, date: str, ip: str | None, uri: str) -> list[tuple[str, str]]:
