@@ -9,7 +9,10 @@
 # - the HTML pages of two Debian manuals in their translations (the Debian FAQ and the New
 #   Maintainers' Guide, GPL-2+: thirteen languages, packages pinned in tests/manuals.versions,
 #   taken apart without installing them by services/debian.sh) into
-#   .work/testdata/debian-manuals/<package>/, for the language test (tests/farm/manuals.py).
+#   .work/testdata/debian-manuals/<package>/, for the language test (tests/farm/manuals.py);
+# - the PDF versions of the same manuals, shipped in the same packages (gzipped ones unpacked),
+#   into .work/testdata/debian-documents/<package>/, for the documents' tests
+#   (tests/unit/test_documents.py, tests/farm/documents.py).
 # Idempotent: a package whose folder is complete is not fetched again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,3 +71,31 @@ manuals() {
   echo "Debian manuals: $(find "$dest" -name '*.html' | wc -l) HTML pages in $dest"
 }
 manuals
+
+# documents: the PDFs of the same packages (a .pdf.gz unpacked), and each package's copyright file
+documents() {
+  local dest=.work/testdata/debian-documents sum
+  sum=$(cat tests/manuals.versions services/debian.sh | sha256sum | cut -c1-16)
+  [ "$(cat "$dest/.complete" 2>/dev/null)" = "$sum" ] && return 0
+  DEB_TMP=$work DEB_VERSIONS=tests/manuals.versions DEB_WHO=testdata.sh
+  # shellcheck source=services/debian.sh
+  . services/debian.sh
+  rm -rf "$dest"; mkdir -p "$dest"
+  local pkg f
+  for pkg in $(awk '!/^#/ && NF { print $1 }' tests/manuals.versions); do
+    deb_unpack "$pkg"
+    mkdir -p "$dest/$pkg"
+    while IFS= read -r -d '' f; do
+      case $f in
+        *.gz) gzip -dc "$f" > "$dest/$pkg/$(basename "${f%.gz}")" ;;
+        *) cp "$f" "$dest/$pkg/" ;;
+      esac
+    done < <(find "$work/x/$pkg/usr/share/doc" -type f \( -name '*.pdf' -o -name '*.pdf.gz' \) -print0)
+    cp "$work/x/$pkg/usr/share/doc/$pkg/copyright" "$dest/$pkg/copyright"
+    ls "$dest/$pkg"/*.pdf >/dev/null 2>&1 || { echo "testdata.sh: no PDF in $pkg" >&2; exit 1; }
+    rm -rf "${work:?}/x/$pkg"
+  done
+  echo "$sum" > "$dest/.complete"
+  echo "Debian documents: $(find "$dest" -name '*.pdf' | wc -l) PDFs in $dest"
+}
+documents

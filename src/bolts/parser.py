@@ -57,7 +57,10 @@ class ParserBolt(StatusEmitter, Bolt):
     def collect(self, counters, gauges):
         if self.seeds is not None:
             counters.update(self.seeds.counters)
+        if self.handler.documents is not None:
+            counters.update(self.handler.documents.counters)
 
     def shutdown(self):
+        self.handler.close()  # the document worker
         if self.seeds is not None:
             self.seeds.close()

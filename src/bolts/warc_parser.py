@@ -81,7 +81,10 @@ class WARCParserBolt(StatusEmitter, Bolt):
     def collect(self, counters, gauges):
         if self.seeds is not None:
             counters.update(self.seeds.counters)
+        if self.pages.documents is not None:
+            counters.update(self.pages.documents.counters)
 
     def shutdown(self):
+        self.pages.close()  # the document worker
         if self.seeds is not None:
             self.seeds.close()

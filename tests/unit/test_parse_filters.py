@@ -251,8 +251,8 @@ def test_chain_json_round_trip(tmp_path):
 def test_a_page_that_is_no_longer_html_keeps_no_parse_filter_values():
     handler = PageHandler({"parsefilters.config.file": "parsefilters.json"})
     md = {"lang": ["de"], "lang.source": ["text"], "parse.description": ["old"], "depth": ["1"],
-          wire.RAW_HEADERS: wire.encode_headers([("Content-Type", "application/pdf")])}
-    out = handler.handle_page("http://h.example/doc", b"%PDF-1.7", md)
-    assert out.status == Status.FETCHED and out.metadata["parse.mimetype"] == ["application/pdf"]
+          wire.RAW_HEADERS: wire.encode_headers([("Content-Type", "image/png")])}
+    out = handler.handle_page("http://h.example/doc", b"\x89PNG\r\n\x1a\n", md)
+    assert out.status == Status.FETCHED and out.metadata["parse.mimetype"] == ["image/png"]
     assert "lang" not in out.metadata and "parse.description" not in out.metadata
     assert out.metadata["depth"] == ["1"]

@@ -8,12 +8,21 @@
   text when ``track.anchors`` keeps one (:mod:`owler.outlinks`);
   a canonical URL and a meta refresh target are recorded in the metadata (``canonical``,
   ``parse.metarefresh``) and the refresh target is followed like a link;
+- a PDF (by Content-Type, else by its signature; ``parser.documents.enabled``) is read in the
+  sandboxed worker of :mod:`owler.parse.documents`: title, signature, SimHash, its declared
+  language as the parse filters see it, and the URI actions of its link annotations as outlinks
+  (no anchor text, the same rules as an HTML page's otherwise: ``parser.emitOutlinks``, at most
+  ``parser.emitOutlinks.max.per.page``); ``parse.document.pages``, and ``parse.document.cut``
+  when ``parser.documents.max.pages`` or ``.max.text`` cut its text. A document that cannot be read
+  (broken, hostile, past its time or memory limit) is ERROR with the worker's ``error.cause``
+  (``document.*``) and ``error.message``; the parser itself goes on;
 - anything else is recorded (FETCHED, ``parse.mimetype``) and not parsed as HTML, unless
   ``jsoup.treat.non.html.as.error`` turns it into ERROR;
 - a parse failure gives ERROR with ``error.source=parser`` and ``error.message``.
 
 Parse filters (``parsefilters.config.file``, :mod:`owler.parse.filters`) run last on every HTML
-page: page metadata, language, risk classes, XPath/CSS extractions.
+page: page metadata, language, risk classes, XPath/CSS extractions; on a document, those that
+read no markup (:attr:`owler.parse.filters.ParseFilter.documents`).
 
 Re-visits: the previous ``signature`` is kept as ``signatureOld`` before the new one is set (the
 adaptive scheduler compares them); a ``304`` (a conditional fetch whose content did not change,
@@ -39,21 +48,24 @@ The ``_raw.*`` transient keys are removed from the returned metadata.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from owler import conf as C
 from owler import wire
-from owler.constants import (ANCHORS, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE, FETCH_STATUS_CODE,
-                             IS_FEED, MAX_OUTLINKS_KEY, NEAR_DUPLICATE_OF, SIGNATURE,
-                             SIGNATURE_OLD, SIMHASH, Status)
+from owler.constants import (ANCHORS, EMIT_OUTLINKS_KEY, ERROR_CAUSE, ERROR_MESSAGE, ERROR_SOURCE,
+                             FETCH_STATUS_CODE, IS_FEED, MAX_OUTLINKS_KEY, NEAR_DUPLICATE_OF,
+                             SIGNATURE, SIGNATURE_OLD, SIMHASH, Status)
 from owler.metadata import first, set_value
+from owler.parse import documents
+from owler.parse.documents import DocumentError, DocumentResult, is_pdf
 from owler.parse.filters import ParsedPage, ParseFilters
 from owler.parse.html import (SIGNATURE_TEXT_KEY, SIMHASH_KEY, TEXT_NONE_KEY, TRACK_ANCHORS_KEY,
-                              ParseResult, is_html, parse_html)
-from owler.parse.simhash import NearDuplicates, Seeds, to_hex
+                              Outlink, ParseResult, is_html, parse_html)
+from owler.parse.simhash import NearDuplicates, Seeds, simhash64, to_hex
 from owler.signals import MD_WITHHELD
 from owler.status import MetadataTransfer
-from owler.urls import host_of
+from owler.urls import host_of, resolve
 
 #: Content-Types of RSS and Atom feeds
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml", "application/rdf+xml",
@@ -90,6 +102,16 @@ class PageHandler:
         conf = self.conf = {**self.conf, SIMHASH_KEY: C.get_bool(conf, SIMHASH_KEY, True)}
         self.near = NearDuplicates(conf, near_seeds) if conf[SIMHASH_KEY] else None
         self.skip_near_outlinks = C.get_bool(conf, "simhash.skip.outlinks", False)
+        self.emit_outlinks = C.get_bool(conf, EMIT_OUTLINKS_KEY, True)
+        self.use_text_signature = C.get_bool(conf, SIGNATURE_TEXT_KEY, False)
+        #: the sandboxed document worker (None: parser.documents.enabled false); started on the
+        #: first document
+        self.documents = documents.from_conf(conf)
+
+    def close(self) -> None:
+        """Stop the document worker, if one runs."""
+        if self.documents is not None:
+            self.documents.close()
 
     def handle_page(self, url: str, content: bytes, metadata: dict,
                     key: str | None = None) -> PageOutcome:
@@ -113,6 +135,10 @@ class PageHandler:
         header_map, robots_tags = _split_headers(headers)
         ctype = header_map.get("content-type")
         if not is_html(ctype, content):
+            if self.documents is not None and is_pdf(ctype, content):
+                truncated = bool(first(metadata, wire.RAW_TRUNCATED))
+                return self._document(url, content, md, header_map, old_simhash, old_near, key,
+                                      truncated)
             return self._not_html(md, ctype)
         try:
             parse_headers = dict(header_map)
@@ -150,12 +176,61 @@ class PageHandler:
             return PageOutcome(Status.ERROR, md)
         return PageOutcome(Status.FETCHED, md)
 
+    def _document(self, url: str, content: bytes, md: dict, header_map: dict,
+                  old_simhash: list | None, old_near: list | None, key: str | None,
+                  truncated: bool = False) -> PageOutcome:
+        """A PDF read by the document worker (module docstring): FETCHED with what it holds, or
+        ERROR with the worker's cause. Its outlinks are its link annotations' URIs, resolved
+        against the page's URL and normalised like an HTML page's links."""
+        self.filters.clear(md)
+        set_value(md, "parse.mimetype", "application/pdf")
+        try:
+            doc = self.documents.extract(content)
+        except DocumentError as exc:
+            set_value(md, ERROR_SOURCE, "parser")
+            set_value(md, ERROR_CAUSE, exc.cause)
+            cut = " (its content was cut at http.content.limit)" if truncated else ""
+            set_value(md, ERROR_MESSAGE, f"document not read: {exc}{cut}")
+            return PageOutcome(Status.ERROR, md)
+        res = self._document_result(url, content, doc)
+        near = self._note_parse(url, res, md, old_simhash, old_near, key,
+                                mimetype="application/pdf")
+        set_value(md, "parse.document.pages", doc.pages)
+        if doc.cut:
+            set_value(md, "parse.document.cut", "true")
+        outlinks = self._outlinks(url, res, md, near)
+        if self.filters.filters:
+            page = ParsedPage(url, content, header_map, res, md, outlinks)
+            self.filters.run(page, document=True)
+            outlinks = page.outlinks
+        return PageOutcome(Status.FETCHED, md, outlinks, res.text)
+
+    def _document_result(self, url: str, content: bytes, doc: DocumentResult) -> ParseResult:
+        """A document as a parse result: what :meth:`_note_parse`, :meth:`_outlinks` and the
+        parse filters read of an HTML page (no tree, no charset, no robots directives)."""
+        text = doc.text
+        data = text.encode("utf-8") if self.use_text_signature and text else content
+        res = ParseResult(url, title=" ".join(doc.title.split()), text=text, charset="",
+                          lang=doc.lang or None,
+                          signature=hashlib.md5(data).hexdigest())  # noqa: S324 - not security
+        if self.near is not None:
+            res.simhash = simhash64(text)
+        if self.emit_outlinks:
+            seen = {url}
+            for href in doc.links:
+                target = resolve(url, href)
+                if target and target not in seen:
+                    seen.add(target)
+                    res.outlinks.append(Outlink(target, "", False, "a"))
+        return res
+
     def _note_parse(self, url: str, res: ParseResult, md: dict, old_simhash: list | None,
-                    old_near: list | None, key: str | None = None) -> str | None:
+                    old_near: list | None, key: str | None = None,
+                    mimetype: str = "text/html") -> str | None:
         """What the parse found, in the page's metadata: MIME type, title, charset, signature,
         SimHash and near-duplicate mark, canonical URL, noindex. Returns the URL of the page this
         one nearly duplicates, if any."""
-        set_value(md, "parse.mimetype", "text/html")
+        set_value(md, "parse.mimetype", mimetype)
         if res.title:
             set_value(md, "parse.title", res.title[:1000])
         if res.charset:

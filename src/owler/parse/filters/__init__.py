@@ -1,10 +1,12 @@
 """Parse filters: StormCrawler's ``ParseFilters`` chain configured by ``parsefilters.json``.
 
 The parser (:class:`owler.parse.page.PageHandler`, in the explorative and the warc2warc
-topologies) runs the chain on every HTML page it parsed, after the outlinks are final and before
-the page's status is emitted. Each filter reads the page (:class:`ParsedPage`: URL, raw content,
-response headers, the parse result with its document tree, the text, the outlinks) and writes
-metadata; what it writes is stored with the URL when ``metadata.persist`` lists it.
+topologies) runs the chain on every HTML page it parsed (and its filters that read no markup,
+:attr:`ParseFilter.documents`, on every document it read: :mod:`owler.parse.documents`), after
+the outlinks are final and before the page's status is emitted. Each filter reads the page
+(:class:`ParsedPage`: URL, raw content, response headers, the parse result with its document
+tree, the text, the outlinks) and writes metadata; what it writes is stored with the URL when
+``metadata.persist`` lists it.
 
 File format (StormCrawler's)::
 
@@ -209,10 +211,14 @@ class ParseFilter:
     """Base class of a parse filter (StormCrawler's ``ParseFilter``).
 
     ``keys`` are the metadata keys the filter writes (the chain clears them before a parse);
-    ``needs_text`` asks the parser to extract the text of every page."""
+    ``needs_text`` asks the parser to extract the text of every page; ``documents`` says that the
+    filter reads only what a document (a PDF, :mod:`owler.parse.documents`) has too: its URL,
+    headers, title, text, declared language and outlinks, not the HTML tree or markup. Only such
+    filters run on a document."""
 
     name: str = ""
     needs_text: bool = False
+    documents: bool = False
     keys: tuple[str, ...] = ()
 
     def configure(self, conf: Mapping[str, Any], params: Mapping[str, Any]) -> None:
@@ -260,10 +266,14 @@ class ParseFilters:
         for key in self.keys:
             md.pop(key, None)
 
-    def run(self, page: ParsedPage) -> None:
+    def run(self, page: ParsedPage, document: bool = False) -> None:
+        """Run the chain on ``page``; on a ``document`` (a PDF, whose result has no tree and whose
+        content is no markup) only the filters that declare :attr:`ParseFilter.documents`."""
         md = page.metadata
         self.clear(md)
         for f in self.filters:
+            if document and not f.documents:
+                continue
             try:
                 f.filter(page)
             except Exception as exc:  # noqa: BLE001 - one filter's failure is not the page's

@@ -186,6 +186,8 @@ def primary_subtag(value: str | None) -> str | None:
 
 
 class LanguageID(ParseFilter):
+    documents = True  # reads the text and the declared language, no markup
+
     def __init__(self) -> None:
         self.key = "lang"
         self.min_prob: float | None = None  # the model's own floor (module docstring)

@@ -43,6 +43,7 @@ OUTLINK_COUNT = "parse.outlinks.count"
 
 
 class PageMetadata(ParseFilter):
+    documents = True  # reads the parse result's fields, headers and text, no markup
     keys = (DESCRIPTION, KEYWORDS, DECLARED_LANG, CONTENT_LANGUAGE, NO_FOLLOW, NO_ARCHIVE,
             TEXT_LENGTH, OUTLINK_COUNT)
 

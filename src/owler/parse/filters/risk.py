@@ -438,6 +438,7 @@ def _files(value: Any, what: str) -> tuple[list[str], Mapping[str, Any]]:
 
 
 class RiskClassifier(ParseFilter):
+    documents = True  # reads the URL, title and text, no markup
     keys = (RISK, SCORE, REASON, CLASSES)
     # the phrases are matched over the text the chain hands out: lexbor's text of the body
     # unless another reason made the parser extract the text; words on both sides of a tag may
