@@ -224,3 +224,29 @@ def test_pages_with_text_are_never_marked():
             assert page.text_length < 200, url  # only thin pages can be
             marked.append(url)
     assert marked == []  # real pages that say something, shells none of them
+
+
+def test_the_resource_cache_is_bounded_by_entries_bytes_and_time(monkeypatch):
+    from owler.fetch import browser as B
+
+    f = B.BrowserFetcher({"http.agent.name": "owler-test", "browser.cache.entries": 3,
+                          "browser.cache.ttl": 60}, None, None)
+    answer = lambda n: (200, "OK", [], b"x" * n)  # noqa: E731
+    for i in range(5):
+        f._cache_put(f"http://a.example/{i}.js", answer(10))
+    assert list(f._cache) == [f"http://a.example/{i}.js" for i in (2, 3, 4)]
+    assert f._cache_bytes == 30
+    f._cache_get("http://a.example/2.js")  # used: the newest now
+    f._cache_put("http://a.example/5.js", answer(10))
+    assert "http://a.example/3.js" not in f._cache and "http://a.example/2.js" in f._cache
+    f._cache_put("http://a.example/huge.js", answer(B.CACHE_MAX_BYTES // 4 + 1))
+    assert "http://a.example/huge.js" not in f._cache  # too big to be worth keeping
+    monkeypatch.setattr(B, "CACHE_MAX_BYTES", 40)
+    f = B.BrowserFetcher({"http.agent.name": "owler-test", "browser.cache.ttl": 60}, None, None)
+    for i in range(5):
+        f._cache_put(f"http://a.example/{i}.js", answer(10))
+    assert list(f._cache) == [f"http://a.example/{i}.js" for i in (1, 2, 3, 4)]
+    assert f._cache_bytes == 40
+    now = B.time.monotonic()
+    monkeypatch.setattr(B.time, "monotonic", lambda: now + 61)
+    assert f._cache_get("http://a.example/4.js") is None and f._cache_bytes == 30

@@ -29,8 +29,9 @@ Politeness of the page's requests: the page's own queue is busy while it renders
 holds its turn), so no other fetch of this task reaches its host meanwhile; its requests go to
 each host one at a time, ``browser.resource.delay`` seconds apart (per fetcher task), and the
 scripts and style sheets answered with 200 are kept for ``browser.cache.ttl`` seconds
-(``browser.cache.entries`` of them), so that the pages of one single-page application do not ask
-for its bundle again and again.
+(``browser.cache.entries`` of them, :data:`CACHE_MAX_BYTES` at most), so that the pages of one
+single-page application do not ask for its bundle again and again. Their bodies are cut at
+``http.content.limit`` as any response's.
 
 A page's time (``browser.page.budget`` seconds, 10): the page is rendered until its load event
 fired and no request of it was pending for ``browser.idle`` seconds (0.5) — ``browser.end=idle``
@@ -112,6 +113,8 @@ KEYS = (END, END_DETAIL, REQUESTS, BLOCKED, REFUSED, RENDER_MS)
 MAX_NOTED = 20
 
 DEFAULT_BLOCK_TYPES = ("Image", "Media", "Font")
+#: the most bytes of bodies the cache of one fetcher task holds
+CACHE_MAX_BYTES = 64 << 20
 #: resource types kept in the cache when answered with 200
 CACHED_TYPES = frozenset({"Script", "Stylesheet"})
 #: response headers not handed to the browser: the body it gets is decoded and whole
@@ -510,6 +513,21 @@ class _Page:
             "body": base64.b64encode(body).decode("ascii")})
 
     async def _answer(self, params: dict) -> None:
+        """Answer one intercepted request (module docstring); a failure of our own fails the
+        request rather than leave the page waiting for it until its budget."""
+        try:
+            await self._answer_request(params)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the page goes on without this request
+            url = (params.get("request") or {}).get("url", "")
+            self._refuse(f"exception:{type(exc).__name__}", url)
+            try:
+                await self._fail(params["requestId"], "Failed")
+            except Exception:  # noqa: BLE001 - the page itself is gone
+                pass
+
+    async def _answer_request(self, params: dict) -> None:
         rid = params["requestId"]
         req = params.get("request") or {}
         url = req.get("url", "")
@@ -714,6 +732,7 @@ class BrowserFetcher:
         self.cache_entries = C.get_int(conf, CACHE_ENTRIES_KEY, 256)
         self.agent = user_agent(conf)
         self._cache: OrderedDict[str, tuple[float, tuple]] = OrderedDict()
+        self._cache_bytes = 0
         self._hosts: dict[str, tuple[asyncio.Lock, list[float]]] = {}
         self._browser: _Browser | None = None
         self._starting: asyncio.Lock | None = None
@@ -777,17 +796,23 @@ class BrowserFetcher:
             return None
         if time.monotonic() - hit[0] > self.cache_ttl:
             del self._cache[url]
+            self._cache_bytes -= len(hit[1][3])
             return None
         self._cache.move_to_end(url)
         return hit[1]
 
     def _cache_put(self, url: str, answer: tuple) -> None:
-        if self.cache_entries <= 0:
+        size = len(answer[3])
+        if self.cache_entries <= 0 or size > CACHE_MAX_BYTES // 4:
             return
+        old = self._cache.pop(url, None)
+        if old is not None:
+            self._cache_bytes -= len(old[1][3])
         self._cache[url] = (time.monotonic(), answer)
-        self._cache.move_to_end(url)
-        while len(self._cache) > self.cache_entries:
-            self._cache.popitem(last=False)
+        self._cache_bytes += size
+        while len(self._cache) > self.cache_entries or self._cache_bytes > CACHE_MAX_BYTES:
+            _, (_, dropped) = self._cache.popitem(last=False)
+            self._cache_bytes -= len(dropped[3])
 
 
 __all__ = ["BrowserFetcher", "BrowserError", "Rendered", "Router", "note", "forget",
