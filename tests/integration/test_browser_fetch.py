@@ -195,3 +195,32 @@ def test_the_fetch_engine_renders_what_the_delegator_routes_to_the_browser(tmp_p
         assert 'id="root"></div>' in out.content.decode()
         assert f"This text of /{path}" in out.metadata[wire.RAW_RENDERED][0]
     assert counters["browser/rendered"] == 3 and counters["browser/budget"] == 1
+
+
+def test_a_page_the_browser_cannot_render_goes_on_as_fetched_with_the_cause(tmp_path):
+    """No browser binary: the page routed to it keeps its raw response (parsed as such), with
+    browser.end=failed naming the cause, counted browser/failed."""
+    import queue
+
+    from owler.fetch.engine import FetchEngine, FetchItem
+
+    conf = {"http.agent.name": "owler-test", "http.allowed.networks": [S.NETWORK],
+            "browser.executable": "no-such-browser-here",
+            "protocol.delegator.config": [
+                {"className": "browser", "filters": {"fetch.with": "browser"}},
+                {"className": "http"}]}
+    outcomes: queue.Queue = queue.Queue()
+    with farm_module("tests.farm.scripted", tmp_path / "farm.log") as (port,):
+        engine = FetchEngine(conf, outcomes.put)
+        engine.start()
+        try:
+            assert engine.submit(FetchItem(f"http://{S.HOST}:{port}/dcl", S.HOST,
+                                           {"fetch.with": ["browser"]}))
+            out = outcomes.get(timeout=60)
+            counters, _ = engine.snapshot()
+        finally:
+            engine.stop(timeout=10)
+    assert out.kind == "page" and out.metadata["browser.end"] == ["failed"]
+    assert "no-such-browser-here not found" in out.metadata["browser.end.detail"][0]
+    assert wire.RAW_RENDERED not in out.metadata
+    assert counters["browser/failed"] == 1 and "browser/rendered" not in counters

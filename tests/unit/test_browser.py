@@ -250,3 +250,14 @@ def test_the_resource_cache_is_bounded_by_entries_bytes_and_time(monkeypatch):
     now = B.time.monotonic()
     monkeypatch.setattr(B.time, "monotonic", lambda: now + 61)
     assert f._cache_get("http://a.example/4.js") is None and f._cache_bytes == 30
+
+
+def test_the_fetchers_conf_check_refuses_a_bad_route_before_storm_starts():
+    from owler.fetch.engine import check_conf
+
+    check_conf({"protocol.delegator.config": [{"className": "browser", "regex": ["x"]},
+                                              {"className": "http"}]})
+    with pytest.raises(ConfError, match="the last entry"):
+        check_conf({"protocol.delegator.config": [{"className": "browser", "regex": ["x"]}]})
+    with pytest.raises(ConfError, match="browser.block.types"):
+        check_conf({"browser.block.types": {"Image": True}})
