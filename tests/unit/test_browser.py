@@ -261,3 +261,14 @@ def test_the_fetchers_conf_check_refuses_a_bad_route_before_storm_starts():
         check_conf({"protocol.delegator.config": [{"className": "browser", "regex": ["x"]}]})
     with pytest.raises(ConfError, match="browser.block.types"):
         check_conf({"browser.block.types": {"Image": True}})
+
+
+def test_stormcrawlers_class_name_loads_the_detector():
+    from owler.parse.filters import ParseFilters
+
+    chain = ParseFilters.from_json({"org.apache.stormcrawler.parse.ParseFilters": [
+        {"class": "org.apache.stormcrawler.protocol.playwright.parsefilter.JsRenderingDetector",
+         "name": "js-rendering-detector", "params": {"minTextLength": 100,
+                                                     "metadataValue": "playwright"}}]})
+    [f] = chain.filters
+    assert isinstance(f, JsRenderingDetector) and f.min_text == 100 and f.value == "playwright"

@@ -64,12 +64,14 @@ ROOT_KEYS = (
 )
 
 _SC_PREFIXES = ("org.apache.stormcrawler.parse.filter.",
-                "com.digitalpebble.stormcrawler.parse.filter.")
+                "com.digitalpebble.stormcrawler.parse.filter.",
+                "org.apache.stormcrawler.protocol.playwright.parsefilter.")
 
 #: StormCrawler class names (without the package prefix) → their ports.
 SC_CLASSES = {
     "XPathFilter": "owler.parse.filters.xpath.XPathFilter",
     "LanguageID": "owler.parse.filters.langid.LanguageID",
+    "JsRenderingDetector": "owler.parse.filters.jsrender.JsRenderingDetector",
 }
 
 
