@@ -13,7 +13,7 @@
    started before the clock): wall time per page (most of it ``browser.idle``, the quiet time a
    page must keep before its DOM is read: 0.5 s by default; here set with ``--idle``), and the
    CPU time of this process and of Chromium's processes per page (Chromium's read from
-   ``/proc`` before it is stopped).
+   ``/proc`` before it is stopped), and the memory Chromium's processes hold then (PSS).
 
 Run: ``.venv/bin/python bench/bench_browser.py [--repeat 7 --number 200 --renders 4 --idle 0.5]``.
 """
@@ -109,6 +109,30 @@ def _cpu_of_tree(pid: int) -> float:
     return total
 
 
+def _pss_of_tree(pid: int) -> int:
+    """Proportional set size in bytes of ``pid`` and its descendants (shared pages counted
+    once across them), from /proc/<pid>/smaps_rollup."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, ()))
+        try:
+            for line in open(f"/proc/{p}/smaps_rollup"):
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
 def render_cost(renders: int, idle: float) -> None:
     log = Path("/tmp") / f"bench-browser-{os.getpid()}.log"
     conf = {"http.agent.name": "owler-bench", "http.allowed.networks": [S.NETWORK],
@@ -134,13 +158,15 @@ def render_cost(renders: int, idle: float) -> None:
             wall = (time.perf_counter() - t0) / n
             own = (time.process_time() - own0) / n
             chrome = (_cpu_of_tree(pid) - cpu0) / n
+            pss = _pss_of_tree(pid)
         finally:
             await browser.close()
             await http.close()
         print(f"render: {n} pages ({dict((e, ends.count(e)) for e in set(ends))}), "
               f"browser.idle {idle:g} s: wall {wall * 1000:.0f} ms per page "
               f"({(wall - idle) * 1000:.0f} ms beside the idle wait); CPU per page: "
-              f"Chromium {chrome * 1000:.0f} ms, the fetcher's process {own * 1000:.1f} ms")
+              f"Chromium {chrome * 1000:.0f} ms, the fetcher's process {own * 1000:.1f} ms; "
+              f"Chromium's memory after them (PSS of its processes) {pss / 2**20:.0f} MiB")
 
     try:
         with farm_module("tests.farm.scripted", log) as (port,):
