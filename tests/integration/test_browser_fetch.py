@@ -224,3 +224,24 @@ def test_a_page_the_browser_cannot_render_goes_on_as_fetched_with_the_cause(tmp_
     assert "no-such-browser-here not found" in out.metadata["browser.end.detail"][0]
     assert wire.RAW_RENDERED not in out.metadata
     assert counters["browser/failed"] == 1 and "browser/rendered" not in counters
+
+
+def test_a_dom_longer_than_the_limit_is_cut_and_said_so(tmp_path):
+    conf = {"http.agent.name": "owler-test", "http.allowed.networks": [S.NETWORK],
+            "browser.dom.limit": 300}
+
+    async def run(port: str):
+        http = HttpFetcher(conf)
+        await http.start()
+        browser = BrowserFetcher(conf, http, RobotsSource(conf, http))
+        try:
+            url = f"http://{S.HOST}:{port}/"
+            return await browser.render(url, await http.fetch(url))
+        finally:
+            await browser.close()
+            await http.close()
+
+    with farm_module("tests.farm.scripted", tmp_path / "farm.log") as (port,):
+        r = asyncio.run(run(port))
+    assert r.end == "idle" and len(r.dom) == 300
+    assert r.detail.startswith("the DOM cut at 300 of its ") and r.detail.endswith(" characters")

@@ -50,8 +50,10 @@ the engine. ``browser.executable`` names the binary (``chromium-headless-shell``
 ``make setup``), ``browser.args`` adds flags, ``browser.sandbox`` (false: Chromium's sandbox
 needs user namespaces that containers often lack) keeps Chromium's sandbox on.
 
-Outcome (:class:`Rendered`): the DOM serialised as HTML (UTF-8), how the render ended, the
-requests answered, blocked and refused. :func:`note` writes it into the page's metadata: the
+Outcome (:class:`Rendered`): the DOM serialised as HTML (UTF-8; cut at ``browser.dom.limit``
+characters, 8 Mi, noted in ``browser.end.detail``: a script can build a DOM of any size, and
+a DOM over :data:`MAX_MESSAGE` is not read at all), how the render ended, the requests
+answered, blocked and refused. :func:`note` writes it into the page's metadata: the
 ``browser.*`` keys and the transient ``_raw.rendered`` (:data:`owler.wire.RAW_RENDERED`), which
 the fetcher's archiver writes as a ``conversion`` record referring to the response
 (:mod:`owler.warc.storage.files`), and :func:`for_parser` turns into the content the parser reads
@@ -99,6 +101,7 @@ BLOCK_TYPES_KEY = "browser.block.types"
 RESOURCE_DELAY_KEY = "browser.resource.delay"
 CACHE_TTL_KEY = "browser.cache.ttl"
 CACHE_ENTRIES_KEY = "browser.cache.entries"
+DOM_LIMIT_KEY = "browser.dom.limit"
 DELEGATOR_KEY = "protocol.delegator.config"
 
 # ---- metadata keys -----------------------------------------------------------------------------
@@ -113,6 +116,9 @@ KEYS = (END, END_DETAIL, REQUESTS, BLOCKED, REFUSED, RENDER_MS)
 MAX_NOTED = 20
 
 DEFAULT_BLOCK_TYPES = ("Image", "Media", "Font")
+#: the longest DevTools message read: a page whose DOM is longer takes its browser down with it
+#: (the browser is started again for the next page), rather than the fetcher's memory
+MAX_MESSAGE = 64 << 20
 #: the most bytes of bodies the cache of one fetcher task holds
 CACHE_MAX_BYTES = 64 << 20
 #: resource types kept in the cache when answered with 200
@@ -411,7 +417,7 @@ class _Browser:
             os.close(to_browser_r)
             os.close(from_browser_w)
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=256 << 20, loop=loop)
+        reader = asyncio.StreamReader(limit=MAX_MESSAGE, loop=loop)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
                                      os.fdopen(from_browser_r, "rb", 0))
         transport, protocol = await loop.connect_write_pipe(
@@ -609,6 +615,11 @@ class _Page:
             end, detail = await self._wait(nav, deadline, idle)
             self.out.end, self.out.detail = end, detail
             self.out.dom = await self._dom()
+            limit = self.owner.dom_limit
+            if self.out.dom is not None and 0 <= limit < len(self.out.dom):
+                self.out.detail = (self.out.detail + "; " if self.out.detail else "") + \
+                    f"the DOM cut at {limit} of its {len(self.out.dom)} characters"
+                self.out.dom = self.out.dom[:limit]
             if self.out.dom is None:
                 self.out.end = "failed"
                 self.out.detail = (self.out.detail + "; " if self.out.detail else "") + \
@@ -730,6 +741,7 @@ class BrowserFetcher:
         self.resource_delay = C.get_float(conf, RESOURCE_DELAY_KEY, 0.2)
         self.cache_ttl = C.get_float(conf, CACHE_TTL_KEY, 300.0)
         self.cache_entries = C.get_int(conf, CACHE_ENTRIES_KEY, 256)
+        self.dom_limit = C.get_int(conf, DOM_LIMIT_KEY, 8 << 20)
         self.agent = user_agent(conf)
         self._cache: OrderedDict[str, tuple[float, tuple]] = OrderedDict()
         self._cache_bytes = 0
