@@ -239,3 +239,22 @@ def test_a_document_past_its_cpu_is_ended_by_the_kernel():
 def test_bad_limits_are_refused():
     with pytest.raises(ValueError):
         DocumentPool({"parser.documents.timeout": 0})
+
+
+def test_a_short_pdf_takes_its_declared_language_and_title(handler):
+    """Too little text to judge: the catalog's /Lang (``parse.lang``), as an HTML page's
+    ``<html lang>``; the title from the document information."""
+    content = b"BT /F1 12 Tf 72 700 Td (Guten Tag) Tj ET"
+    data = D.make_pdf([b"<< /Type /Catalog /Pages 2 0 R /Lang (de-AT) >>",
+                       b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+                       b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+                       b"/Resources << /Font << /F1 5 0 R >> >> >>",
+                       b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+                       b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+                       b"<< /Title (Ein  kurzes\nDokument) >>"],
+                      trailer=b"/Info 6 0 R ")
+    out = handler.handle_page("http://h.example/kurz.pdf", data, headers("application/pdf"))
+    md = out.metadata
+    assert out.status == Status.FETCHED and md["parse.title"] == ["Ein kurzes Dokument"]
+    assert md["parse.lang"] == ["de-AT"] and md["lang"] == ["de"] and md["lang.source"] == ["html"]
+    assert md["parse.text.length"] == ["8"] and md["parse.document.pages"] == ["1"]

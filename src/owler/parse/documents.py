@@ -33,7 +33,8 @@ that reads a document from its standard input and writes what it found to its st
 ``parser.documents.worker.max.documents`` (500)
     documents a worker reads before it is replaced (what a native library may leak stays bounded).
 
-A worker dumps no core (``RLIMIT_CORE`` 0). PDFium aborts when it cannot allocate: a worker
+A worker whose parser dies (even by SIGKILL) sees its standard input end and exits after the
+document at hand, within its limits. A worker dumps no core (``RLIMIT_CORE`` 0). PDFium aborts when it cannot allocate: a worker
 that dies of a signal with at least 40 % of its limit resident is counted as ``document.memory``
 (the rest of the limit is the interpreter's and the libraries' mappings).
 
@@ -171,8 +172,8 @@ def extract_pdf(data: bytes, max_pages: int = 1000, max_text: int = 1_000_000) -
         title = (doc.get_metadata_value("Title") or "").strip()
         out.title = title.replace("\x00", "")
         n = raw.FPDFCatalog_GetLanguage(doc.raw, None, 0)
-        if 2 < n < 1024:
-            buf = ctypes.create_string_buffer(n)
+        if 2 < n < 1024:  # bytes of UTF-16LE with its terminating NUL
+            buf = (ctypes.c_ushort * ((n + 1) // 2))()
             raw.FPDFCatalog_GetLanguage(doc.raw, buf, n)
             out.lang = _utf16(buf, n).strip()
         parts, size = [], 0
