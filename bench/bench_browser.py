@@ -6,9 +6,11 @@
    the filter timed alone (the best of ``--repeat`` repeats of ``--number`` calls; the page's
    text length counted first, as PageMetadata does before it in the default chain), and on the
    scripted farm's shell (tests/farm/scripted.py), which it marks. This is all a crawl with the
-   detector on and no page built by scripts pays more per page; the routing itself is one
-   metadata lookup in the fetcher (``Router.protocol``), and the browser never starts.
-2. A rendered page: the scripted farm's settling pages (``/``, ``/a``, ``/dcl``, ``/fetched``,
+   detector on and no page built by scripts pays more per page in the parser; the browser
+   never starts.
+2. The fetcher's step after each page (``render_page``: the routing, the ``browser.*`` keys of
+   an earlier render removed) for a page the default routing does not send to the browser.
+3. A rendered page: the scripted farm's settling pages (``/``, ``/a``, ``/dcl``, ``/fetched``,
    ``/private``) rendered ``--renders`` times each through owler.fetch.browser (one browser,
    started before the clock): wall time per page (most of it ``browser.idle``, the quiet time a
    page must keep before its DOM is read: 0.5 s by default; here set with ``--idle``), and the
@@ -85,6 +87,32 @@ def detector_cost(repeat: int, number: int) -> None:
           f"{statistics.median(per_page):.2f} us, max {max(per_page):.2f} us; "
           f"the farm's shell (marked: {shell.metadata.get('fetch.with.reason')}) "
           f"{best * 1e6:.2f} us")
+
+
+def routing_cost(number: int) -> None:
+    """The fetch engine's step after every fetched page (render_page) for a page the default
+    routing does not send to the browser: what a crawl with the browser configured pays."""
+    from owler.conf import load_conf
+    from owler.fetch.browser import Router, render_page
+    from owler.fetch.http import FetchResult
+
+    conf = {**load_conf(), "http.agent.name": "owler-bench"}
+    router = Router.from_conf(conf)
+    browser = BrowserFetcher(conf, None, None)
+    res = FetchResult(url="http://a.example/", status=200,
+                      headers=[("Content-Type", "text/html")], content=b"<html></html>")
+    md = {"depth": ["1"], "url.path": ["http://a.example/"], "signature": ["abc"]}
+
+    async def run():
+        count = lambda name: None  # noqa: E731
+        t0 = time.perf_counter()
+        for _ in range(number):
+            await render_page(browser, router, "http://a.example/", md, res, count)
+        return (time.perf_counter() - t0) / number
+
+    best = min(asyncio.run(run()) for _ in range(5))
+    print(f"routing: a page not routed to the browser (default protocol.delegator.config) "
+          f"{best * 1e6:.2f} us per page")
 
 
 def _cpu_of_tree(pid: int) -> float:
@@ -183,6 +211,7 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=0.5)
     args = ap.parse_args()
     detector_cost(args.repeat, args.number)
+    routing_cost(args.number * 50)
     render_cost(args.renders, args.idle)
 
 
