@@ -88,6 +88,9 @@ MAX_LINKS = 10_000
 #: a PDF ends with ``%%EOF`` within this many bytes of its end (what follows may be padding)
 TAIL_BYTES = 4096
 
+#: characters of a document's title kept (the parser keeps 1,000 of them in ``parse.title``)
+MAX_TITLE = 10_000
+
 #: Content-Types read as PDF
 PDF_TYPES = frozenset({"application/pdf", "application/x-pdf", "application/acrobat",
                        "applications/vnd.pdf", "text/pdf", "text/x-pdf"})
@@ -169,7 +172,7 @@ def extract_pdf(data: bytes, max_pages: int = 1000, max_text: int = 1_000_000) -
         raise DocumentError(CAUSE_UNREADABLE, f"PDFium: {exc}") from exc
     try:
         out = DocumentResult(pages=len(doc))
-        title = (doc.get_metadata_value("Title") or "").strip()
+        title = (doc.get_metadata_value("Title") or "")[:MAX_TITLE].strip()
         out.title = title.replace("\x00", "")
         n = raw.FPDFCatalog_GetLanguage(doc.raw, None, 0)
         if 2 < n < 1024:  # bytes of UTF-16LE with its terminating NUL
