@@ -3,7 +3,8 @@ every page is the same shell — an empty ``<div id="root"></div>``, a ``<noscri
 script (``/app.js``) and almost no text — and whose links and text exist only once the script ran.
 What the script does depends on the page's path (:data:`LINKS` gives the links it makes):
 
-- most pages: links and text written at once;
+- most pages: links and text written at once; ``/b`` first opens an ``alert()``, which holds the
+  script until it is dismissed;
 - ``/dcl``: written by a ``DOMContentLoaded`` handler;
 - ``/fetched``: links read from ``/api/links.json`` with ``fetch()`` (same host);
 - ``/a``: also asks for ``/api/hidden`` (robots.txt disallows it: never requested);
@@ -87,6 +88,7 @@ APP = """
     root.appendChild(ul);
   }
   var links = LINKS[path] || [];
+  if (path === "/b") alert("Welcome to /b");  // a dialog the page waits on until dismissed
   if (path === "/dcl") {
     document.addEventListener("DOMContentLoaded", function () { render(links); });
   } else if (path === "/fetched") {

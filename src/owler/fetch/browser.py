@@ -477,6 +477,7 @@ class _Page:
         self.main_answered = False
         self.loaded = asyncio.Event()
         self.pending: set[asyncio.Task] = set()
+        self._side: set[asyncio.Task] = set()  # not requests: they do not keep the page busy
         self.last_activity = time.monotonic()
         self.out = Rendered(None, "idle")
         self.crashed = False
@@ -490,7 +491,10 @@ class _Page:
         elif method == "Page.loadEventFired":
             self.loaded.set()
         elif method == "Page.javascriptDialogOpening":  # alert() would stop the page
-            asyncio.create_task(self._send("Page.handleJavaScriptDialog", {"accept": False}))
+            task = asyncio.create_task(self._send("Page.handleJavaScriptDialog",
+                                                  {"accept": False}))
+            self._side.add(task)  # (a task nothing refers to may be collected unfinished)
+            task.add_done_callback(self._side.discard)
         elif method in ("Inspector.targetCrashed", "Inspector.detached"):
             self.crashed = True
             self.loaded.set()
@@ -586,7 +590,7 @@ class _Page:
             if res.status == 200 and rtype in CACHED_TYPES:
                 owner._cache_put(url, cached)
         self.out.requests += 1
-        log.debug('answered %s %s %s', rtype, url, cached[0])
+        log.debug("answered %s %s: %s", rtype, url, cached[0])
         await self._fulfil(rid, *cached)
 
     async def run(self, budget: float, idle: float) -> Rendered:
