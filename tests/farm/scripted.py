@@ -10,7 +10,10 @@ What the script does depends on the page's path (:data:`LINKS` gives the links i
 - ``/a``: also asks for ``/api/hidden`` (robots.txt disallows it: never requested);
 - ``/private``: also asks for ``http://127.0.75.1:<port>/secret`` (an address outside the
   crawl's allowed networks: the SSRF guard refuses it, never requested) and shows an image
-  (``/pic.png``: blocked by type, never requested);
+  (``/pic.png``: blocked by type, never requested); and it opens a frame of another site,
+  ``http://127.0.74.2:<port>/frame``, whose script asks for ``/api/from-frame`` there, and a
+  worker (``/api/worker.js``) that asks for ``/api/from-worker``: requests of a frame and of a
+  worker are the crawler's to answer too;
 - ``/forever``: then asks for ``/api/tick`` every 100 ms, forever: the network is never idle, the
   page ends at its budget;
 - ``/busy``: then, 100 ms later, runs a loop that never ends: the page's thread is held, it ends
@@ -30,6 +33,8 @@ from aiohttp import web
 from tests.farm import aiosites
 
 HOST = "127.0.74.1"
+#: another site of the allowed network, the frame's
+FRAME_HOST = "127.0.74.2"
 #: an address the crawl may not reach (the test allows 127.0.74.0/24 only); served all the same,
 #: so that a request which got past the guard would show in the log
 PRIVATE = "127.0.75.1"
@@ -102,6 +107,10 @@ APP = """
     var port = location.port;
     fetch("http://%(private)s:" + port + "/secret").catch(function () {});
     new Image().src = "/pic2.png";
+    var frame = document.createElement("iframe");
+    frame.src = "http://%(frame)s:" + port + "/frame";
+    document.body.appendChild(frame);
+    new Worker("/api/worker.js");
   }
   if (path === "/forever") {
     var n = 0;
@@ -111,6 +120,10 @@ APP = """
 })();
 """
 
+FRAME = """<!DOCTYPE html><html><body><p>A frame of another site.</p>
+<script>fetch("/api/from-frame").catch(function () {});</script></body></html>"""
+WORKER = 'fetch("/api/from-worker").catch(function () {});'
+
 ABOUT = """<!DOCTYPE html><html><head><title>About the scripted site</title></head><body>
 <h1>About</h1><p>This page is plain HTML: its text is here without any script, and it is long
 enough that nobody would call it empty. """ + "It says a great many ordinary things. " * 20 + \
@@ -118,9 +131,15 @@ enough that nobody would call it empty. """ + "It says a great many ordinary thi
 
 
 def make_answer(port: int) -> aiosites.Answer:
-    app_js = APP % {"links": json.dumps(LINKS), "private": PRIVATE}
+    app_js = APP % {"links": json.dumps(LINKS), "private": PRIVATE, "frame": FRAME_HOST}
 
     def answer(addr: str, path: str) -> web.StreamResponse:
+        if addr == FRAME_HOST:
+            if path == "/frame":
+                return web.Response(text=FRAME, content_type="text/html")
+            if path == "/robots.txt":
+                return web.Response(status=404, text="none")
+            return web.json_response({"ok": True})
         if addr != HOST:
             return web.Response(text="secret", content_type="text/plain")
         if path == "/robots.txt":
@@ -129,7 +148,9 @@ def make_answer(port: int) -> aiosites.Answer:
             return web.Response(text=app_js, content_type="application/javascript")
         if path == "/api/links.json":
             return web.json_response({"links": FETCHED_LINKS})
-        if path in ("/api/tick", "/api/hidden"):
+        if path == "/api/worker.js":
+            return web.Response(text=WORKER, content_type="application/javascript")
+        if path in ("/api/tick", "/api/hidden", "/api/from-worker"):
             return web.json_response({"ok": True})
         if path in ("/pic.png", "/pic2.png"):
             return web.Response(body=b"\x89PNG\r\n\x1a\n", content_type="image/png")
@@ -142,7 +163,7 @@ def make_answer(port: int) -> aiosites.Answer:
 
 
 def main() -> None:
-    aiosites.main(aiosites.answering(make_answer), [HOST, PRIVATE])
+    aiosites.main(aiosites.answering(make_answer), [HOST, FRAME_HOST, PRIVATE])
 
 
 if __name__ == "__main__":

@@ -104,8 +104,11 @@ def test_the_farm_saw_each_shell_twice_and_nothing_the_guards_refused(crawl):
     for never in ("/api/hidden", "/pic.png", "/pic2.png"):
         assert seen[(S.HOST, never)] == 0, never
     assert seen[(S.HOST, "/api/links.json")] == 1
+    for request in ((S.FRAME_HOST, "/frame"), (S.FRAME_HOST, "/api/from-frame"),
+                    (S.HOST, "/api/worker.js"), (S.HOST, "/api/from-worker")):
+        assert seen[request] == 1, request  # a frame's and a worker's, through the crawler
     assert seen[(S.HOST, "/app.js")] == 1  # the fetcher's cache answered the other pages
-    pages = {p for h, p in seen if not p.startswith("/api/")} - {
+    pages = {p for h, p in seen if h == S.HOST and not p.startswith("/api/")} - {
         "/robots.txt", "/.well-known/tdmrep.json", "/app.js"}
     assert pages == set(S.PAGES)
 

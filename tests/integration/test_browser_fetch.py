@@ -103,7 +103,13 @@ def test_requests_go_through_the_crawler_and_its_guards(rendered):
         assert never not in paths
     for path in RENDERED:
         assert paths.count(path) == 1, path
-    assert paths.count("/robots.txt") == 1
+    assert served.count((S.HOST, "/robots.txt")) == 1
+    # a frame of another site and a worker: their requests went through the crawler too
+    for request in ((S.FRAME_HOST, "/robots.txt"), (S.FRAME_HOST, "/frame"),
+                    (S.FRAME_HOST, "/api/from-frame"), (S.HOST, "/api/worker.js"),
+                    (S.HOST, "/api/from-worker")):
+        assert served.count(request) == 1, request
+    assert out["/private"][2].requests == 5  # app.js (cached), frame, its fetch, worker, its
     assert paths.count("/api/links.json") == 1
     # the bundle is asked for once and then served from the cache
     assert paths.count("/app.js") == 1
