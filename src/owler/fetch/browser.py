@@ -127,10 +127,11 @@ CACHED_TYPES = frozenset({"Script", "Stylesheet"})
 _DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding",
                               "connection", "keep-alive"})
 #: StormCrawler's class names of its browser protocols and of its HTTP ones
-BROWSER_CLASSES = frozenset({"browser", "owler.fetch.browser",
-                             "org.apache.stormcrawler.protocol.playwright.HttpProtocol",
-                             "com.digitalpebble.stormcrawler.protocol.selenium.RemoteDriverProtocol",
-                             "org.apache.stormcrawler.protocol.selenium.RemoteDriverProtocol"})
+BROWSER_CLASSES = frozenset({
+    "browser", "owler.fetch.browser",
+    "org.apache.stormcrawler.protocol.playwright.HttpProtocol",
+    "com.digitalpebble.stormcrawler.protocol.selenium.RemoteDriverProtocol",
+    "org.apache.stormcrawler.protocol.selenium.RemoteDriverProtocol"})
 HTTP_CLASSES = frozenset({"http", "owler.fetch.http",
                           "org.apache.stormcrawler.protocol.okhttp.HttpProtocol",
                           "org.apache.stormcrawler.protocol.httpclient.HttpProtocol",
