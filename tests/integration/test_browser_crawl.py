@@ -24,7 +24,7 @@ from owler.conf import resource_path
 from owler.frontier.sqlite import SQLiteFrontier
 from tests.farm import scripted as S
 from tests.farm.harness import farm_module
-from tests.integration.cli import owler
+from tests.integration.cli import farm_conf, owler
 
 pytestmark = pytest.mark.integration
 
@@ -41,14 +41,9 @@ def crawl(tmp_path_factory):
     (work / "parsefilters.json").write_text(json.dumps(chain))
     with farm_module("tests.farm.scripted", work / "access.log") as ready:
         port = int(ready[0])
-        conf = work / "conf.yaml"
-        conf.write_text(f"frontier.sqlite.path: {work / 'frontier.sqlite'}\n"
-                        f"owler.work.dir: {work}\n"
-                        f"warc.dir: {work / 'warc'}\n"
-                        f"parsefilters.config.file: {work / 'parsefilters.json'}\n"
-                        f"http.allowed.networks: [{S.NETWORK}]\n"
-                        "fetcher.server.delay: 0.1\n"
-                        "browser.page.budget: 5\n")
+        conf = farm_conf(work, S.NETWORK, f"warc.dir: {work / 'warc'}",
+                         f"parsefilters.config.file: {work / 'parsefilters.json'}",
+                         "browser.page.budget: 5")
         (work / "seeds.txt").write_text(f"http://{S.HOST}:{port}/\n")
         owler("inject", str(work / "seeds.txt"), "--conf", str(conf))
         run = owler("run", "explorative", "--conf", str(conf), "--idle-exit", "15",

@@ -12,11 +12,10 @@ import json
 
 import pytest
 
-from owler.conf import resource_path
 from owler.frontier.sqlite import SQLiteFrontier
 from tests.farm import documents as D
 from tests.farm.harness import farm_module
-from tests.integration.cli import owler
+from tests.integration.cli import farm_conf, host_only_urlfilters, owler
 
 pytestmark = pytest.mark.integration
 
@@ -28,20 +27,10 @@ CAUSES = {"bomb": "document.memory", "loop": "document.unreadable",
 def crawl(tmp_path_factory):
     work = tmp_path_factory.mktemp("documents")
     # the farm's pages only: the manuals link to the Debian web site, which is not on loopback
-    chain = json.loads(resource_path("urlfilters.json").read_text())
-    for f in chain["org.apache.stormcrawler.filtering.URLFilters"]:
-        if f["name"] == "HostURLFilter":
-            f["params"]["ignoreOutsideHost"] = True
-    (work / "urlfilters.json").write_text(json.dumps(chain))
+    filters = host_only_urlfilters(work)
     with farm_module("tests.farm.documents", work / "access.log") as ready:
         base = f"http://{D.ADDR}:{int(ready[0])}"
-        conf = work / "conf.yaml"
-        conf.write_text(f"frontier.sqlite.path: {work / 'frontier.sqlite'}\n"
-                        f"owler.work.dir: {work}\n"
-                        f"urlfilters.config.file: {work / 'urlfilters.json'}\n"
-                        f"http.allowed.networks: [{D.NETWORK}]\n"
-                        "warc.enabled: false\n"
-                        "fetcher.server.delay: 0.1\n")
+        conf = farm_conf(work, D.NETWORK, filters, "warc.enabled: false")
         (work / "seeds.txt").write_text(f"{base}/\n")
         owler("inject", str(work / "seeds.txt"), "--conf", str(conf))
         run = owler("run", "explorative", "--conf", str(conf), "--idle-exit", "10",

@@ -7,17 +7,15 @@ is read in its charset (its title as in the UTF-8 original)."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
-from owler.conf import resource_path
 from owler.frontier.sqlite import SQLiteFrontier
 from tests.farm import manuals as M
 from tests.farm.harness import farm_module
-from tests.integration.cli import owler
+from tests.integration.cli import farm_conf, host_only_urlfilters, owler
 
 pytestmark = pytest.mark.integration
 
@@ -27,20 +25,10 @@ def crawl(tmp_path_factory):
     work = tmp_path_factory.mktemp("manuals")
     pages = M.pages()
     # each site's pages only: the manuals link to the Debian web site, which is not on loopback
-    chain = json.loads(resource_path("urlfilters.json").read_text())
-    for f in chain["org.apache.stormcrawler.filtering.URLFilters"]:
-        if f["name"] == "HostURLFilter":
-            f["params"]["ignoreOutsideHost"] = True
-    (work / "urlfilters.json").write_text(json.dumps(chain))
+    filters = host_only_urlfilters(work)
     with farm_module("tests.farm.manuals", work / "access.log") as ready:
         port = int(ready[0])
-        conf = work / "conf.yaml"
-        conf.write_text(f"frontier.sqlite.path: {work / 'frontier.sqlite'}\n"
-                        f"owler.work.dir: {work}\n"
-                        f"urlfilters.config.file: {work / 'urlfilters.json'}\n"
-                        f"http.allowed.networks: [{M.NETWORK}]\n"
-                        "warc.enabled: false\n"
-                        "fetcher.server.delay: 0.1\n")
+        conf = farm_conf(work, M.NETWORK, filters, "warc.enabled: false")
         (work / "seeds.txt").write_text("".join(f"http://{addr}:{port}{path}\n"
                                                 for addr, path in pages))
         owler("inject", str(work / "seeds.txt"), "--conf", str(conf))
