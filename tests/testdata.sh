@@ -47,55 +47,41 @@ fetch() {
 fetch pywb 2.10.0 .work/testdata/pywb-2.10.0 sample_archive/warcs LICENSE
 fetch charset-normalizer 3.5.2 .work/testdata/charset-normalizer-3.5.2 data LICENSE
 
-# manuals: every package of tests/manuals.versions, its HTML pages (paths under usr/share/doc/) and
-# its copyright file
+# manuals: every package of tests/manuals.versions, unpacked once: its HTML pages (paths under
+# usr/share/doc/) into .work/testdata/debian-manuals/<package>/, its PDFs (a .pdf.gz unpacked) into
+# .work/testdata/debian-documents/<package>/, and its copyright file into both
 manuals() {
-  local dest=.work/testdata/debian-manuals sum
+  local html=.work/testdata/debian-manuals pdf=.work/testdata/debian-documents sum
   sum=$(cat tests/manuals.versions services/debian.sh | sha256sum | cut -c1-16)
-  [ "$(cat "$dest/.complete" 2>/dev/null)" = "$sum" ] && return 0
+  [ "$(cat "$html/.complete" 2>/dev/null)" = "$sum" ] &&
+    [ "$(cat "$pdf/.complete" 2>/dev/null)" = "$sum" ] && return 0
   DEB_TMP=$work DEB_VERSIONS=tests/manuals.versions DEB_WHO=testdata.sh
   # shellcheck source=services/debian.sh
   . services/debian.sh
-  rm -rf "$dest"; mkdir -p "$dest"
-  local pkg n
+  rm -rf "$html" "$pdf"; mkdir -p "$html" "$pdf"
+  local pkg doc f n
   for pkg in $(awk '!/^#/ && NF { print $1 }' tests/manuals.versions); do
     deb_unpack "$pkg"
-    (cd "$work/x/$pkg/usr/share/doc" && find . -name '*.html' -print0 |
-       xargs -0 -I{} install -D -m 644 {} "$OLDPWD/$dest/$pkg/{}")
-    cp "$work/x/$pkg/usr/share/doc/$pkg/copyright" "$dest/$pkg/copyright"
-    n=$(find "$dest/$pkg" -name '*.html' | wc -l)
+    doc=$work/x/$pkg/usr/share/doc
+    (cd "$doc" && find . -name '*.html' -print0 |
+       xargs -0 -I{} install -D -m 644 {} "$OLDPWD/$html/$pkg/{}")
+    n=$(find "$html/$pkg" -name '*.html' | wc -l)
     [ "$n" -gt 0 ] || { echo "testdata.sh: no HTML page in $pkg" >&2; exit 1; }
-    rm -rf "${work:?}/x/$pkg"
-  done
-  echo "$sum" > "$dest/.complete"
-  echo "Debian manuals: $(find "$dest" -name '*.html' | wc -l) HTML pages in $dest"
-}
-manuals
-
-# documents: the PDFs of the same packages (a .pdf.gz unpacked), and each package's copyright file
-documents() {
-  local dest=.work/testdata/debian-documents sum
-  sum=$(cat tests/manuals.versions services/debian.sh | sha256sum | cut -c1-16)
-  [ "$(cat "$dest/.complete" 2>/dev/null)" = "$sum" ] && return 0
-  DEB_TMP=$work DEB_VERSIONS=tests/manuals.versions DEB_WHO=testdata.sh
-  # shellcheck source=services/debian.sh
-  . services/debian.sh
-  rm -rf "$dest"; mkdir -p "$dest"
-  local pkg f
-  for pkg in $(awk '!/^#/ && NF { print $1 }' tests/manuals.versions); do
-    deb_unpack "$pkg"
-    mkdir -p "$dest/$pkg"
+    mkdir -p "$pdf/$pkg"
     while IFS= read -r -d '' f; do
       case $f in
-        *.gz) gzip -dc "$f" > "$dest/$pkg/$(basename "${f%.gz}")" ;;
-        *) cp "$f" "$dest/$pkg/" ;;
+        *.gz) gzip -dc "$f" > "$pdf/$pkg/$(basename "${f%.gz}")" ;;
+        *) cp "$f" "$pdf/$pkg/" ;;
       esac
-    done < <(find "$work/x/$pkg/usr/share/doc" -type f \( -name '*.pdf' -o -name '*.pdf.gz' \) -print0)
-    cp "$work/x/$pkg/usr/share/doc/$pkg/copyright" "$dest/$pkg/copyright"
-    ls "$dest/$pkg"/*.pdf >/dev/null 2>&1 || { echo "testdata.sh: no PDF in $pkg" >&2; exit 1; }
+    done < <(find "$doc" -type f \( -name '*.pdf' -o -name '*.pdf.gz' \) -print0)
+    ls "$pdf/$pkg"/*.pdf >/dev/null 2>&1 || { echo "testdata.sh: no PDF in $pkg" >&2; exit 1; }
+    cp "$doc/$pkg/copyright" "$html/$pkg/copyright"
+    cp "$doc/$pkg/copyright" "$pdf/$pkg/copyright"
     rm -rf "${work:?}/x/$pkg"
   done
-  echo "$sum" > "$dest/.complete"
-  echo "Debian documents: $(find "$dest" -name '*.pdf' | wc -l) PDFs in $dest"
+  echo "$sum" > "$html/.complete"
+  echo "$sum" > "$pdf/.complete"
+  echo "Debian manuals: $(find "$html" -name '*.html' | wc -l) HTML pages in $html"
+  echo "Debian documents: $(find "$pdf" -name '*.pdf' | wc -l) PDFs in $pdf"
 }
-documents
+manuals
