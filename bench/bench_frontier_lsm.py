@@ -53,7 +53,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_frontier_scale import Web, parse_size  # noqa: E402
+from bench_frontier_scale import Web, parse_size, table  # noqa: E402
 
 from owler.constants import Status  # noqa: E402
 
@@ -197,6 +197,7 @@ def measure(fr: LsmFrontier, web: Web, batch: int, now: float, measured: int) ->
     return {"urls": web.urls, "updates_per_s": round(written / t_write),
             "served_per_s": round(served / t_due), "due_ms": round(t_due / calls * 1000, 1),
             "disk_bytes_per_url": round(fr.disk_bytes() / web.urls),
+            "keys": sum(1 for n in web.count if n),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
@@ -238,16 +239,8 @@ def main() -> None:
         return
     print(f"RocksDB model of the frontier, batches of {args.batch}, Python "
           f"{sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
-    head = "| RocksDB model | " + " | ".join(f"{r['urls'] / 1e6:.3g} M" for r in results)
-    print(head + " | largest ÷ smallest |")
-    print("|---|" + "---:|" * (len(results) + 1))
-    for label, name in (("status updates/s", "updates_per_s"),
-                        ("URLs served/s by due()", "served_per_s"), ("due() ms", "due_ms"),
-                        ("disk bytes per URL", "disk_bytes_per_url"),
-                        ("peak RSS MB", "peak_rss_mb"), ("fill s", "fill_s")):
-        vals = [r[name] for r in results]
-        print(f"| {label} | " + " | ".join(f"{v:,}" for v in vals)
-              + f" | {vals[-1] / vals[0] if vals[0] else float('nan'):.2f} |")
+    print(table(results, f"RocksDB model, {args.cache_mb} MB block cache"))
+    print("fill s: " + " · ".join(str(r["fill_s"]) for r in results))
 
 
 if __name__ == "__main__":
