@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.farm import BenchFarm, host_addr  # noqa: E402
+from owler.constants import CLUSTER_HOSTS_CPUS_KEY  # noqa: E402
 from owler.run.cgroups import CpuLimit  # noqa: E402
 from owler.run.hosts import USER, node_host  # noqa: E402
 
@@ -184,7 +185,8 @@ def main() -> None:
                     joined_in = None
                 time.sleep(args.settle)
                 port = args.ssh_port
-                limits = [CpuLimit(f"{node_host(k)}-{port}", args.cpus) for k in range(2, n + 2)]
+                limits = [CpuLimit(f"{node_host(k)}-{port}", args.cpus, CLUSTER_HOSTS_CPUS_KEY)
+                          for k in range(2, n + 2)]
                 step = {"hosts": n, "cpus": round(n * args.cpus, 2), "join_s": joined_in,
                         **measure(farm, limits, args.window, args.opensearch_port)}
                 steps.append(step)

@@ -182,6 +182,7 @@ METRICS_SQLITE_PATH_KEY = "metrics.sqlite.path"
 TAKEDOWN_FILE_KEY = "takedown.file"
 OPENSEARCH_PORT_KEY = "services.opensearch.port"
 OPENSEARCH_NODES_KEY = "services.opensearch.nodes"
+OPENSEARCH_CPUS_KEY = "services.opensearch.cpus"
 # Storm's own keys that the crawler reads or sets
 STORM_ID_KEY = "storm.id"
 #: Storm: seconds between two reports of an executor's figures to nimbus (the UI's, and the
@@ -189,6 +190,7 @@ STORM_ID_KEY = "storm.id"
 EXECUTOR_METRICS_KEY = "executor.metrics.frequency.secs"
 #: the port of the cluster's Storm UI (owler cluster; the dashboard reads Storm's figures there)
 CLUSTER_UI_PORT_KEY = "cluster.ui.port"
+CLUSTER_HOSTS_CPUS_KEY = "cluster.hosts.cpus"
 STORM_HOSTNAME_KEY = "storm.local.hostname"
 MESSAGE_TIMEOUT_KEY = "topology.message.timeout.secs"
 TICK_FREQ_KEY = "topology.tick.tuple.freq.secs"

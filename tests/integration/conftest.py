@@ -42,10 +42,11 @@ def _free_port(nodes: int = 1) -> int:
 class Node:
     """The OpenSearch of ``owler services`` for the tests: one node, or a cluster of ``nodes``."""
 
-    def __init__(self, work: Path, port: int, nodes: int = 1) -> None:
+    def __init__(self, work: Path, port: int, nodes: int = 1, cpus: float = 0.0) -> None:
         self.work = work
         self.port = port
         self.nodes = nodes
+        self.cpus = cpus  # services.opensearch.cpus: each node's CPUs (0: shared)
         self.urls = [f"http://{host}:{p}" for host, p in service_nodes(port, nodes)]
         self.url = self.urls[0]
 
@@ -59,7 +60,8 @@ class Node:
         return subprocess.run(
             [sys.executable, "-m", "owler", *args, "-o", f"owler.work.dir={self.work}",
              "-o", f"services.opensearch.port={self.port}",
-             "-o", f"services.opensearch.nodes={self.nodes}"],
+             "-o", f"services.opensearch.nodes={self.nodes}",
+             "-o", f"services.opensearch.cpus={self.cpus}"],
             cwd=ROOT, capture_output=True, text=True, timeout=timeout,
             env={**os.environ, "OWLER_HOME": str(ROOT)})
 

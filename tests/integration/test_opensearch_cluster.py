@@ -2,7 +2,8 @@
 (``owler services up opensearch --nodes 3``: three processes on 127.0.0.1, .2 and .3, the status
 index in three shards with a replica each), the node the crawl talks to first, holding a primary,
 killed with SIGKILL mid-crawl: no URL is lost and no status is written out of order. Then ``services
-up`` brings the node back and the cluster is whole again."""
+up`` brings the node back and the cluster is whole again. Each node has a CPU of its own
+(``services.opensearch.cpus``), as on a cluster of machines."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import os
 import signal
 import time
 import uuid
+from pathlib import Path
 
 import orjson
 import pytest
 
+from owler.run.cgroups import PARENT, cpu_hierarchy
 from tests.farm.harness import FarmProcess
 from tests.integration.conftest import Node, _free_port
 from tests.integration.test_opensearch_crawl import (archived, finish_crawl, index_counts, owler,
@@ -29,16 +32,48 @@ DAY = 1440 * 60  # fetchInterval.default, s
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    node = Node(tmp_path_factory.mktemp("opensearch-cluster"), _free_port(3), nodes=3)
+    node = Node(tmp_path_factory.mktemp("opensearch-cluster"), _free_port(3), nodes=3, cpus=1)
     up = node.owler("services", "up", "opensearch", timeout=400)
     if up.returncode != 0:
         node.owler("services", "down")
         pytest.fail(f"the 3-node OpenSearch did not start (rc {up.returncode}):\n{up.stdout}\n"
                     f"{up.stderr}")
+    groups = {k: cpu_group(node_pid(node, k)) for k in (1, 2, 3)}
     try:
         yield node
     finally:
-        node.owler("services", "down")
+        down = node.owler("services", "down")
+    assert down.returncode == 0, down.stderr
+    # `down` removes the nodes' CPU groups with them
+    assert not [g for g in groups.values() if g is not None and g.exists()], groups
+
+
+def cpu_group(pid: int) -> Path | None:
+    """The folder of the cgroup of the ``cpu`` controller that holds ``pid``."""
+    root, version = cpu_hierarchy()
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if (version == 2 and controllers == "") or "cpu" in controllers.split(","):
+            return root / path.lstrip("/")
+    return None
+
+
+def cpu_limit(group: Path) -> float:
+    """The group's limit in CPUs (either cgroup version)."""
+    if (group / "cpu.max").exists():
+        quota, period = (group / "cpu.max").read_text().split()
+    else:
+        quota = (group / "cpu.cfs_quota_us").read_text().strip()
+        period = (group / "cpu.cfs_period_us").read_text().strip()
+    return int(quota) / int(period)
+
+
+def assert_each_node_in_its_cpu_group(node: Node) -> None:
+    groups = {k: cpu_group(node_pid(node, k)) for k in (1, 2, 3)}
+    assert len(set(groups.values())) == 3, groups
+    for k, group in groups.items():
+        assert group.parent.name == PARENT and group.name.endswith(f"-node-{k}"), group
+        assert cpu_limit(group) == 1.0, (k, group)
 
 
 def node_pid(node: Node, k: int) -> int:
@@ -62,6 +97,15 @@ def stored(node: Node, index: str) -> dict[str, dict]:
     _, data = node.request("POST", f"/{index}/_search", {
         "size": 10000, "_source": ["url", "status", "nextFetchDate"]})
     return {h["_source"]["url"]: h["_source"] for h in data["hits"]["hits"]}
+
+
+def test_each_node_has_a_cpu_of_its_own(cluster):
+    assert_each_node_in_its_cpu_group(cluster)
+    status = cluster.owler("services", "status", "--json")
+    assert orjson.loads(status.stdout)["cpus"] == [1.0, 1.0, 1.0], status.stdout
+    text = cluster.owler("services", "status")
+    assert "nodes [1, 2, 3] of 3 running, 3 in the cluster, CPUs per node 1 1 1" in text.stdout, \
+        text.stdout
 
 
 def test_a_crawl_survives_a_node_killed_mid_crawl(cluster, tmp_path):
@@ -127,3 +171,4 @@ def test_a_crawl_survives_a_node_killed_mid_crawl(cluster, tmp_path):
     wait_for("the cluster green again", lambda: cluster.request(
         "GET", "/_cluster/health")[1]["status"] == "green", 120, 1.0)
     assert cluster.request("GET", "/_cluster/health")[1]["number_of_nodes"] == 3
+    assert_each_node_in_its_cpu_group(cluster)  # the node started again is in its group again

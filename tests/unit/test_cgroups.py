@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from owler.constants import CLUSTER_HOSTS_CPUS_KEY as KEY
 from owler.run.cgroups import CgroupError, CpuLimit, cpu_hierarchy
 
 
@@ -45,7 +46,7 @@ def test_the_cpu_controller_is_found_in_either_version(tmp_path):
 def test_a_v1_group_gets_a_quota_per_period(tmp_path):
     root = tmp_path / "cpu"
     root.mkdir()
-    limit = CpuLimit("127.0.0.2-2222", 0.5, mountinfo(tmp_path, [v1_line(root, "cpu")]))
+    limit = CpuLimit("127.0.0.2-2222", 0.5, KEY, mountinfo(tmp_path, [v1_line(root, "cpu")]))
     group = limit.create()
     assert group == root / "owler-hosts" / "127.0.0.2-2222" == limit.path
     assert (group / "cpu.cfs_quota_us").read_text() == "50000\n"
@@ -55,7 +56,7 @@ def test_a_v1_group_gets_a_quota_per_period(tmp_path):
     (group / "cpu.stat").write_text("nr_periods 40\nnr_throttled 7\nthrottled_time 9\n")
     assert limit.throttled() == 7
     # the kernel's smallest quota is 1 ms
-    assert CpuLimit("x", 0.001).quota_us == 1000
+    assert CpuLimit("x", 0.001, KEY).quota_us == 1000
 
 
 def test_a_v2_group_is_reached_by_the_controller_and_gets_cpu_max(tmp_path):
@@ -65,7 +66,7 @@ def test_a_v2_group_is_reached_by_the_controller_and_gets_cpu_max(tmp_path):
     (root / "cgroup.subtree_control").write_text("memory\n")
     (root / "owler-hosts").mkdir()
     (root / "owler-hosts" / "cgroup.subtree_control").write_text("")
-    limit = CpuLimit("h", 1.5, mountinfo(tmp_path, [v2_line(root)]))
+    limit = CpuLimit("h", 1.5, KEY, mountinfo(tmp_path, [v2_line(root)]))
     group = limit.create()
     # enabling is a write of "+cpu" (the kernel keeps the rest); a file here takes the write
     assert (root / "cgroup.subtree_control").read_text() == "+cpu\n"
@@ -77,21 +78,26 @@ def test_a_v2_group_is_reached_by_the_controller_and_gets_cpu_max(tmp_path):
 
 
 def test_no_controller_and_bad_arguments_are_clear_errors(tmp_path):
-    limit = CpuLimit("h", 1, mountinfo(tmp_path, []))
-    with pytest.raises(CgroupError, match="needs Linux's cgroup cpu controller"):
+    limit = CpuLimit("h", 1, KEY, mountinfo(tmp_path, []))
+    with pytest.raises(CgroupError, match="cluster.hosts.cpus needs Linux's cgroup cpu controller"):
         limit.create()
     assert limit.remove()  # nothing to remove
+    # the message names the setting that asked for the group
+    node = CpuLimit("n", 1, "services.opensearch.cpus", mountinfo(tmp_path, []))
+    with pytest.raises(CgroupError, match=r"services.opensearch.cpus needs .*; set "
+                                          r"services.opensearch.cpus: 0"):
+        node.create()
     with pytest.raises(ValueError):
-        CpuLimit("h", 0)
+        CpuLimit("h", 0, KEY)
     with pytest.raises(ValueError):
-        CpuLimit("a/b", 1)
+        CpuLimit("a/b", 1, KEY)
 
 
 def test_remove_takes_the_group_and_the_empty_parent(tmp_path):
     root = tmp_path / "cpu"
     root.mkdir()
     info = mountinfo(tmp_path, [v1_line(root, "cpu")])
-    a, b = CpuLimit("a", 1, info), CpuLimit("b", 1, info)
+    a, b = CpuLimit("a", 1, KEY, info), CpuLimit("b", 1, KEY, info)
     a.create()
     b.create()
     for f in a.path.iterdir():  # the kernel's files vanish with the group; made-up ones do not

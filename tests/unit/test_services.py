@@ -72,6 +72,28 @@ def test_bad_cluster_sizes_and_ports_are_refused(tmp_path):
     assert cluster(tmp_path, 3, 9297).members()[-1][2] == 9299
 
 
+def test_each_node_may_have_cpus_of_its_own(tmp_path):
+    """``services.opensearch.cpus``: a CPU group per node, named after the cluster's folder (two
+    clusters of one machine never share a group); 0 shares the machine's cores; out of range is
+    refused."""
+    shared = cluster(tmp_path / "shared", 3)
+    assert shared.cpus == 0 and shared.cpu_limit(1) is None
+    own = S.OpenSearchNode.from_conf(load_conf(None, [
+        f"owler.work.dir={tmp_path / 'own'}", "services.opensearch.nodes=3",
+        "services.opensearch.cpus=0.5"]))
+    limits = [own.cpu_limit(k) for k in (1, 2, 3)]
+    assert [g.cpus for g in limits] == [0.5] * 3 and limits[0].quota_us == 50_000
+    assert len({g.name for g in limits}) == 3
+    assert all(g.name.startswith(own.cluster_name) for g in limits)
+    other = S.OpenSearchNode.from_conf(load_conf(None, [f"owler.work.dir={tmp_path / 'other'}"]),
+                                       cpus=0.5)  # (--cpus)
+    assert other.cpu_limit(1).name != limits[0].name
+    for bad in (-1, (os.cpu_count() or 1) + 1):
+        with pytest.raises(ConfError, match=r"services.opensearch.cpus: expected 0 \(the "):
+            S.OpenSearchNode.from_conf(load_conf(None, [f"owler.work.dir={tmp_path}",
+                                                        f"services.opensearch.cpus={bad}"]))
+
+
 def test_data_made_by_a_cluster_of_another_size_is_refused(tmp_path):
     three = cluster(tmp_path, 3)
     three._check_size()  # a new folder: recorded

@@ -1,5 +1,6 @@
 """A share of the machine's CPU for a group of processes: the CPUs of one host of the loopback
-cluster (owler/run/hosts.py, ``cluster.hosts.cpus``).
+cluster (owler/run/hosts.py, ``cluster.hosts.cpus``) or of one OpenSearch node of ``owler
+services`` (owler/run/services.py, ``services.opensearch.cpus``).
 
 The hosts of that cluster are loopback addresses of one machine, so every supervisor, worker and
 component would otherwise share all of its cores, and a host that joins a crawl would add
@@ -56,9 +57,10 @@ def cpu_hierarchy(mountinfo: Path = MOUNTINFO) -> tuple[Path, int] | None:
 
 
 class CpuLimit:
-    """The group ``<hierarchy>/owler-hosts/<name>``, limited to ``cpus`` CPUs."""
+    """The group ``<hierarchy>/owler-hosts/<name>``, limited to ``cpus`` CPUs; ``key`` is the
+    setting that asked for it (its messages name it)."""
 
-    def __init__(self, name: str, cpus: float, mountinfo: Path = MOUNTINFO) -> None:
+    def __init__(self, name: str, cpus: float, key: str, mountinfo: Path = MOUNTINFO) -> None:
         if not cpus > 0:
             raise ValueError(f"cpus must be > 0, got {cpus}")
         if not name or "/" in name or name.startswith("."):
@@ -66,12 +68,13 @@ class CpuLimit:
         self.name = name
         self.cpus = cpus
         self._mountinfo = mountinfo
+        self.key = key
 
     def _hierarchy(self) -> tuple[Path, int]:
         found = cpu_hierarchy(self._mountinfo)
         if found is None:
-            raise CgroupError("cluster.hosts.cpus needs Linux's cgroup cpu controller, and none "
-                              f"is mounted here ({self._mountinfo}); set cluster.hosts.cpus: 0")
+            raise CgroupError(f"{self.key} needs Linux's cgroup cpu controller, and none "
+                              f"is mounted here ({self._mountinfo}); set {self.key}: 0")
         return found
 
     @property
@@ -104,8 +107,8 @@ class CpuLimit:
                 (group / "cpu.max").write_text(f"{self.quota_us} {PERIOD_US}\n")
         except OSError as exc:
             raise CgroupError(f"cannot make the CPU group {group} ({exc.strerror or exc}): "
-                              "cluster.hosts.cpus needs root and a writable cgroup cpu "
-                              "controller; or set cluster.hosts.cpus: 0") from None
+                              f"{self.key} needs root and a writable cgroup cpu "
+                              f"controller; or set {self.key}: 0") from None
         return group
 
     def limit(self) -> float | None:

@@ -328,7 +328,7 @@ def cmd_services(args) -> int:
     rc = 0
     for name in names:
         try:
-            node = node_for(name, conf, args.nodes)
+            node = node_for(name, conf, args.nodes, args.cpus)
             if args.action == "up":
                 print(node.up(timeout=args.timeout))
             elif args.action == "down":
@@ -341,7 +341,9 @@ def cmd_services(args) -> int:
                     pids = (f"pid {st['pid']}" if st["nodes"] == 1 else
                             f"nodes {st['running_nodes']} of {st['nodes']} running, "
                             f"{st['cluster_nodes']} in the cluster")
-                    state = f"running ({pids}, health {st['health']})" if st["running"] \
+                    cpus = ("" if not any(st["cpus"]) else ", CPUs per node "
+                            + " ".join(f"{c:g}" if c else "shared" for c in st["cpus"]))
+                    state = f"running ({pids}{cpus}, health {st['health']})" if st["running"] \
                         else "not running"
                     print(f"{name}: {state} at {st['url']}; logs {st['logs']}")
                 if not st["running"]:
@@ -765,6 +767,10 @@ def _add_services_command(sub) -> None:
     s.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="opensearch: a cluster of N nodes on 127.0.0.1 .. 127.0.0.N (default: "
                         "services.opensearch.nodes, 1)")
+    s.add_argument("--cpus", type=float, default=None, metavar="C",
+                   help="up: each node limited to C CPUs of its own, as if on a machine of its "
+                        "own (services.opensearch.cpus; 0, the default: the machine's, shared; "
+                        "needs root)")
     s.set_defaults(func=cmd_services)
 
 

@@ -85,8 +85,8 @@ import yaml
 
 from owler import conf as C
 from owler import sched
-from owler.constants import (CLUSTER_UI_PORT_KEY, EXECUTOR_METRICS_KEY, MESSAGE_TIMEOUT_KEY,
-                             MULTILANG_SERIALIZER_KEY, STORM_HOSTNAME_KEY)
+from owler.constants import (CLUSTER_HOSTS_CPUS_KEY, CLUSTER_UI_PORT_KEY, EXECUTOR_METRICS_KEY,
+                             MESSAGE_TIMEOUT_KEY, MULTILANG_SERIALIZER_KEY, STORM_HOSTNAME_KEY)
 from owler.run.hosts import Host, Hosts, HostsError, node_host
 from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 from owler.run.runner import storm_home
@@ -1050,7 +1050,7 @@ def _hosts(conf: Mapping[str, Any]) -> dict[str, Any]:
     of hosts unless ``cluster.hosts`` is given (a cluster of hosts is one until ``down``)."""
     hosts = C.get_int(conf, "cluster.hosts", 0)
     port = C.get_int(conf, "cluster.hosts.ssh.port", 2222)
-    cpus = C.get_float(conf, "cluster.hosts.cpus", 0.0)
+    cpus = C.get_float(conf, CLUSTER_HOSTS_CPUS_KEY, 0.0)
     recorded = Path(C.get_str(conf, "owler.work.dir", ".work")) / "cluster" / "run" / "hosts"
     try:
         fields = recorded.read_text().split()
@@ -1063,7 +1063,7 @@ def _hosts(conf: Mapping[str, Any]) -> dict[str, Any]:
     if not 0 <= hosts <= MAX_SUPERVISORS - 1:
         raise C.ConfError(f"cluster.hosts: expected 0..{MAX_SUPERVISORS - 1}, got {hosts}")
     if not 0 <= cpus <= (os.cpu_count() or 1):
-        raise C.ConfError(f"cluster.hosts.cpus: expected 0 (the machine's, shared) .. "
+        raise C.ConfError(f"{CLUSTER_HOSTS_CPUS_KEY}: expected 0 (the machine's, shared) .. "
                           f"{os.cpu_count()} (this machine's), got {cpus:g}")
     return {"hosts": hosts, "ssh_port": port, "host_cpus": cpus}
 

@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from owler.constants import CLUSTER_HOSTS_CPUS_KEY
 from owler.run.cgroups import CgroupError, CpuLimit
 from owler.run.procs import alive, port_open, stop_group
 
@@ -186,7 +187,8 @@ class Hosts:
         return self._group(host) if self.cpus else None
 
     def _group(self, host: Host) -> CpuLimit:
-        return CpuLimit(f"{host.address}-{host.ssh_port}", self.cpus or 1.0)
+        return CpuLimit(f"{host.address}-{host.ssh_port}", self.cpus or 1.0,
+                        CLUSTER_HOSTS_CPUS_KEY)
 
     def _join(self, host: Host) -> list[str]:
         """The command prefix that puts a program in ``host``'s CPU group (nothing when the

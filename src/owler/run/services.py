@@ -15,10 +15,18 @@ bootstraps the cluster from the three transport addresses. A node can then be ki
 SIGKILL) while the others go on, as on a cluster of machines. The number of nodes is recorded
 with the data (``nodes``): a folder made by a cluster of another size is refused.
 
+Nodes on one machine share its cores, so a second and a third node add processes but no capacity.
+With ``services.opensearch.cpus`` C (or ``--cpus C``) each node runs in a CPU group of its own
+limited to C CPUs (owler/run/cgroups.py, as ``cluster.hosts.cpus`` does for the hosts of a Storm
+cluster), as if each were a machine of C cores: the cluster's capacity then grows with its nodes
+as a real one's does (the JVM sizes its thread pools to the limit). It needs root and a writable
+cgroup ``cpu`` controller; 0 (the default) shares the machine's cores.
+
 Config keys: ``services.opensearch.port`` (P, the first node's HTTP port, default 9200; the last
 node's must be at most 9299), ``services.opensearch.nodes`` (1), ``services.opensearch.heap`` (JVM
-heap of each node, default ``512m``), ``owler.work.dir``. The crawler reaches the nodes through
-``opensearch.addresses``, which defaults to them (:mod:`owler.osclient`).
+heap of each node, default ``512m``), ``services.opensearch.cpus`` (0), ``owler.work.dir``. The
+crawler reaches the nodes through ``opensearch.addresses``, which defaults to them
+(:mod:`owler.osclient`).
 """
 
 from __future__ import annotations
@@ -35,8 +43,9 @@ from typing import Any, Mapping
 import orjson
 
 from owler import conf as C
-from owler.constants import OPENSEARCH_NODES_KEY, OPENSEARCH_PORT_KEY
+from owler.constants import OPENSEARCH_CPUS_KEY, OPENSEARCH_NODES_KEY, OPENSEARCH_PORT_KEY
 from owler.osclient import service_nodes
+from owler.run.cgroups import CgroupError, CpuLimit
 from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 
 RUNNER_MAIN = "org.codelibs.opensearch.runner.OpenSearchRunner"
@@ -55,18 +64,20 @@ class OpenSearchNode:
     processes on 127.0.0.1 .. 127.0.0.N (module docstring)."""
 
     def __init__(self, project_root: Path, base_dir: Path, port: int = 9200, heap: str = "512m",
-                 nodes: int = 1) -> None:
+                 nodes: int = 1, cpus: float = 0.0) -> None:
         self.root = Path(project_root)
         self.base = Path(base_dir)
         self.port = int(port)
         self.heap = heap
         self.nodes = max(1, int(nodes))
+        self.cpus = float(cpus)
         self.pid_file = self.base / "node.pid"
         self.running_port: int | None = None
         self.console = self.base / "console.log"
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, Any], nodes: int | None = None) -> "OpenSearchNode":
+    def from_conf(cls, conf: Mapping[str, Any], nodes: int | None = None,
+                  cpus: float | None = None) -> "OpenSearchNode":
         conf = C.absolute_paths(dict(conf))
         work = Path(C.get_str(conf, "owler.work.dir", ".work"))
         port = C.get_int(conf, OPENSEARCH_PORT_KEY, 9200)
@@ -79,8 +90,12 @@ class OpenSearchNode:
             raise C.ConfError(f"services.opensearch.port: {port} is outside "
                               f"1025..{MAX_PORT - (n - 1)}, the ports the embedded OpenSearch "
                               f"runner can serve for {n} node(s)")
+        c = C.get_float(conf, OPENSEARCH_CPUS_KEY, 0.0) if cpus is None else cpus
+        if not 0 <= c <= (os.cpu_count() or 1):
+            raise C.ConfError(f"{OPENSEARCH_CPUS_KEY}: expected 0 (the machine's, shared) .. "
+                              f"{os.cpu_count() or 1} (this machine's CPUs), got {c}")
         return cls(C.project_root(), work / "services" / "opensearch", port,
-                   C.get_str(conf, "services.opensearch.heap", "512m"), n)
+                   C.get_str(conf, "services.opensearch.heap", "512m"), n, c)
 
     # -- the nodes -------------------------------------------------------------------------------
     def members(self) -> list[tuple[int, str, int]]:
@@ -111,6 +126,22 @@ class OpenSearchNode:
         """The name this node's cluster gets, unique to its data folder: the node that answers
         on the port is known to be this one, not another that took the port first."""
         return "owler-" + hashlib.sha1(str(self.base.resolve()).encode()).hexdigest()[:12]
+
+    def cpu_limit(self, k: int) -> CpuLimit | None:
+        """Node k's CPU group (``services.opensearch.cpus``); None without a limit."""
+        return self._group(k) if self.cpus > 0 else None
+
+    def _group(self, k: int) -> CpuLimit:
+        """Node k's CPU group, named after this cluster's data folder so that two clusters of one
+        machine never share one (also the group of a node an earlier ``up`` with CPUs started)."""
+        return CpuLimit(f"{self.cluster_name}-node-{k}", self.cpus or 1.0, OPENSEARCH_CPUS_KEY)
+
+    def node_cpus(self, k: int) -> float:
+        """The CPUs node k's group gives it as the kernel holds them (0: the machine's)."""
+        try:
+            return self._group(k).limit() or 0.0
+        except CgroupError:
+            return 0.0
 
     @property
     def logs(self) -> Path:
@@ -168,6 +199,7 @@ class OpenSearchNode:
         return {"service": "opensearch", "running": bool(pids), "pid": pids.get(1),
                 "url": self.url, "health": (health or {}).get("status"),
                 "nodes": self.nodes, "running_nodes": sorted(pids),
+                "cpus": [self.node_cpus(k) for k in sorted(pids)],
                 "cluster_nodes": (health or {}).get("number_of_nodes"),
                 "urls": self.urls, "data": str(self.node_dir(1) / "data"),
                 "logs": str(self.logs)}
@@ -277,6 +309,13 @@ class OpenSearchNode:
         if k > 1:  # the runner's own node folder is node_1: point it at node_k's
             cmd += ["-confPath", str(config), "-dataPath", str(home / "data"),
                     "-logsPath", str(home / "logs")]
+        limit = self.cpu_limit(k)
+        if limit is not None:
+            try:
+                limit.create()
+            except CgroupError as exc:
+                raise ServiceError(f"node {k}: {exc}") from None
+            cmd = limit.join_prefix() + cmd  # the shell joins the group, then becomes the JVM
         with open(self._console(k), "ab") as out:
             try:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
@@ -321,9 +360,14 @@ class OpenSearchNode:
     def _stop(self, k: int, pid: int, grace: float = 60.0) -> None:
         stop_group(pid, grace)
         self.node_pid_file(k).unlink(missing_ok=True)
+        group = self._group(k)  # (a zombie not yet reaped by its parent holds it a moment)
+        deadline = time.monotonic() + 5.0
+        while not group.remove() and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
-def node_for(name: str, conf: Mapping[str, Any], nodes: int | None = None) -> OpenSearchNode:
+def node_for(name: str, conf: Mapping[str, Any], nodes: int | None = None,
+             cpus: float | None = None) -> OpenSearchNode:
     if name != "opensearch":
         raise ServiceError(f"unknown service {name!r}; known: {', '.join(SERVICES)}")
-    return OpenSearchNode.from_conf(conf, nodes)
+    return OpenSearchNode.from_conf(conf, nodes, cpus)
