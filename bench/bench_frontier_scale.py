@@ -3,7 +3,7 @@
 (``--backend opensearch``) the OpenSearch one on nodes of its own.
 
     .venv/bin/python bench/bench_frontier_scale.py [--sizes 100k,1M,10M] [--keys-per-url 0.05]
-        [--batch N] [--measured 60] [--dir DIR] [--json] [-o KEY=VALUE ...]
+        [--batch N] [--measured 60] [--repeat 1] [--dir DIR] [--json] [-o KEY=VALUE ...]
         [--backend opensearch [--nodes 1] [--shards 1] [--replicas 0] [--heap 2g] [--port 9284]]
 
 The web's shape, not a closed farm's: partition keys (hosts) drawn from a Zipf law (exponent 1)
@@ -23,6 +23,13 @@ At each size:
   URLs) and long enough to span several of the checkpoint thread's cycles and the WAL's growth
   to its steady size (the 20 batches of the first version took 1.6 s at 0.1 M:
   docs/benchmarks-history.md, issue 45, fifth session);
+  With ``--repeat R`` (SQLite) the window is measured R times over the same database and the
+  same stream: the database is copied (and synced) before the first window and put back before
+  each of the others, the stream's generator rewound, and each rate is the median of the R
+  windows (the spread is printed beside it). A single window is a few seconds at the smallest
+  size, and the machine's own drift between two such windows reaches a third (117,815 against
+  75,917 updates/s for the same stream at 0.1 M, one run after the other,
+  docs/benchmarks-history.md), which a ratio to that size would carry whole;
 - **URLs served/s**: ``due(now, 1000 queues, 10 per queue)`` as the spout calls it, for 3 s;
 - **monitoring reads**, ms each (median of 5): ``counts()`` (``owler status``, the dashboard's
   recorder), ``due_count()`` (every progress line of ``owler run``), ``queue_count()`` with and
@@ -49,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import copy
 import itertools
 import json
 import os
@@ -97,6 +105,15 @@ class Web:
         self.count = array("I", bytes(4 * keys))
         self.urls = 0
         self.links, self.internal, self.new_share = links, internal, new_share
+
+    def state(self) -> tuple:
+        """Where the stream is (to draw the same batches again: :meth:`rewind`)."""
+        return self.rnd.getstate(), copy.copy(self.count), self.urls
+
+    def rewind(self, state: tuple) -> None:
+        rnd, count, self.urls = state
+        self.rnd.setstate(rnd)
+        self.count = copy.copy(count)
 
     def host(self) -> int:
         return min(bisect.bisect_left(self.cum, self.rnd.random() * self.total), len(self.cum) - 1)
@@ -227,6 +244,38 @@ def measure(fr, web: Web, path: Path | None, batch: int, now: float, node,
     }
 
 
+def repeated(fr, web: Web, path: Path, overrides: dict, window, repeat: int):
+    """``window(fr)`` ``repeat`` times over the same database and stream (module docstring);
+    returns the frontier as the last window left it and the windows' results, the median window
+    first (by updates/s), each rate of the first the median of all."""
+    if repeat <= 1:
+        return fr, [window(fr)]
+    saved = path.with_name(path.name + ".window")
+    fr.close()
+    shutil.copyfile(path, saved)
+    os.sync()  # the copy's dirty pages written now, not during the windows
+    state = web.state()
+    runs = []
+    for i in range(repeat):
+        if i:
+            fr.close()
+            for extra in ("-wal", "-shm"):
+                path.with_name(path.name + extra).unlink(missing_ok=True)
+            shutil.copyfile(saved, path)
+            os.sync()
+            web.rewind(state)
+        fr = SQLiteFrontier(path, overrides)
+        runs.append(window(fr))
+    saved.unlink()
+    runs.sort(key=lambda r: r["updates_per_s"])
+    mid = dict(runs[len(runs) // 2])
+    for key in ("updates_per_s", "served_per_s"):
+        values = sorted(r[key] for r in runs)
+        mid[key] = round(statistics.median(values))
+        mid[key + "_runs"] = values
+    return fr, [mid]
+
+
 ROWS = [("status updates/s", "updates_per_s"), ("URLs served/s by due()", "served_per_s"),
         ("due() ms per call (1,000 queues × 10)", "due_ms"), ("counts() ms", "counts_ms"),
         ("due_count() ms", "due_count_ms"), ("queue_count() ms", "queue_count_ms"),
@@ -245,7 +294,9 @@ def table(results: list[dict], name: str = "SQLite frontier") -> str:
             continue
         vals = [r[name] for r in results]
         ratio = vals[-1] / vals[0] if vals[0] else float("nan")
-        lines.append(f"| {label} | " + " | ".join(f"{v:,}" for v in vals) + f" | {ratio:.2f} |")
+        cells = [f"{v:,}" + (" (" + ", ".join(f"{x:,}" for x in r[name + "_runs"]) + ")"
+                             if name + "_runs" in r else "") for v, r in zip(vals, results)]
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {ratio:.2f} |")
     return "\n".join(lines)
 
 
@@ -261,6 +312,8 @@ def main() -> None:
                     default=C.get_int(load_conf(), "status.updater.batch.size", 5000))
     ap.add_argument("--measured", type=int, default=60,
                     help="batches timed at each size (the window spans several WAL checkpoints)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="SQLite: windows measured at each size over the same database (median)")
     ap.add_argument("--dir", default=None, help="where to put the database (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--backend", choices=("sqlite", "opensearch"), default="sqlite")
@@ -275,6 +328,8 @@ def main() -> None:
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     if sizes != sorted(sizes):
         ap.error("--sizes must grow")
+    if args.repeat < 1 or (args.repeat > 1 and args.backend != "sqlite"):
+        ap.error("--repeat: 1 or more, and more than 1 on the SQLite frontier only")
     web = Web(max(1000, int(sizes[-1] * args.keys_per_url)), links=args.links,
               internal=args.internal, new_share=args.new_share)
     try:
@@ -316,7 +371,11 @@ def main() -> None:
                 # every size's window starts from an empty WAL: the fill's checkpoint debt (its
                 # writes are all new URLs) is not the measured stream's
                 fr.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            r = measure(fr, web, path, args.batch, now, node, args.measured)
+            if node is None:
+                fr, (r,) = repeated(fr, web, path, overrides, lambda f: measure(
+                    f, web, path, args.batch, now, None, args.measured), args.repeat)
+            else:
+                r = measure(fr, web, path, args.batch, now, node, args.measured)
             r["fill_s"] = round(fill)
             results.append(r)
             print(f"[scale] {json.dumps(r)}", file=sys.stderr, flush=True)

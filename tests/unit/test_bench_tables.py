@@ -140,3 +140,40 @@ def test_scale_table_names_each_size_shortly_and_divides_the_largest_by_the_smal
                         "| largest ÷ smallest |")
     assert lines[2] == "| status updates/s | 60,000 | 30,000 | 0.50 |"
     assert len(lines) == 2 + len(ROWS)
+
+
+def test_repeated_windows_start_from_the_same_database_and_stream(tmp_path):
+    """``bench_frontier_scale.py --repeat``: every window starts from the same file and draws the
+    same batches; the rates are the windows' medians, shown beside them in the table."""
+    import time
+
+    from bench.bench_frontier_scale import Web, repeated, table
+    from owler.frontier.sqlite import SQLiteFrontier
+
+    path = tmp_path / "frontier.sqlite"
+    web = Web(200, links=20)
+    now = time.time()
+    fr = SQLiteFrontier(path, {})
+    fr.apply_updates(web.batch(500, now, new_share=1.0))
+    seen = []
+    rates = iter([300, 100, 200])
+
+    def window(f):
+        before = sum(f.counts().values())
+        batch = web.batch(300, now)
+        f.apply_updates(batch)
+        seen.append((before, [u.url for u in batch], sum(f.counts().values())))
+        r = next(rates)
+        return {"urls": seen[-1][2], "keys": f.queue_count(), "updates_per_s": r,
+                "served_per_s": r * 2}
+
+    fr, (mid,) = repeated(fr, web, path, {}, window, 3)
+    assert len(seen) == 3 and len({(b, tuple(u), a) for b, u, a in seen}) == 1, seen
+    assert seen[0][2] > seen[0][0]  # each window wrote new URLs, and each began without them
+    assert sum(fr.counts().values()) == seen[0][2]  # the frontier as the last window left it
+    assert not path.with_name(path.name + ".window").exists()
+    assert mid["updates_per_s"] == 200 and mid["updates_per_s_runs"] == [100, 200, 300]
+    assert mid["served_per_s"] == 400 and mid["served_per_s_runs"] == [200, 400, 600]
+    fr.close()
+    rows = table([mid, mid]).splitlines()
+    assert rows[2] == "| status updates/s | 200 (100, 200, 300) | 200 (100, 200, 300) | 1.00 |"
