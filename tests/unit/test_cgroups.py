@@ -107,3 +107,24 @@ def test_remove_takes_the_group_and_the_empty_parent(tmp_path):
     for f in b.path.iterdir():
         f.unlink()
     assert b.remove() and not (root / "owler-hosts").exists()
+
+
+def test_remove_waits_for_the_last_process_to_go(tmp_path):
+    import threading
+    import time
+
+    root = tmp_path / "cpu"
+    root.mkdir()
+    limit = CpuLimit("n", 1, KEY, mountinfo(tmp_path, [v1_line(root, "cpu")]))
+    limit.create()
+    t0 = time.monotonic()
+    assert not limit.remove(wait=0.3)  # a "process" in it throughout: gives up after the wait
+    assert time.monotonic() - t0 >= 0.3 and limit.path.exists()
+
+    def leave():  # the last one goes a moment later
+        time.sleep(0.2)
+        for f in limit.path.iterdir():
+            f.unlink()
+
+    threading.Thread(target=leave).start()
+    assert limit.remove(wait=5.0) and not limit.path.exists()

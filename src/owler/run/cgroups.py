@@ -19,6 +19,8 @@ starts afterwards is in the group too. Everything here needs root.
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 #: the CFS period of every group (microseconds): the kernel's default
@@ -26,6 +28,17 @@ PERIOD_US = 100_000
 #: the folder of every group of owler's, under the hierarchy's root
 PARENT = "owler-hosts"
 MOUNTINFO = Path("/proc/self/mountinfo")
+
+
+def checked_cpus(key: str, cpus: float) -> float:
+    """``cpus`` of setting ``key`` if it is 0 (the machine's, shared) up to this machine's CPUs;
+    raises ConfError otherwise."""
+    from owler.conf import ConfError
+
+    if not 0 <= cpus <= (os.cpu_count() or 1):
+        raise ConfError(f"{key}: expected 0 (the machine's, shared) .. {os.cpu_count() or 1} "
+                        f"(this machine's CPUs), got {cpus:g}")
+    return cpus
 
 
 class CgroupError(RuntimeError):
@@ -144,8 +157,18 @@ class CpuLimit:
         then becomes the program)."""
         return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.procs)]
 
-    def remove(self) -> bool:
-        """Remove the group (and ``owler-hosts/`` once empty); False while a process is in it."""
+    def remove(self, wait: float = 0.0) -> bool:
+        """Remove the group (and ``owler-hosts/`` once empty); False while a process is in it,
+        after up to ``wait`` seconds for the last to go (one that was stopped a moment ago, or a
+        zombie its parent has not reaped yet, holds the group a little longer)."""
+        deadline = time.monotonic() + wait
+        while not self._remove_once():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def _remove_once(self) -> bool:
         try:
             root, _ = self._hierarchy()
         except CgroupError:

@@ -87,6 +87,7 @@ from owler import conf as C
 from owler import sched
 from owler.constants import (CLUSTER_HOSTS_CPUS_KEY, CLUSTER_UI_PORT_KEY, EXECUTOR_METRICS_KEY,
                              MESSAGE_TIMEOUT_KEY, MULTILANG_SERIALIZER_KEY, STORM_HOSTNAME_KEY)
+from owler.run.cgroups import checked_cpus
 from owler.run.hosts import Host, Hosts, HostsError, node_host
 from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 from owler.run.runner import storm_home
@@ -1062,9 +1063,7 @@ def _hosts(conf: Mapping[str, Any]) -> dict[str, Any]:
         hosts, port, cpus = hosts or was, port_was, cpus_were
     if not 0 <= hosts <= MAX_SUPERVISORS - 1:
         raise C.ConfError(f"cluster.hosts: expected 0..{MAX_SUPERVISORS - 1}, got {hosts}")
-    if not 0 <= cpus <= (os.cpu_count() or 1):
-        raise C.ConfError(f"{CLUSTER_HOSTS_CPUS_KEY}: expected 0 (the machine's, shared) .. "
-                          f"{os.cpu_count()} (this machine's), got {cpus:g}")
+    checked_cpus(CLUSTER_HOSTS_CPUS_KEY, cpus)
     return {"hosts": hosts, "ssh_port": port, "host_cpus": cpus}
 
 

@@ -486,12 +486,5 @@ class Hosts:
 
     def _remove_limit(self, host: Host, wait: float = 5.0) -> bool:
         """Remove ``host``'s CPU group once its last process has gone (True: none is left).
-        Whatever ran in it was stopped with the host's namespace; a process still exiting
-        holds the group a moment longer."""
-        limit = self._group(host)  # also a group an earlier `up` with CPUs made
-        deadline = time.monotonic() + wait
-        while not limit.remove():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.1)
-        return True
+        Whatever ran in it was stopped with the host's namespace."""
+        return self._group(host).remove(wait)  # also a group an earlier `up` with CPUs made

@@ -45,7 +45,7 @@ import orjson
 from owler import conf as C
 from owler.constants import OPENSEARCH_CPUS_KEY, OPENSEARCH_NODES_KEY, OPENSEARCH_PORT_KEY
 from owler.osclient import service_nodes
-from owler.run.cgroups import CgroupError, CpuLimit
+from owler.run.cgroups import CgroupError, CpuLimit, checked_cpus
 from owler.run.procs import alive, port_open, read_pid_file, stop_group, write_pid_file
 
 RUNNER_MAIN = "org.codelibs.opensearch.runner.OpenSearchRunner"
@@ -90,10 +90,8 @@ class OpenSearchNode:
             raise C.ConfError(f"services.opensearch.port: {port} is outside "
                               f"1025..{MAX_PORT - (n - 1)}, the ports the embedded OpenSearch "
                               f"runner can serve for {n} node(s)")
-        c = C.get_float(conf, OPENSEARCH_CPUS_KEY, 0.0) if cpus is None else cpus
-        if not 0 <= c <= (os.cpu_count() or 1):
-            raise C.ConfError(f"{OPENSEARCH_CPUS_KEY}: expected 0 (the machine's, shared) .. "
-                              f"{os.cpu_count() or 1} (this machine's CPUs), got {c}")
+        c = checked_cpus(OPENSEARCH_CPUS_KEY,
+                         C.get_float(conf, OPENSEARCH_CPUS_KEY, 0.0) if cpus is None else cpus)
         return cls(C.project_root(), work / "services" / "opensearch", port,
                    C.get_str(conf, "services.opensearch.heap", "512m"), n, c)
 
@@ -360,10 +358,7 @@ class OpenSearchNode:
     def _stop(self, k: int, pid: int, grace: float = 60.0) -> None:
         stop_group(pid, grace)
         self.node_pid_file(k).unlink(missing_ok=True)
-        group = self._group(k)  # (a zombie not yet reaped by its parent holds it a moment)
-        deadline = time.monotonic() + 5.0
-        while not group.remove() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        self._group(k).remove(wait=5.0)
 
 
 def node_for(name: str, conf: Mapping[str, Any], nodes: int | None = None,
