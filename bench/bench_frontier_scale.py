@@ -3,7 +3,8 @@
 (``--backend opensearch``) the OpenSearch one on nodes of its own.
 
     .venv/bin/python bench/bench_frontier_scale.py [--sizes 100k,1M,10M] [--keys-per-url 0.05]
-        [--batch N] [--measured 60] [--repeat 1] [--dir DIR] [--json] [-o KEY=VALUE ...]
+        [--batch N] [--pages-per-s 480] [--measured 60] [--repeat 1] [--pages N] [--dir DIR]
+        [--json] [-o KEY=VALUE ...]
         [--backend opensearch [--nodes 1] [--shards 1] [--replicas 0] [--heap 2g] [--port 9284]]
 
 The web's shape, not a closed farm's: partition keys (hosts) drawn from a Zipf law (exponent 1)
@@ -14,6 +15,12 @@ FETCHED (rescheduled a day later) followed by its ``--links`` outlinks as DISCOV
 of them to the page's own host, each new with probability ``--new-share`` (OWLer discovered nine
 new URLs per page fetched; the default, 0.15 of 60 links, is that) and otherwise a known URL, which
 the frontier ignores. The frontier is filled to each size with pages whose links are all new.
+The stream has a clock, as a crawl's status updater has: each fetched page moves it on by
+``1 / --pages-per-s`` seconds, its DISCOVERED are dated by it (the scheduler's date for DISCOVERED
+is now: owler/scheduler.py) and its FETCHED a day after it; the reads ask for what is due at the
+clock's time. (Before, every DISCOVERED was dated at random within the hour before one fixed time,
+so a host's new URLs fell all over its range of the key index instead of after its last ones:
+docs/benchmarks-history.md, issue 45, eighth session.)
 
 At each size:
 
@@ -30,10 +37,16 @@ At each size:
   size, and the machine's own drift between two such windows reaches a third (117,815 against
   75,917 updates/s for the same stream at 0.1 M, one run after the other,
   docs/benchmarks-history.md), which a ratio to that size would carry whole;
-- **URLs served/s**: ``due(now, 1000 queues, 10 per queue)`` as the spout calls it, for 3 s;
+- **URLs served/s**: ``due(clock, 1000 queues, 10 per queue)`` as the spout calls it, for 3 s;
 - **monitoring reads**, ms each (median of 5): ``counts()`` (``owler status``, the dashboard's
   recorder), ``due_count()`` (every progress line of ``owler run``), ``queue_count()`` with and
   without ``now``, ``most_delayed()``;
+- **pages a batch writes** (SQLite, ``--pages N``): after the rest, N more batches written with
+  no checkpoint at all (neither the checkpoint thread nor SQLite's own), so that the WAL keeps
+  every page each commit wrote; each page is then named by the table or index it belongs to
+  (SQLite's ``dbstat``), per batch: what a batch's commit costs, and which B-tree's share grows
+  with the size (the map of every page to its B-tree counts in this process's peak RSS, so the
+  memory row is not comparable with a run without ``--pages``);
 - **disk**: the database's pages per URL (``page_count``, those not yet checkpointed from the
   WAL included) and the WAL file (``frontier.sqlite.wal.autocheckpoint`` bounds it), and the
   process's **peak RSS** (this process: the frontier's page cache, ``frontier.sqlite.cache.mb``,
@@ -64,10 +77,12 @@ import random
 import resource
 import shutil
 import statistics
+import struct
 import sys
 import tempfile
 import time
 from array import array
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -76,7 +91,7 @@ from owler import conf as C  # noqa: E402
 from owler.conf import load_conf  # noqa: E402
 from owler.constants import Status  # noqa: E402
 from owler.frontier import StatusUpdate  # noqa: E402
-from owler.frontier.sqlite import SQLiteFrontier  # noqa: E402
+from owler.frontier.sqlite import CHECKPOINT_INTERVAL_KEY, SQLiteFrontier  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,8 +113,10 @@ class Web:
     nothing per URL is kept in memory."""
 
     def __init__(self, keys: int, seed: int = 42, links: int = 60, internal: float = 0.8,
-                 new_share: float = 0.15) -> None:
+                 new_share: float = 0.15, clock: float = 0.0, pages_per_s: float = 480.0) -> None:
         self.rnd = random.Random(seed)
+        self.clock = clock  # the stream's time: a fetched page moves it on by 1 / pages_per_s
+        self.tick = 1.0 / pages_per_s
         self.cum = list(itertools.accumulate(1.0 / (i + 1) for i in range(keys)))
         self.total = self.cum[-1]
         self.count = array("I", bytes(4 * keys))
@@ -108,10 +125,10 @@ class Web:
 
     def state(self) -> tuple:
         """Where the stream is (to draw the same batches again: :meth:`rewind`)."""
-        return self.rnd.getstate(), copy.copy(self.count), self.urls
+        return self.rnd.getstate(), copy.copy(self.count), self.urls, self.clock
 
     def rewind(self, state: tuple) -> None:
-        rnd, count, self.urls = state
+        rnd, count, self.urls, self.clock = state
         self.rnd.setstate(rnd)
         self.count = copy.copy(count)
 
@@ -132,21 +149,24 @@ class Web:
             return (*self.url(k, j), True)
         return (*self.url(k, self.rnd.randrange(self.count[k])), False)
 
-    def batch(self, size: int, now: float, new_share: float | None = None) -> list[StatusUpdate]:
-        """Fetched pages until ``size`` updates: each a FETCHED (rescheduled a day later) and its
-        ``links`` outlinks as DISCOVERED, ``internal`` of them to its own host, each a new URL with
-        probability ``new_share`` (else a known one, which the frontier ignores)."""
+    def batch(self, size: int, new_share: float | None = None) -> list[StatusUpdate]:
+        """Fetched pages until ``size`` updates: each a FETCHED (rescheduled a day after the
+        clock) and its ``links`` outlinks as DISCOVERED at the clock's time, ``internal`` of them to
+        its own host, each a new URL with probability ``new_share`` (else a known one, which the
+        frontier ignores)."""
         share = self.new_share if new_share is None else new_share
         rnd = self.rnd
         out: list[StatusUpdate] = []
         while len(out) < size:
+            self.clock += self.tick
+            now = self.clock
             k = self.host()
             url, key, _ = self.link(k, False)
             out.append(StatusUpdate(url, Status.FETCHED, FETCHED_MD, now + 86400, key))
             for _ in range(self.links):
                 target = k if rnd.random() < self.internal else self.host()
                 url, key, _ = self.link(target, rnd.random() < share)
-                out.append(StatusUpdate(url, Status.DISCOVERED, MD, now - rnd.random() * 3600, key))
+                out.append(StatusUpdate(url, Status.DISCOVERED, MD, now, key))
         return out
 
 
@@ -185,12 +205,11 @@ def store_facts(fr, path: Path | None, rows: int, node) -> dict:
             "peak_rss_mb": round(sum(rss_mb(pid) for pid in node.pids().values()))}
 
 
-def measure(fr, web: Web, path: Path | None, batch: int, now: float, node,
-            measured: int) -> dict:
+def measure(fr, web: Web, path: Path | None, batch: int, node, measured: int) -> dict:
     t_write = 0.0
     written = 0
     for _ in range(measured):
-        b = web.batch(batch, now)
+        b = web.batch(batch)
         t0 = time.perf_counter()
         failed = fr.apply_updates(b)
         t_write += time.perf_counter() - t0
@@ -198,6 +217,7 @@ def measure(fr, web: Web, path: Path | None, batch: int, now: float, node,
         written += len(b)
     if node is not None:
         fr.refresh()  # the writes searchable, as the spout finds them a refresh later
+    now = web.clock  # what is due once the window's pages are written
     served = calls = 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < 3.0 or calls < 3:
@@ -211,7 +231,7 @@ def measure(fr, web: Web, path: Path | None, batch: int, now: float, node,
     if node is not None:
         # as in a crawl, a write made searchable before each read: OpenSearch answers a search
         # again from its request cache until a refresh brings a change
-        extra = web.batch(1, now)[:1]
+        extra = web.batch(1)[:1]
 
         def fresh():
             fr.apply_updates(extra)
@@ -276,11 +296,44 @@ def repeated(fr, web: Web, path: Path, overrides: dict, window, repeat: int):
     return fr, [mid]
 
 
+def wal_frames(wal: Path) -> list[int]:
+    """The page number of every frame of a WAL file, in order (SQLite's WAL format: a 32-byte
+    header whose bytes 8-11 give the page size, then frames of a 24-byte header, whose first 4
+    bytes are the page number, and the page)."""
+    data = wal.read_bytes() if wal.exists() else b""
+    if len(data) < 32:
+        return []
+    size = struct.unpack(">I", data[8:12])[0]
+    return [struct.unpack(">I", data[off:off + 4])[0]
+            for off in range(32, len(data) - size - 23, 24 + size)]
+
+
+def batch_pages(fr, web: Web, path: Path, overrides: dict, batch: int, n: int):
+    """``--pages``: ``n`` more batches without checkpoints, the WAL's pages named by B-tree
+    (module docstring). Returns the frontier opened again as before and ``{B-tree: pages per
+    batch}``, largest first, ``(free)`` for pages no B-tree holds any more."""
+    fr.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    fr.close()
+    quiet = SQLiteFrontier(path, {**overrides, CHECKPOINT_INTERVAL_KEY: 0,
+                                  "frontier.sqlite.wal.autocheckpoint": 0})
+    try:
+        for _ in range(n):
+            failed = quiet.apply_updates(web.batch(batch))
+            assert not failed, f"{len(failed)} updates failed"
+        frames = wal_frames(path.with_name(path.name + "-wal"))
+        owner = dict(quiet.conn.execute("SELECT pageno, name FROM dbstat"))
+    finally:
+        quiet.close()
+    counts = Counter(owner.get(p, "(free)") for p in frames)
+    return SQLiteFrontier(path, overrides), {k: round(v / n) for k, v in counts.most_common()}
+
+
 ROWS = [("status updates/s", "updates_per_s"), ("URLs served/s by due()", "served_per_s"),
         ("due() ms per call (1,000 queues × 10)", "due_ms"), ("counts() ms", "counts_ms"),
         ("due_count() ms", "due_count_ms"), ("queue_count() ms", "queue_count_ms"),
         ("queue_count(now) ms", "due_queue_count_ms"), ("most_delayed() ms", "most_delayed_ms"),
         ("OpenSearch: one computation of the figures' snapshot, ms", "snapshot_ms"),
+        ("pages a batch writes (`--pages`)", "pages_per_batch"),
         ("disk bytes per URL", "disk_bytes_per_url"), ("WAL MB", "wal_mb"),
         ("memory MB (SQLite: this process's peak RSS; OpenSearch: the nodes' RSS)", "peak_rss_mb")]
 
@@ -300,6 +353,22 @@ def table(results: list[dict], name: str = "SQLite frontier") -> str:
     return "\n".join(lines)
 
 
+def pages_table(results: list[dict], top: int = 8) -> str:
+    """``--pages``: the pages a batch writes by B-tree at each size, the largest shares at the
+    largest size first."""
+    last = results[-1]["pages_by_btree"]
+    names = sorted(last, key=lambda k: -last[k])[:top]
+    head = "| pages a batch writes, by B-tree | " + " | ".join(
+        f"{r['urls'] / 1e6:.3g} M" for r in results) + " | largest ÷ smallest |"
+    lines = [head, "|---|" + "---:|" * (len(results) + 1)]
+    for name in names + ["(all)"]:
+        vals = [r["pages_per_batch"] if name == "(all)" else r["pages_by_btree"].get(name, 0)
+                for r in results]
+        ratio = f"{vals[-1] / vals[0]:.2f}" if vals[0] else "—"
+        lines.append(f"| {name} | " + " | ".join(f"{v:,}" for v in vals) + f" | {ratio} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="100k,1M,10M", help="frontier sizes, growing (k, M)")
@@ -308,12 +377,16 @@ def main() -> None:
     ap.add_argument("--links", type=int, default=60, help="outlinks per fetched page")
     ap.add_argument("--internal", type=float, default=0.8, help="share of links to the same host")
     ap.add_argument("--new-share", type=float, default=0.15, help="share of links that are new")
+    ap.add_argument("--pages-per-s", type=float, default=480.0,
+                    help="the stream's clock: fetched pages per second (the farm crawl's rate)")
     ap.add_argument("--batch", type=int,
                     default=C.get_int(load_conf(), "status.updater.batch.size", 5000))
     ap.add_argument("--measured", type=int, default=60,
                     help="batches timed at each size (the window spans several WAL checkpoints)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="SQLite: windows measured at each size over the same database (median)")
+    ap.add_argument("--pages", type=int, default=0, metavar="N",
+                    help="SQLite: N more batches per size without checkpoints, their pages by B-tree")
     ap.add_argument("--dir", default=None, help="where to put the database (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--backend", choices=("sqlite", "opensearch"), default="sqlite")
@@ -330,15 +403,18 @@ def main() -> None:
         ap.error("--sizes must grow")
     if args.repeat < 1 or (args.repeat > 1 and args.backend != "sqlite"):
         ap.error("--repeat: 1 or more, and more than 1 on the SQLite frontier only")
+    if args.pages < 0 or (args.pages and args.backend != "sqlite"):
+        ap.error("--pages: 0 or more, on the SQLite frontier only")
+    # the clock starts a day back: every date the run writes is in the past, as a crawl's are
     web = Web(max(1000, int(sizes[-1] * args.keys_per_url)), links=args.links,
-              internal=args.internal, new_share=args.new_share)
+              internal=args.internal, new_share=args.new_share, clock=time.time() - 86400,
+              pages_per_s=args.pages_per_s)
     try:
         overrides = dict(C.parse_override(o) for o in args.options)
     except C.ConfError as exc:
         ap.error(str(exc))
     tmp = Path(tempfile.mkdtemp(prefix="bench-frontier-scale-", dir=args.dir))
     path = tmp / "frontier.sqlite"
-    now = time.time()
     results = []
     node = None
     try:
@@ -364,7 +440,7 @@ def main() -> None:
             t0 = time.perf_counter()
             # the fill: pages whose links are all new, up to where the measured batches end at size
             while web.urls < size - args.measured * args.batch * web.new_share:
-                failed = fr.apply_updates(web.batch(args.batch, now, new_share=1.0))
+                failed = fr.apply_updates(web.batch(args.batch, new_share=1.0))
                 assert not failed, f"{len(failed)} updates failed in the fill"
             fill = time.perf_counter() - t0
             if node is None:
@@ -373,9 +449,13 @@ def main() -> None:
                 fr.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             if node is None:
                 fr, (r,) = repeated(fr, web, path, overrides, lambda f: measure(
-                    f, web, path, args.batch, now, None, args.measured), args.repeat)
+                    f, web, path, args.batch, None, args.measured), args.repeat)
             else:
-                r = measure(fr, web, path, args.batch, now, node, args.measured)
+                r = measure(fr, web, path, args.batch, node, args.measured)
+            if args.pages:
+                fr, by_btree = batch_pages(fr, web, path, overrides, args.batch, args.pages)
+                r["pages_by_btree"] = by_btree
+                r["pages_per_batch"] = sum(by_btree.values())
             r["fill_s"] = round(fill)
             results.append(r)
             print(f"[scale] {json.dumps(r)}", file=sys.stderr, flush=True)
@@ -390,6 +470,9 @@ def main() -> None:
     print(f"{name}, batches of {args.batch}, Python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs\n")
     print(table(results, name))
+    if args.pages:
+        print()
+        print(pages_table(results))
 
 
 if __name__ == "__main__":

@@ -151,18 +151,18 @@ def test_repeated_windows_start_from_the_same_database_and_stream(tmp_path):
     from owler.frontier.sqlite import SQLiteFrontier
 
     path = tmp_path / "frontier.sqlite"
-    web = Web(200, links=20)
-    now = time.time()
+    web = Web(200, links=20, clock=time.time() - 86400)
     fr = SQLiteFrontier(path, {})
-    fr.apply_updates(web.batch(500, now, new_share=1.0))
+    fr.apply_updates(web.batch(500, new_share=1.0))
     seen = []
     rates = iter([300, 100, 200])
 
     def window(f):
         before = sum(f.counts().values())
-        batch = web.batch(300, now)
+        batch = web.batch(300)
         f.apply_updates(batch)
-        seen.append((before, [u.url for u in batch], sum(f.counts().values())))
+        seen.append((before, [(u.url, u.next_fetch_date) for u in batch],
+                     sum(f.counts().values())))
         r = next(rates)
         return {"urls": seen[-1][2], "keys": f.queue_count(), "updates_per_s": r,
                 "served_per_s": r * 2}
@@ -177,3 +177,69 @@ def test_repeated_windows_start_from_the_same_database_and_stream(tmp_path):
     fr.close()
     rows = table([mid, mid]).splitlines()
     assert rows[2] == "| status updates/s | 200 (100, 200, 300) | 200 (100, 200, 300) | 1.00 |"
+
+
+def test_scale_stream_dates_its_pages_by_a_clock():
+    """``bench_frontier_scale.py``'s stream dates as a crawl's status updater does: a page's
+    outlinks DISCOVERED at the page's time (the scheduler's now), its FETCHED a day after; the
+    clock moves on by one page's share of ``pages_per_s``, and a rewind takes it back."""
+    from bench.bench_frontier_scale import Web
+    from owler.frontier import Status
+
+    web = Web(50, links=10, clock=1000.0, pages_per_s=4.0)
+    state = web.state()
+    first = web.batch(33)
+    assert len(first) == 33 and web.clock == 1000.0 + 3 * 0.25
+    pages = [first[i:i + 11] for i in range(0, 33, 11)]
+    for n, page in enumerate(pages, 1):
+        fetched, links = page[0], page[1:]
+        assert fetched.status == Status.FETCHED and fetched.next_fetch_date == 1000.0 + n * 0.25 + 86400
+        assert {u.status for u in links} == {Status.DISCOVERED}
+        assert {u.next_fetch_date for u in links} == {1000.0 + n * 0.25}
+    web.rewind(state)
+    assert web.clock == 1000.0
+    assert [(u.url, u.next_fetch_date) for u in web.batch(33)] == \
+        [(u.url, u.next_fetch_date) for u in first]
+
+
+def test_wal_frames_reads_each_frames_page_number(tmp_path):
+    """``bench_frontier_scale.wal_frames``: the page number of each whole frame of a WAL file (a
+    32-byte header giving the page size, then 24-byte frame headers and pages); a torn last frame
+    is not counted."""
+    import struct
+
+    from bench.bench_frontier_scale import wal_frames
+
+    size = 512
+    head = struct.pack(">IIII", 0x377F0682, 3007000, size, 0) + bytes(16)
+    frame = lambda page: struct.pack(">II", page, 0) + bytes(16) + bytes(size)  # noqa: E731
+    wal = tmp_path / "f-wal"
+    wal.write_bytes(head + frame(7) + frame(9) + frame(3)[:100])
+    assert wal_frames(wal) == [7, 9]
+    assert wal_frames(tmp_path / "none-wal") == []
+
+
+def test_batch_pages_names_the_btrees_a_batch_writes(tmp_path):
+    """``bench_frontier_scale.py --pages``: batches written without checkpoints, their pages
+    counted by B-tree; the frontier is opened again as it was and holds the batches' URLs."""
+    import time
+
+    from bench.bench_frontier_scale import Web, batch_pages, pages_table
+    from owler.frontier.sqlite import SQLiteFrontier
+
+    path = tmp_path / "frontier.sqlite"
+    web = Web(300, links=20, clock=time.time() - 86400)
+    fr = SQLiteFrontier(path, {})
+    fr.apply_updates(web.batch(2000, new_share=1.0))
+    before = sum(fr.counts().values())
+    fr, by_btree = batch_pages(fr, web, path, {}, 500, 3)
+    assert sum(fr.counts().values()) > before
+    for name in ("urls", "sqlite_autoindex_urls_1", "urls_key_next_fetch_date", "key_counts"):
+        assert by_btree.get(name, 0) > 0, by_btree
+    assert list(by_btree.values()) == sorted(by_btree.values(), reverse=True)
+    fr.apply_updates(web.batch(100))  # as usable as before
+    fr.close()
+    total = sum(by_btree.values())
+    r = {"urls": 1e5, "pages_by_btree": by_btree, "pages_per_batch": total}
+    rows = pages_table([r, r]).splitlines()
+    assert rows[-1] == f"| (all) | {total:,} | {total:,} | 1.00 |"
