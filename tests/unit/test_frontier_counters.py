@@ -191,7 +191,7 @@ def test_a_schema_4_file_is_counted_once_when_opened(tmp_path):
         f.apply_updates(random_updates(rnd, 300))
         assert_counted(f)
         assert f.conn.execute(
-            "SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == "6"
+            "SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == "7"
 
 
 def test_a_writer_checkpoints_in_a_thread_of_its_own(tmp_path):
@@ -281,4 +281,56 @@ def test_a_schema_5_file_counts_its_queues_once_when_opened(tmp_path):
         f.apply_updates(random_updates(rnd, 300))
         assert_queues_counted(f)
         assert f.conn.execute(
-            "SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == "6"
+            "SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == "7"
+
+
+def test_a_schema_6_file_gets_its_keyed_tables_without_rowid(tmp_path):
+    """Yesterday's file (schema 6: ``queues`` and ``key_counts`` rowid tables with a key index):
+    opened, both are copied into tables WITHOUT ROWID with every row, their indexes and the
+    queue triggers made again; the counters agree with a scan and stay exact as writes go on."""
+    path = tmp_path / "v6.sqlite"
+    rnd = random.Random(13)
+    with SQLiteFrontier(path) as f:
+        f.apply_updates(random_updates(rnd, 800))
+        before = {t: sorted(f.conn.execute(f"SELECT * FROM {t}").fetchall())
+                  for t in ("queues", "key_counts", "queue_buckets")}
+    conn = sqlite3.connect(path)
+    for table, cols in (("queues", "key TEXT PRIMARY KEY, next_due REAL NOT NULL"),
+                        ("key_counts", "key TEXT PRIMARY KEY, n INTEGER NOT NULL")):
+        conn.execute(f"CREATE TABLE {table}_old ({cols})")
+        conn.execute(f"INSERT INTO {table}_old SELECT * FROM {table}")
+        conn.execute(f"DROP TABLE {table}")
+        conn.execute(f"ALTER TABLE {table}_old RENAME TO {table}")
+    conn.execute("CREATE INDEX queues_next_due ON queues (next_due)")
+    conn.execute("CREATE INDEX key_counts_n ON key_counts (n DESC, key)")
+    from owler.frontier.sqlite import _TRIGGERS
+
+    for stmt in _TRIGGERS:  # schema 6's triggers, on the rowid queues table
+        conn.execute(stmt)
+    conn.execute("UPDATE meta SET value = '6' WHERE name = 'schema_version'")
+    conn.commit()
+    assert "WITHOUT ROWID" not in conn.execute(
+        "SELECT sql FROM sqlite_schema WHERE name = 'queues'").fetchone()[0]
+    assert conn.execute("SELECT COUNT(*) FROM sqlite_schema WHERE type = 'trigger' AND "
+                        "tbl_name = 'queues'").fetchone()[0] == 3
+    conn.close()
+    with SQLiteFrontier(path) as f:
+        for table in ("queues", "key_counts"):
+            assert "WITHOUT ROWID" in f.conn.execute(
+                "SELECT sql FROM sqlite_schema WHERE name = ?", (table,)).fetchone()[0]
+        assert {t: sorted(f.conn.execute(f"SELECT * FROM {t}").fetchall())
+                for t in before} == before
+        names = {n for (n,) in f.conn.execute("SELECT name FROM sqlite_schema")}
+        assert {"queues_next_due", "key_counts_n", "queues_count_insert", "queues_count_update",
+                "queues_count_delete"} <= names
+        assert not any(n.endswith("_v6") for n in names)
+        assert f.counts() == f.scan_counts()
+        assert_queues_counted(f)
+        f.apply_updates(random_updates(rnd, 400))
+        assert f.counts() == f.scan_counts()
+        assert_queues_counted(f)
+        assert f.top_hosts(3) == f.conn.execute(
+            "SELECT key, COUNT(*) AS n FROM urls GROUP BY key ORDER BY n DESC, key LIMIT 3"
+        ).fetchall()
+        assert f.conn.execute(
+            "SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == "7"

@@ -35,7 +35,7 @@ def test_creates_parent_dir_wal_and_schema(tmp_path):
     f.close()
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "6"
+    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "7"
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"urls", "meta", "queues"} <= tables
 
@@ -78,7 +78,7 @@ def test_a_schema_1_frontier_is_migrated_with_every_url(tmp_path):
         f.apply_updates([upd("http://a.com/0", Status.FETCHED, NOW + 60)])  # ids are new ones
         assert f.counts()["FETCHED"] == 2 and sum(f.counts().values()) == 2
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "6"
+    assert conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "7"
     assert conn.execute("SELECT typeof(id) FROM urls LIMIT 1").fetchone()[0] == "blob"
 
 

@@ -200,7 +200,7 @@ def test_migration_from_schema_2_tags_stored_urls(path):
         assert f.tag("http://a.com/p") is None
         assert sorted(u for u, _, _ in f.due(NOW, 10, 10)) == ["http://a.com/f", "http://a.com/s.xml"]
         assert f.counts()["DISCOVERED"] == 3
-        assert f.conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "6"
+        assert f.conn.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()[0] == "7"
 
 
 def test_default_configuration_tags(path):

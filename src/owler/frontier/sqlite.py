@@ -35,6 +35,8 @@ Tables
     ``queues`` (a queue's date changes a few hundred times a batch at most, not once per URL), so
     that :meth:`~SQLiteFrontier.queue_count` reads the minutes before ``now``'s and only the
     queues due in its own minute: exact, its cost growing with the minutes, not the queues.
+    Schema 7: ``queues`` and ``key_counts`` are tables WITHOUT ROWID (a file of schema 6 or before
+    has both copied when first opened: a few seconds for hundreds of thousands of queues).
 
 Tags (schema 4; OWLer's interest tags, as the OpenSearch frontier's ``tags``)
     ``urls.tag``: every tag of the ``frontier.tags`` rules (``"<metadata key>=<value>": tag``,
@@ -129,11 +131,17 @@ Write cost
     A frontier that writes (the first :meth:`SQLiteFrontier.apply_updates`) checkpoints in a
     thread of its own with a connection of its own (``PASSIVE``: it never blocks a writer or a
     reader), every ``frontier.sqlite.checkpoint.interval`` seconds (default 1; 0: none, the
-    committing connection does it as SQLite does); its own connection then checkpoints only when
-    the WAL outgrows four times ``wal.autocheckpoint`` (the thread cannot keep up). Once a
-    frontier holds millions of URLs a batch touches thousands of pages all over the file, and the
-    checkpoint's copy and fsyncs inside the status updater's commit took 40 % of its time at
-    3 M URLs (``bench/bench_frontier_scale.py``, BENCHMARKS.md).
+    committing connection does it as SQLite does): once a frontier holds millions of URLs a batch
+    touches thousands of pages all over the file, and the checkpoint's copy and fsyncs inside the
+    status updater's commit took 40 % of its time at 3 M URLs (``bench/bench_frontier_scale.py``,
+    BENCHMARKS.md). The committing connection then checkpoints only when the WAL outgrows four
+    times ``wal.autocheckpoint``, and under a steady stream of batches it does, although the
+    thread keeps up: each of the thread's checkpoints copies every frame it finds, but the WAL
+    starts again from its beginning only when a writer begins with every frame copied, and the
+    writer commits new batches while the thread copies. The WAL file grows to about four times
+    ``wal.autocheckpoint`` and stays that size, and once per such span the commit that crosses it
+    checkpoints the rest itself (at 3 M URLs about 0.5 s, once in 85 batches: 8 % of the writes'
+    time; docs/benchmarks-history.md, issue 45, eighth session).
 
 Config keys read: ``frontier.sqlite.synchronous`` (NORMAL), ``frontier.sqlite.busy.timeout``
 (30 s), ``frontier.sqlite.cache.mb`` (64), ``frontier.sqlite.wal.autocheckpoint`` (50000 pages),
@@ -169,7 +177,7 @@ from owler.urls import partition_mode
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 CHECKPOINT_INTERVAL_KEY = "frontier.sqlite.checkpoint.interval"
 
 #: at most this many due rows of one queue are looked at per query when only exclude tags filter
@@ -193,7 +201,8 @@ _SCHEMA = [
         updated REAL NOT NULL,
         tag TEXT)""",
     "CREATE INDEX IF NOT EXISTS urls_key_next_fetch_date ON urls (key, next_fetch_date)",
-    "CREATE TABLE IF NOT EXISTS queues (key TEXT PRIMARY KEY, next_due REAL NOT NULL)",
+    # schema 7: the tables keyed by a queue's key are WITHOUT ROWID (_KEYED)
+    "CREATE TABLE IF NOT EXISTS queues (key TEXT PRIMARY KEY, next_due REAL NOT NULL) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS queues_next_due ON queues (next_due)",
     # tagged rows only (schema 4): one row per tag, kept by the triggers of _TRIGGERS
     """CREATE TABLE IF NOT EXISTS url_tags (tag TEXT NOT NULL, key TEXT NOT NULL,
@@ -212,7 +221,7 @@ _SCHEMA = [
     # own transaction (_Counted; counts() and due_count() read these)
     "CREATE TABLE IF NOT EXISTS status_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS due_buckets (bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS key_counts (key TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS key_counts (key TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS key_counts_n ON key_counts (n DESC, key)",
     # schema 6: the queues per minute of their next_due (kept by the queues_count_* triggers)
     "CREATE TABLE IF NOT EXISTS queue_buckets (bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
@@ -220,6 +229,12 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS budgets (id TEXT PRIMARY KEY, start REAL NOT NULL,
         used INTEGER NOT NULL)""",
 ]
+
+# schema 7: tables with one row per queue key, WITHOUT ROWID (the key's row is the primary key's
+# B-tree entry: one B-tree written per change instead of a table and its key index; at 3 M URLs
+# of 500,000 possible hosts 10 % more updates/s: docs/benchmarks-history.md, issue 45, eighth
+# session); a file of schema 6 or before is rebuilt when opened (_rebuild_keyed)
+_KEYED = {"queues": "key, next_due", "key_counts": "key, n"}
 
 # url_tags follows urls.tag (a JSON array of tags, or NULL) on every insert, update and delete
 _TAG_ROWS = ("INSERT OR IGNORE INTO url_tags (tag, key, next_fetch_date, id) "
@@ -492,11 +507,13 @@ class SQLiteFrontier:
                                   (SCHEMA_VERSION,))
             elif row is not None and row[0] == "3":
                 self._migrate_from_3()
-            elif row is not None and row[0] not in ("4", "5", SCHEMA_VERSION):
+            elif row is not None and row[0] not in ("4", "5", "6", SCHEMA_VERSION):
                 raise FrontierError(
                     f"{self.path} has frontier schema version {row[0]}, this code expects "
                     f"{SCHEMA_VERSION}; use a new frontier.sqlite.path"
                 )
+            if row is not None and row[0] != SCHEMA_VERSION:
+                self._rebuild_keyed()
             for stmt in _SCHEMA + _TRIGGERS:
                 self.conn.execute(stmt)
             if row is not None and row[0] in ("1", "2"):
@@ -569,6 +586,21 @@ class SQLiteFrontier:
                           f"{_bucket('next_fetch_date')} AS b, COUNT(*) FROM urls GROUP BY b")
         self.conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'",
                           (SCHEMA_VERSION,))
+
+    def _rebuild_keyed(self) -> None:
+        """Schema 1-6 → 7, inside the caller's transaction: ``queues`` and ``key_counts`` copied
+        into tables WITHOUT ROWID (:data:`_KEYED`), before the schema's statements make their
+        indexes and triggers again (the old table's go with it; the copy fires no trigger, so
+        ``queue_buckets`` counts every queue once)."""
+        for table, columns in _KEYED.items():
+            found = self.conn.execute("SELECT sql FROM sqlite_schema WHERE type = 'table' AND "
+                                      "name = ?", (table,)).fetchone()
+            if found is None or "WITHOUT ROWID" in found[0].upper():
+                continue
+            self.conn.execute(f"ALTER TABLE {table} RENAME TO {table}_v6")
+            self.conn.execute(next(q for q in _SCHEMA if f"EXISTS {table} (" in q))
+            self.conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_v6")
+            self.conn.execute(f"DROP TABLE {table}_v6")
 
     def _count_queues(self) -> None:
         """Schema 1-5 → 6, inside the caller's transaction: ``queue_buckets`` from the stored
