@@ -152,8 +152,8 @@ class Closer(OwlerComponent):
         super()._on_sigterm(signum, frame)
 
     def shutdown(self):
-        # the second SIGTERM of a kill arrives while the first one's shutdown closes its files
-        os.kill(os.getpid(), signal.SIGTERM)
+        # closing its files: a further SIGTERM of the kill arrives meanwhile (the parent sends one
+        # every 0.2 s) and must not end the process before this close is done
         while self.terms < 2:  # until its handler ran (Python runs it between two bytecodes)
             time.sleep(0.001)
         open(sys.argv[1], "w").write(f"closed after {self.terms} SIGTERMs")
@@ -165,21 +165,45 @@ sys.stdin.readline()  # blocked like pystorm's main loop, waiting for Storm
 """
 
 
+def _signal_masks(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return " ".join(line.strip() for line in f if line.startswith(("SigBlk", "SigPnd",
+                                                                              "ShdPnd", "SigCgt")))
+    except OSError as e:
+        return str(e)
+
+
 def test_a_second_sigterm_does_not_cut_the_first_ones_shutdown_short(tmp_path):
+    """Storm sends SIGTERM more than once at a kill (the supervisor, then the worker's own
+    shutdown). The parent here sends one every 0.2 s until the child ends, as a kill that keeps
+    asking. With exactly two (the child sent itself the second), one CI run waited 60 s for the
+    second's handler: CPython can leave a signal's Python handler uncalled now and then, and a real
+    kill does not count on one signal either. The close must finish, not be cut short by the
+    SIGTERMs that arrive while it runs."""
     import signal
     import subprocess
     import sys
+    import time
     marker = tmp_path / "closed"
     child = subprocess.Popen([sys.executable, "-c", SHUTDOWN_CHILD, str(marker)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline() == "ready\n"
-        child.send_signal(signal.SIGTERM)
-        try:
-            code = child.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            raise AssertionError("the child did not end within 60 s (hang?)") from None
-        assert code == 0
+        deadline, sent = time.monotonic() + 60, 0
+        while child.poll() is None and time.monotonic() < deadline:
+            child.send_signal(signal.SIGTERM)
+            sent += 1
+            try:
+                child.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                pass
+        if child.poll() is None:
+            raise AssertionError(f"the child did not end within 60 s and {sent} SIGTERMs: "
+                                 f"{_signal_masks(child.pid)}")
+        assert child.returncode == 0
     finally:
         child.kill()
-    assert marker.read_text() == "closed after 2 SIGTERMs"
+        child.wait()
+    terms = int(marker.read_text().split()[2])
+    assert marker.read_text() == f"closed after {terms} SIGTERMs" and terms >= 2
