@@ -29,7 +29,10 @@ At each size:
   (SQLite: the fill's WAL is checkpointed first, so no size pays the checkpoints of its fill's new
   URLs) and long enough to span several of the checkpoint thread's cycles and the WAL's growth
   to its steady size (the 20 batches of the first version took 1.6 s at 0.1 M:
-  docs/benchmarks-history.md, issue 45, fifth session);
+  docs/benchmarks-history.md, issue 45, fifth session); where the writes' time goes, from
+  ``getrusage``: the writer thread's user and system CPU per 1,000 updates, the rest of their wall
+  time (waiting: for the disk, for the kernel's writeback of dirty pages, for a lock), the other
+  threads' CPU meanwhile (the checkpoint thread), and the blocks the writer read from disk;
   With ``--repeat R`` (SQLite) the window is measured R times over the same database and the
   same stream: the database is copied (and synced) before the first window and put back before
   each of the others, the stream's generator rewound, and each rate is the median of the R
@@ -205,22 +208,35 @@ def store_facts(fr, path: Path | None, rows: int, node) -> dict:
             "peak_rss_mb": round(sum(rss_mb(pid) for pid in node.pids().values()))}
 
 
-def measure(fr, web: Web, path: Path | None, batch: int, node, measured: int) -> dict:
+def _cpu() -> tuple[float, float, int, float]:
+    """This thread's user and system CPU seconds and the blocks it read from disk, and the whole
+    process's CPU seconds (the checkpoint thread's too)."""
+    me, process = resource.getrusage(resource.RUSAGE_THREAD), resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime, me.ru_stime, me.ru_inblock, process.ru_utime + process.ru_stime
+
+
+def measure(fr, web: Web, path: Path | None, batch: int, node, measured: int,
+            due_s: float = 3.0) -> dict:
     t_write = 0.0
     written = 0
+    spent = [0.0, 0.0, 0, 0.0]  # the writes' share of _cpu(), summed over the window's batches
     for _ in range(measured):
         b = web.batch(batch)
+        c0 = _cpu()
         t0 = time.perf_counter()
         failed = fr.apply_updates(b)
         t_write += time.perf_counter() - t0
+        spent = [total + after - before for total, after, before in zip(spent, _cpu(), c0)]
         assert not failed, f"{len(failed)} updates failed"
         written += len(b)
+    per_k = 1e6 / written  # seconds in all -> ms per 1,000 updates
+    user, system, blocks_in, process = spent
     if node is not None:
         fr.refresh()  # the writes searchable, as the spout finds them a refresh later
     now = web.clock  # what is due once the window's pages are written
     served = calls = 0
     t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 3.0 or calls < 3:
+    while time.perf_counter() - t0 < due_s or calls < 3:
         served += len(fr.due(now, 1000, 10))
         calls += 1
         for key in list(getattr(fr, "leases", ())):  # OpenSearch: each round ends, as the spout's
@@ -251,6 +267,11 @@ def measure(fr, web: Web, path: Path | None, batch: int, node, measured: int) ->
     return {
         "urls": rows,
         "updates_per_s": round(written / t_write),
+        "write_user_ms": round(user * per_k, 2),
+        "write_sys_ms": round(system * per_k, 2),
+        "write_wait_ms": round(max(t_write - user - system, 0.0) * per_k, 2),
+        "write_other_cpu_ms": round(max(process - user - system, 0.0) * per_k, 2),
+        "write_blocks_in": round(blocks_in / measured),
         "served_per_s": round(served / t_due),
         "due_ms": round(t_due / calls * 1000, 1),
         "counts_ms": round(median_ms(fr.counts, before=fresh), 2),
@@ -328,7 +349,13 @@ def batch_pages(fr, web: Web, path: Path, overrides: dict, batch: int, n: int):
     return SQLiteFrontier(path, overrides), {k: round(v / n) for k, v in counts.most_common()}
 
 
-ROWS = [("status updates/s", "updates_per_s"), ("URLs served/s by due()", "served_per_s"),
+ROWS = [("status updates/s", "updates_per_s"),
+        ("… ms of the writer's CPU per 1,000 updates: user", "write_user_ms"),
+        ("… system", "write_sys_ms"),
+        ("… waiting (the writes' wall time less the writer's CPU)", "write_wait_ms"),
+        ("… the other threads' CPU meanwhile (SQLite: the checkpoints)", "write_other_cpu_ms"),
+        ("… blocks the writer read from disk per batch", "write_blocks_in"),
+        ("URLs served/s by due()", "served_per_s"),
         ("due() ms per call (1,000 queues × 10)", "due_ms"), ("counts() ms", "counts_ms"),
         ("due_count() ms", "due_count_ms"), ("queue_count() ms", "queue_count_ms"),
         ("queue_count(now) ms", "due_queue_count_ms"), ("most_delayed() ms", "most_delayed_ms"),

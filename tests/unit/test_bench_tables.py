@@ -142,6 +142,28 @@ def test_scale_table_names_each_size_shortly_and_divides_the_largest_by_the_smal
     assert len(lines) == 2 + len(ROWS)
 
 
+def test_scale_window_splits_the_writes_time_into_the_writers_cpu_and_waiting(tmp_path):
+    """``bench_frontier_scale.measure``: the writer's user and system CPU and its waiting add up
+    to the writes' wall time, per 1,000 updates."""
+    import time
+
+    from bench.bench_frontier_scale import ROWS, Web, measure
+    from owler.frontier.sqlite import SQLiteFrontier
+
+    path = tmp_path / "frontier.sqlite"
+    web = Web(200, links=20, clock=time.time() - 86400)
+    fr = SQLiteFrontier(path, {})
+    fr.apply_updates(web.batch(2000, new_share=1.0))
+    r = measure(fr, web, path, 2000, None, 5, due_s=0.05)
+    fr.close()
+    split = ("write_user_ms", "write_sys_ms", "write_wait_ms")
+    assert r["write_user_ms"] > 0 and all(r[k] >= 0 for k in split)
+    wall = 1e6 / r["updates_per_s"]  # ms per 1,000 updates
+    assert abs(sum(r[k] for k in split) - wall) <= 0.05 * wall + 0.05, (r, wall)
+    assert r["write_blocks_in"] >= 0 and r["write_other_cpu_ms"] >= 0
+    assert {name for _, name in ROWS} >= set(split) | {"write_blocks_in", "write_other_cpu_ms"}
+
+
 def test_repeated_windows_start_from_the_same_database_and_stream(tmp_path):
     """``bench_frontier_scale.py --repeat``: every window starts from the same file and draws the
     same batches; the rates are the windows' medians, shown beside them in the table."""
