@@ -3,7 +3,8 @@
 (``--backend opensearch``) the OpenSearch one on nodes of its own.
 
     .venv/bin/python bench/bench_frontier_scale.py [--sizes 100k,1M,10M] [--keys-per-url 0.05]
-        [--batch N] [--pages-per-s 480] [--measured 60] [--repeat 1] [--pages N] [--dir DIR]
+        [--batch N] [--pages-per-s 480] [--warm 20] [--measured 60] [--repeat 1] [--pages N]
+        [--dir DIR]
         [--json] [-o KEY=VALUE ...]
         [--backend opensearch [--nodes 1] [--shards 1] [--replicas 0] [--heap 2g] [--port 9284]]
 
@@ -25,21 +26,24 @@ docs/benchmarks-history.md, issue 45, eighth session.)
 At each size:
 
 - **status updates/s**: ``--measured`` batches (60) of ``--batch`` updates
-  (``status.updater.batch.size``) of that stream, timed on their own, starting from an empty WAL
-  (SQLite: the fill's WAL is checkpointed first, so no size pays the checkpoints of its fill's new
-  URLs) and long enough to span several of the checkpoint thread's cycles and the WAL's growth
-  to its steady size (the 20 batches of the first version took 1.6 s at 0.1 M:
-  docs/benchmarks-history.md, issue 45, fifth session); where the writes' time goes, from
-  ``getrusage``: the writer thread's user and system CPU per 1,000 updates, the rest of their wall
-  time (waiting: for the disk, for the kernel's writeback of dirty pages, for a lock), the other
-  threads' CPU meanwhile (the checkpoint thread), and the blocks the writer read from disk;
-  With ``--repeat R`` (SQLite) the window is measured R times over the same database and the
-  same stream: the database is copied (and synced) before the first window and put back before
-  each of the others, the stream's generator rewound, and each rate is the median of the R
-  windows (the spread is printed beside it). A single window is a few seconds at the smallest
-  size, and the machine's own drift between two such windows reaches a third (117,815 against
-  75,917 updates/s for the same stream at 0.1 M, one run after the other,
-  docs/benchmarks-history.md), which a ratio to that size would carry whole;
+  (``status.updater.batch.size``) of that stream, timed on their own, after ``--warm`` batches (20)
+  written untimed, so that the window finds SQLite's page cache as a status updater that has run a
+  while has it (a window that began with the frontier just opened paid for filling its cache: at
+  10 M, 14.0 and 5.3 ms of user and system CPU per 1,000 updates against 11.4 and 3.5 in a warm one,
+  docs/benchmarks-history.md, issue 45, ninth session), the fill's WAL checkpointed before them
+  (SQLite: no size pays the checkpoints of its fill's new URLs), and long enough to span several of
+  the checkpoint thread's cycles and the WAL's growth to its steady size (the 20 batches of the
+  first version took 1.6 s at 0.1 M: docs/benchmarks-history.md, issue 45, fifth session); where the
+  writes' time goes, from ``getrusage``: the writer thread's user and system CPU per 1,000 updates,
+  the rest of their wall time (waiting: for the disk, for the kernel's writeback of dirty pages, for
+  a lock), the other threads' CPU meanwhile (the checkpoint thread), and the blocks the writer read
+  from disk. With ``--repeat R`` (SQLite) the window is measured R times over the same database and
+  the same stream: the database is copied (and synced) before the first window and put back before
+  each of the others, the stream's generator rewound, and each rate is the median of the R windows
+  (the spread is printed beside it). A single window is a few seconds at the smallest size, and the
+  machine's own drift between two such windows reaches a third (117,815 against 75,917 updates/s for
+  the same stream at 0.1 M, one run after the other, docs/benchmarks-history.md), which a ratio to
+  that size would carry whole;
 - **URLs served/s**: ``due(clock, 1000 queues, 10 per queue)`` as the spout calls it, for 3 s;
 - **monitoring reads**, ms each (median of 5): ``counts()`` (``owler status``, the dashboard's
   recorder), ``due_count()`` (every progress line of ``owler run``), ``queue_count()`` with and
@@ -211,12 +215,16 @@ def store_facts(fr, path: Path | None, rows: int, node) -> dict:
 def _cpu() -> tuple[float, float, int, float]:
     """This thread's user and system CPU seconds and the blocks it read from disk, and the whole
     process's CPU seconds (the checkpoint thread's too)."""
-    me, process = resource.getrusage(resource.RUSAGE_THREAD), resource.getrusage(resource.RUSAGE_SELF)
+    me = resource.getrusage(resource.RUSAGE_THREAD)
+    process = resource.getrusage(resource.RUSAGE_SELF)
     return me.ru_utime, me.ru_stime, me.ru_inblock, process.ru_utime + process.ru_stime
 
 
 def measure(fr, web: Web, path: Path | None, batch: int, node, measured: int,
-            due_s: float = 3.0) -> dict:
+            due_s: float = 3.0, warm: int = 0) -> dict:
+    for _ in range(warm):  # untimed: the page cache as a running status updater has it
+        failed = fr.apply_updates(web.batch(batch))
+        assert not failed, f"{len(failed)} updates failed"
     t_write = 0.0
     written = 0
     spent = [0.0, 0.0, 0, 0.0]  # the writes' share of _cpu(), summed over the window's batches
@@ -408,6 +416,8 @@ def main() -> None:
                     help="the stream's clock: fetched pages per second (the farm crawl's rate)")
     ap.add_argument("--batch", type=int,
                     default=C.get_int(load_conf(), "status.updater.batch.size", 5000))
+    ap.add_argument("--warm", type=int, default=20,
+                    help="batches written untimed before each window (a warm page cache)")
     ap.add_argument("--measured", type=int, default=60,
                     help="batches timed at each size (the window spans several WAL checkpoints)")
     ap.add_argument("--repeat", type=int, default=1,
@@ -430,6 +440,8 @@ def main() -> None:
         ap.error("--sizes must grow")
     if args.repeat < 1 or (args.repeat > 1 and args.backend != "sqlite"):
         ap.error("--repeat: 1 or more, and more than 1 on the SQLite frontier only")
+    if args.warm < 0:
+        ap.error("--warm: 0 or more batches")
     if args.pages < 0 or (args.pages and args.backend != "sqlite"):
         ap.error("--pages: 0 or more, on the SQLite frontier only")
     # the clock starts a day back: every date the run writes is in the past, as a crawl's are
@@ -466,7 +478,7 @@ def main() -> None:
         for size in sizes:
             t0 = time.perf_counter()
             # the fill: pages whose links are all new, up to where the measured batches end at size
-            while web.urls < size - args.measured * args.batch * web.new_share:
+            while web.urls < size - (args.warm + args.measured) * args.batch * web.new_share:
                 failed = fr.apply_updates(web.batch(args.batch, new_share=1.0))
                 assert not failed, f"{len(failed)} updates failed in the fill"
             fill = time.perf_counter() - t0
@@ -476,9 +488,9 @@ def main() -> None:
                 fr.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             if node is None:
                 fr, (r,) = repeated(fr, web, path, overrides, lambda f: measure(
-                    f, web, path, args.batch, None, args.measured), args.repeat)
+                    f, web, path, args.batch, None, args.measured, warm=args.warm), args.repeat)
             else:
-                r = measure(fr, web, path, args.batch, node, args.measured)
+                r = measure(fr, web, path, args.batch, node, args.measured, warm=args.warm)
             if args.pages:
                 fr, by_btree = batch_pages(fr, web, path, overrides, args.batch, args.pages)
                 r["pages_by_btree"] = by_btree
