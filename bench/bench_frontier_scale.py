@@ -28,8 +28,7 @@ At each size:
 - **status updates/s**: ``--measured`` batches (60) of ``--batch`` updates
   (``status.updater.batch.size``) of that stream, timed on their own, after ``--warm`` batches (20)
   written untimed, so that the window finds SQLite's page cache as a status updater that has run a
-  while has it (a window that began with the frontier just opened paid for filling its cache: at
-  10 M, 14.0 and 5.3 ms of user and system CPU per 1,000 updates against 11.4 and 3.5 in a warm one,
+  while has it (a window that began with the frontier just opened also paid for filling its cache:
   docs/benchmarks-history.md, issue 45, ninth session), the fill's WAL checkpointed before them
   (SQLite: no size pays the checkpoints of its fill's new URLs), and long enough to span several of
   the checkpoint thread's cycles and the WAL's growth to its steady size (the 20 batches of the
