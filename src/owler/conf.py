@@ -17,10 +17,11 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from owler.constants import (METRICS_SQLITE_PATH_KEY, MULTILANG_SERIALIZER_KEY,
-                             PARSER_GROUPING_KEY, RISK_LISTS_DIR_KEY, SQLITE_PATH_KEY,
-                             TAKEDOWN_FILE_KEY, WARC2WARC_INPUT_KEY, WARC2WARC_PROGRESS_KEY,
-                             WARC_DIR_KEY)
+from owler.constants import (BLACKLIST_DIR_KEY, METRICS_SQLITE_PATH_KEY,
+                             MULTILANG_SERIALIZER_KEY, PARSEFILTERS_FILE_KEY, PARSER_GROUPING_KEY,
+                             POLITENESS_FILE_KEY, RISK_LISTS_DIR_KEY, SQLITE_PATH_KEY,
+                             TAKEDOWN_FILE_KEY, URLFILTERS_FILE_KEY, WARC2WARC_INPUT_KEY,
+                             WARC2WARC_PROGRESS_KEY, WARC_DIR_KEY)
 
 #: Where the default configuration lives, relative to the project root.
 DEFAULT_CONF_NAME = "crawler-conf.yaml"
@@ -226,14 +227,29 @@ PATH_KEYS = (SQLITE_PATH_KEY, WARC_DIR_KEY, "owler.work.dir", WARC2WARC_INPUT_KE
              WARC2WARC_PROGRESS_KEY, METRICS_SQLITE_PATH_KEY, TAKEDOWN_FILE_KEY)
 
 
+#: Keys naming resources, looked up by :func:`resource_path` (under ``resources/``, then the project
+#: root, then the current directory). A Storm worker's current directory is not the user's, so a
+#: value found only in the current directory of the command that reads the configuration is made
+#: absolute (:func:`absolute_paths`); any other value is left for each process to look up.
+RESOURCE_KEYS = (URLFILTERS_FILE_KEY, PARSEFILTERS_FILE_KEY, BLACKLIST_DIR_KEY, POLITENESS_FILE_KEY)
+
+
 def absolute_paths(conf: dict[str, Any], root: Path | None = None) -> dict[str, Any]:
-    """``conf`` with the :data:`PATH_KEYS` made absolute against ``root`` (the project root);
-    URIs (``s3://…``) are left as they are."""
+    """``conf`` with the :data:`PATH_KEYS` made absolute against ``root`` (the project root) and
+    the :data:`RESOURCE_KEYS` found only in the current directory made absolute against it; URIs
+    (``s3://…``) are left as they are."""
     base = root or project_root()
     for key in PATH_KEYS:
         value = conf.get(key)
         if value and "://" not in str(value) and not Path(str(value)).is_absolute():
             conf[key] = str(base / str(value))
+    for key in RESOURCE_KEYS:
+        value = conf.get(key)
+        name = Path(value.strip()) if isinstance(value, str) and value.strip() else None
+        if (name is not None and "://" not in value and not name.is_absolute()
+                and not (base / "resources" / name).exists() and not (base / name).exists()
+                and name.exists()):
+            conf[key] = str(name.resolve())
     return conf
 
 

@@ -146,6 +146,12 @@ EMIT_OUTLINKS_KEY = "parser.emitOutlinks"
 PARSER_GROUPING_KEY = "parser.grouping"
 MAX_OUTLINKS_KEY = "parser.emitOutlinks.max.per.page"
 URLFILTERS_FILE_KEY = "urlfilters.config.file"
+#: the parse filter chain (owler.parse.filters), one of conf.RESOURCE_KEYS
+PARSEFILTERS_FILE_KEY = "parsefilters.config.file"
+#: the blacklists' folder (owler.blacklist), one of conf.RESOURCE_KEYS
+BLACKLIST_DIR_KEY = "blacklist.dir"
+#: per-site delays (owler.fetch.politeness), one of conf.RESOURCE_KEYS
+POLITENESS_FILE_KEY = "fetcher.politeness.file"
 METADATA_TRANSFER_KEY = "metadata.transfer"
 FRONTIER_BACKEND_KEY = "frontier.backend"
 SQLITE_PATH_KEY = "frontier.sqlite.path"

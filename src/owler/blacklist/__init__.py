@@ -51,12 +51,13 @@ from owler.blacklist.hosts import (HOSTS_BOILERPLATE, HOSTS_IPS, IPV4_RE, clean_
                                    fast_host)
 from owler.blacklist.takedown import TakedownList
 from owler.conf import get_float, get_str, resource_path
+from owler.constants import BLACKLIST_DIR_KEY
 
 __all__ = ["Blacklist", "ListStats", "CAUSE_PREFIX"]
 
 log = logging.getLogger(__name__)
 
-DIR_KEY = "blacklist.dir"
+DIR_KEY = BLACKLIST_DIR_KEY
 RELOAD_INTERVAL_KEY = "blacklist.reload.interval"
 #: ``error.cause`` of a URL not fetched because a list names it: ``blacklist:<list name>``
 CAUSE_PREFIX = "blacklist:"

@@ -56,7 +56,8 @@ from collections import OrderedDict, deque
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 from owler import conf as C
-from owler.constants import QUEUE_TIMEOUT_KEY, SERVER_DELAY_KEY, THREADS_PER_QUEUE_KEY
+from owler.constants import (POLITENESS_FILE_KEY, QUEUE_TIMEOUT_KEY, SERVER_DELAY_KEY,
+                             THREADS_PER_QUEUE_KEY)
 
 T = TypeVar("T")
 
@@ -412,7 +413,7 @@ class DelayOverrides:
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> "DelayOverrides":
-        name = (C.get_str(conf, "fetcher.politeness.file", "politeness.txt") or "").strip()
+        name = (C.get_str(conf, POLITENESS_FILE_KEY, "politeness.txt") or "").strip()
         return cls(C.resource_path(name) if name else None,
                    C.get_float(conf, "fetcher.politeness.reload.interval", 30.0))
 

@@ -47,6 +47,7 @@ import numpy as np
 
 from owler.chain import ChainSpec, build_chain, read_chain_file
 from owler.conf import ConfError, get_str, resource_path
+from owler.constants import PARSEFILTERS_FILE_KEY
 from owler.parse.html import ParseResult, collapse, rough_text
 
 __all__ = ["ParseFilter", "ParseFilters", "ParsedPage", "ParseFilterSetupError", "SC_CLASSES",
@@ -54,7 +55,6 @@ __all__ = ["ParseFilter", "ParseFilters", "ParsedPage", "ParseFilterSetupError",
 
 log = logging.getLogger(__name__)
 
-PARSEFILTERS_FILE_KEY = "parsefilters.config.file"
 #: names of the filters that failed on a page
 FAILED_KEY = "parse.filters.failed"
 
