@@ -307,10 +307,7 @@ def repeated(fr, web: Web, path: Path, overrides: dict, window, repeat: int):
     for i in range(repeat):
         if i:
             fr.close()
-            for extra in ("-wal", "-shm"):
-                path.with_name(path.name + extra).unlink(missing_ok=True)
-            shutil.copyfile(saved, path)
-            os.sync()
+            restore(path, saved)
             web.rewind(state)
         fr = SQLiteFrontier(path, overrides)
         runs.append(window(fr))
@@ -322,6 +319,15 @@ def repeated(fr, web: Web, path: Path, overrides: dict, window, repeat: int):
         mid[key] = round(statistics.median(values))
         mid[key + "_runs"] = values
     return fr, [mid]
+
+
+def restore(path: Path, saved: Path) -> None:
+    """The database at ``path`` put back as ``saved`` holds it (its WAL and shared memory gone),
+    synced, so that the next window starts from the same file."""
+    for extra in ("-wal", "-shm"):
+        path.with_name(path.name + extra).unlink(missing_ok=True)
+    shutil.copyfile(saved, path)
+    os.sync()
 
 
 def wal_frames(wal: Path) -> list[int]:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -53,7 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_frontier_scale import Web, _cpu, parse_size  # noqa: E402
+from bench_frontier_scale import Web, _cpu, parse_size, restore  # noqa: E402
 
 from owler.constants import Status  # noqa: E402
 from owler.frontier import DEFAULT_KEY  # noqa: E402
@@ -181,13 +180,6 @@ def window(fr: SQLiteFrontier, web: Web, batch: int, warm: int, measured: int) -
     return out
 
 
-def reset(path: Path, saved: Path) -> None:
-    for extra in ("-wal", "-shm"):
-        path.with_name(path.name + extra).unlink(missing_ok=True)
-    shutil.copyfile(saved, path)
-    os.sync()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="100k,10M", help="frontier sizes, growing (k, M)")
@@ -229,7 +221,7 @@ def main() -> None:
             shutil.copyfile(path, saved)
             state = web.state()
             for v in variants:
-                reset(path, saved)
+                restore(path, saved)
                 web.rewind(state)
                 f = open_variant(path, v, args.floor)
                 try:
@@ -239,7 +231,7 @@ def main() -> None:
                     f.close()
                 results.append(r)
                 print(f"[sieve] {json.dumps(r)}", file=sys.stderr, flush=True)
-            reset(path, saved)  # the next size grows from the fill, not from a window
+            restore(path, saved)  # the next size grows from the fill, not from a window
             web.rewind(state)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

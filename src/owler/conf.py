@@ -245,11 +245,12 @@ def absolute_paths(conf: dict[str, Any], root: Path | None = None) -> dict[str, 
             conf[key] = str(base / str(value))
     for key in RESOURCE_KEYS:
         value = conf.get(key)
-        name = Path(value.strip()) if isinstance(value, str) and value.strip() else None
-        if (name is not None and "://" not in value and not name.is_absolute()
-                and not (base / "resources" / name).exists() and not (base / name).exists()
-                and name.exists()):
-            conf[key] = str(name.resolve())
+        if not isinstance(value, str) or not value.strip() or "://" in value:
+            continue
+        name = value.strip()
+        found = resource_path(name, base)
+        if found.exists() and found not in (base / "resources" / name, base / name):
+            conf[key] = str(found.resolve())  # found in the current directory only
     return conf
 
 
