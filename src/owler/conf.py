@@ -10,6 +10,7 @@ raise :class:`ConfError` on values of the wrong type instead of guessing.
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,10 +42,22 @@ def project_root() -> Path:
     if env:
         return Path(env)
     here = Path(__file__).resolve()
-    for parent in [Path.cwd(), *here.parents]:
-        if (parent / "resources" / DEFAULT_CONF_NAME).is_file():
-            return parent
-    return here.parents[2]
+    return root_among([Path.cwd(), *here.parents]) or here.parents[2]
+
+
+def root_among(folders: Iterable[Path]) -> Path | None:
+    """The first of ``folders`` that holds ``resources/crawler-conf.yaml``, except a checkout's
+    ``src/``, whose ``resources`` is a link to the project's (it is there so that the topology
+    jar, built from ``src/``, carries them): from a directory outside the project, the code's
+    own parents are searched, and ``src/`` comes before the root."""
+    for folder in folders:
+        res = folder / "resources"
+        if not (res / DEFAULT_CONF_NAME).is_file():
+            continue
+        if res.is_symlink() and res.resolve() == (folder.parent / "resources").resolve():
+            continue
+        return folder
+    return None
 
 
 def resource_path(name: str | os.PathLike, root: Path | None = None) -> Path:
@@ -252,6 +265,17 @@ def absolute_paths(conf: dict[str, Any], root: Path | None = None) -> dict[str, 
         if found.exists() and found not in (base / "resources" / name, base / name):
             conf[key] = str(found.resolve())  # found in the current directory only
     return conf
+
+
+def resource_overrides(conf: Mapping[str, Any], root: Path | None = None) -> list[str]:
+    """``KEY=VALUE`` options, one for each of the :data:`RESOURCE_KEYS` of ``conf`` that
+    :func:`absolute_paths` makes absolute (found only in the current directory): what a command
+    that hands its configuration to a process started elsewhere (``sparse submit``, whose current
+    directory is the project root) adds after its own options. Each value is a quoted YAML
+    string, so a path is read back as it is."""
+    resolved = absolute_paths(dict(conf), root)
+    return [f"{key}={json.dumps(resolved[key])}" for key in RESOURCE_KEYS
+            if key in resolved and resolved[key] != conf.get(key)]
 
 
 # -- topologies ---------------------------------------------------------------------------------

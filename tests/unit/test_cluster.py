@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from owler import conf as C
 from owler.conf import ConfError, load_conf
 from owler.run import cluster as CL
 from owler.run.cluster import ClusterError, StormCluster, format_status
@@ -114,6 +115,32 @@ def test_submit_and_switch_check_the_topologys_keys_first(tmp_path, monkeypatch)
             c.submit("explorative", None, bad)
         with pytest.raises(ClusterError, match="configuration error"):
             c.switch("sitemap", None, bad)
+
+
+def test_submit_hands_on_a_resource_found_only_in_the_current_directory(tmp_path, monkeypatch):
+    """sparse builds the topology in the project root and the workers look resources up from the
+    topology's folder: a blacklist folder given relative to the user's directory goes on as an
+    absolute path (a cluster of hosts refuses it: their workers read their own disks)."""
+    here = tmp_path / "here"
+    (here / "my lists").mkdir(parents=True)
+    monkeypatch.chdir(here)
+    c = make(tmp_path)
+    sent = []
+    monkeypatch.setattr(c, "wait_leader", lambda timeout: None)
+    monkeypatch.setattr(c, "_cluster_info", lambda timeout_ms=10000: SimpleNamespace(topologies=[]))
+    monkeypatch.setattr(c, "start_dashboard", lambda conf_file, options: None)
+    monkeypatch.setattr(CL, "_sparse", lambda cmd, cwd, env: sent.append((cmd, env)))
+    c.submit("explorative", None, ["blacklist.dir=my lists", "urlfilters.config.file=urlfilters.json"])
+    (cmd, env), = sent
+    given = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "-o"]
+    assert given[-1] == f'blacklist.dir="{here / "my lists"}"'
+    assert "urlfilters.config.file=urlfilters.json" in given  # under resources/: as it was
+    # what sparse's process and the workers read back from it
+    assert load_conf(None, env[C.OPTIONS_ENV].splitlines())["blacklist.dir"] == str(here / "my lists")
+    hosts = make(tmp_path, **{"cluster.hosts": 2})
+    monkeypatch.setattr(hosts, "wait_leader", lambda timeout: pytest.fail("checked too late"))
+    with pytest.raises(ClusterError, match="blacklist.dir: found only in the current directory"):
+        hosts.submit("explorative", None, ["blacklist.dir=my lists"])
 
 
 def test_format_status(tmp_path):

@@ -3,6 +3,8 @@ workers, whose current directory is not the user's, read it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from owler import conf as C
 from owler.constants import (BLACKLIST_DIR_KEY, PARSEFILTERS_FILE_KEY, POLITENESS_FILE_KEY,
                              SQLITE_PATH_KEY, URLFILTERS_FILE_KEY)
@@ -41,3 +43,24 @@ def test_a_resource_of_the_project_stays_relative(tmp_path, monkeypatch):
     for value in ("blacklists", "", "s3://bucket/lists", "/abs/lists"):
         assert C.absolute_paths({BLACKLIST_DIR_KEY: value}, root)[BLACKLIST_DIR_KEY] == value
     assert BLACKLIST_DIR_KEY not in C.absolute_paths({}, root)
+
+
+def test_the_project_root_from_outside_the_project(tmp_path, monkeypatch):
+    """From a directory outside the project the code's own parents are searched: the checkout's
+    src/ (whose resources/ links to the project's) is passed over for the root (a command run
+    elsewhere crashed looking for src/storm/VERSION); a real resources/ folder, as the topology
+    jar's, is a root."""
+    repo = Path(C.__file__).resolve().parents[2]
+    monkeypatch.delenv("OWLER_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert C.project_root() == repo
+    checkout, jar = tmp_path / "checkout", tmp_path / "jar"
+    (checkout / "resources").mkdir(parents=True)
+    (checkout / "resources" / C.DEFAULT_CONF_NAME).write_text("{}")
+    (checkout / "src").mkdir()
+    (checkout / "src" / "resources").symlink_to("../resources")
+    (jar / "resources" / "resources").mkdir(parents=True)
+    (jar / "resources" / "resources" / C.DEFAULT_CONF_NAME).write_text("{}")
+    assert C.root_among([checkout / "src" / "owler", checkout / "src", checkout]) == checkout
+    assert C.root_among([jar / "resources" / "owler", jar / "resources", jar]) == jar / "resources"
+    assert C.root_among([tmp_path]) is None

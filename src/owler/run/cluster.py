@@ -691,10 +691,11 @@ class StormCluster:
         if name not in names:
             raise ClusterError(f"unknown topology {name!r}; available: {', '.join(names)}")
 
-    def _check_conf(self, name: str, conf_file: str | None, options: list[str]) -> None:
+    def _check_conf(self, name: str, conf_file: str | None, options: list[str]
+                    ) -> dict[str, Any]:
         """The topology's own check of its keys (as ``owler run`` does), before anything is
         submitted or killed: a bad key is a clear error here, not a topology dying on the
-        cluster."""
+        cluster. Returns the configuration."""
         from owler.run.runner import check_topology_conf, load_topology
 
         try:
@@ -711,6 +712,22 @@ class StormCluster:
             raise ClusterError(f"configuration error: {MULTILANG_SERIALIZER_KEY} speaks {speaks}, "
                                f"but config.json starts the Python components with {told!r}: "
                                "set the same protocol in both")
+        return conf
+
+    def _resource_options(self, conf: Mapping[str, Any]) -> list[str]:
+        """Options that make the resource keys found only in the current directory absolute
+        (``conf.resource_overrides``): sparse builds the topology in the project root, and the
+        workers look a resource up from the topology's folder, so ``-o blacklist.dir=mylists``
+        given elsewhere would be an empty blacklist. The workers of a cluster of hosts read
+        their own disks: there such a value is an error, as nothing would carry it there."""
+        extra = C.resource_overrides(conf, self.root)
+        if extra and self.machines is not None:
+            names = ", ".join(opt.partition("=")[0] for opt in extra)
+            raise ClusterError(
+                f"configuration error: {names}: found only in the current directory, which the "
+                "hosts' workers do not have: put it under the project's resources/ folder (it "
+                "travels with the topology) or give a path that every host has")
+        return extra
 
     def wait_leader(self, timeout: float) -> None:
         """Return once nimbus answers as leader; a clear error when the cluster is not up or
@@ -742,7 +759,7 @@ class StormCluster:
         if requirements and self.machines is None:
             raise ClusterError("--requirements: this cluster's workers run the project's "
                                "virtualenv; only a cluster of hosts (`up --hosts N`) builds them")
-        self._check_conf(name, conf_file, options)
+        options = [*options, *self._resource_options(self._check_conf(name, conf_file, options))]
         self.wait_leader(leader_timeout)
         running = [t.name for t in self._cluster_info().topologies]
         if name in running and not force:
@@ -949,7 +966,7 @@ class StormCluster:
                leader_timeout: float = 60.0) -> tuple[list[str], int]:
         """Kill every running topology (each drains), then submit ``name``."""
         self._check_topology(name)
-        self._check_conf(name, conf_file, options)
+        options = [*options, *self._resource_options(self._check_conf(name, conf_file, options))]
         self.wait_leader(leader_timeout)
         self.check_reachable()  # before the running crawl is killed
         killed = self.kill_all(self.kill_wait)
