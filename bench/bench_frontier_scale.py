@@ -127,6 +127,7 @@ class Web:
         self.total = self.cum[-1]
         self.count = array("I", bytes(4 * keys))
         self.urls = 0
+        self.drawn = 0  # updates drawn by the last batch()
         self.links, self.internal, self.new_share = links, internal, new_share
 
     def state(self) -> tuple:
@@ -155,15 +156,20 @@ class Web:
             return (*self.url(k, j), True)
         return (*self.url(k, self.rnd.randrange(self.count[k])), False)
 
-    def batch(self, size: int, new_share: float | None = None) -> list[StatusUpdate]:
+    def batch(self, size: int, new_share: float | None = None,
+              known: bool = True) -> list[StatusUpdate]:
         """Fetched pages until ``size`` updates: each a FETCHED (rescheduled a day after the
         clock) and its ``links`` outlinks as DISCOVERED at the clock's time, ``internal`` of them to
         its own host, each a new URL with probability ``new_share`` (else a known one, which the
-        frontier ignores)."""
+        frontier ignores). ``known=False``: the DISCOVERED of known URLs are drawn as ever (the
+        stream stays the same) but left out of the list, as a perfect filter in front of the
+        frontier would leave them out; they count toward ``size``, and :attr:`drawn` is the
+        number of updates drawn, the list's length with them."""
         share = self.new_share if new_share is None else new_share
         rnd = self.rnd
         out: list[StatusUpdate] = []
-        while len(out) < size:
+        drawn = 0
+        while drawn < size:
             self.clock += self.tick
             now = self.clock
             k = self.host()
@@ -171,8 +177,11 @@ class Web:
             out.append(StatusUpdate(url, Status.FETCHED, FETCHED_MD, now + 86400, key))
             for _ in range(self.links):
                 target = k if rnd.random() < self.internal else self.host()
-                url, key, _ = self.link(target, rnd.random() < share)
-                out.append(StatusUpdate(url, Status.DISCOVERED, MD, now, key))
+                url, key, new = self.link(target, rnd.random() < share)
+                if new or known:
+                    out.append(StatusUpdate(url, Status.DISCOVERED, MD, now, key))
+            drawn += 1 + self.links
+        self.drawn = drawn
         return out
 
 

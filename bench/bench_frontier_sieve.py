@@ -3,7 +3,7 @@ A probe for issue 45, on the stream and sizes of ``bench/bench_frontier_scale.py
 
     .venv/bin/python bench/bench_frontier_sieve.py [--sizes 100k,10M] [--keys-per-url 0.05]
         [--batch 5000] [--warm 20] [--measured 300] [--floor 200000]
-        [--variants plain,id:32,arrival:32,id:8] [--dir DIR] [--json]
+        [--variants plain,oracle,id:32,arrival:32,id:8,plain] [--dir DIR] [--json]
 
 Most of the status updater's stream is DISCOVERED of URLs the frontier knows (85 % of a fetched
 page's 60 outlinks), and today each one is a probe of the URL id index at its own random place:
@@ -28,6 +28,12 @@ FETCHED written while its DISCOVERED waits in the inbox is an insert; the merge 
 DISCOVERED: the table ends as the frontier's would (a unit test checks it row by row). Not
 modelled: sitemap refreshes, tags, blocks; a discovered URL is not served until its merge, and
 the monitoring counts leave out the inbox.
+
+``oracle`` bounds every such design, and any other filter of known URLs (a Bloom filter, a
+hash of seen URLs, a cache): the frontier as it is, sent the same stream without the known URLs'
+DISCOVERED, which are still drawn and counted as written but cost nothing, as a perfect filter
+that took no time would leave them out. What it writes is the new URLs and the FETCHED; if its
+updates/s fall as much with the size, no filter of known URLs makes the writes flat.
 
 Method: the frontier is filled to each size with pages whose links are all new, the fill's WAL
 checkpointed, the file copied. Each variant then starts from the copy and from the same point of
@@ -134,14 +140,18 @@ class SieveFrontier(SQLiteFrontier):
         self.merge_s += time.perf_counter() - t0
 
 
+#: the frontier as it is, on the whole stream and on the stream without its known URLs' DISCOVERED
+PLAIN = ("plain", "oracle")
+
+
 def parse_variant(variant: str) -> tuple[str, int] | None:
-    """``plain`` (the frontier as it is: None) or ``ORDER:F`` (a :class:`SieveFrontier`'s merge
-    order and fraction); ValueError for anything else."""
-    if variant == "plain":
+    """``plain`` or ``oracle`` (the frontier as it is: None) or ``ORDER:F`` (a
+    :class:`SieveFrontier`'s merge order and fraction); ValueError for anything else."""
+    if variant in PLAIN:
         return None
     order, _, fraction = variant.partition(":")
     if order not in ORDERS or not fraction.isdigit() or int(fraction) < 1:
-        raise ValueError(f"variant {variant!r}: plain, or id:F or arrival:F with F ≥ 1")
+        raise ValueError(f"variant {variant!r}: plain, oracle, or id:F or arrival:F with F ≥ 1")
     return order, int(fraction)
 
 
@@ -152,11 +162,13 @@ def open_variant(path: Path, variant: str, floor: int) -> SQLiteFrontier:
     return SieveFrontier(path, order=parsed[0], fraction=parsed[1], floor=floor)
 
 
-def window(fr: SQLiteFrontier, web: Web, batch: int, warm: int, measured: int) -> dict:
+def window(fr: SQLiteFrontier, web: Web, batch: int, warm: int, measured: int,
+           known: bool = True) -> dict:
     """``warm`` batches untimed, then ``measured`` timed around the frontier's calls (module
-    docstring)."""
+    docstring). ``known=False`` (``oracle``): the known URLs' DISCOVERED are left out of each
+    batch and counted as written."""
     for _ in range(warm):
-        fr.apply_updates(web.batch(batch))
+        fr.apply_updates(web.batch(batch, known=known))
     sieve = isinstance(fr, SieveFrontier)
     if sieve:
         fr.merge()
@@ -164,7 +176,7 @@ def window(fr: SQLiteFrontier, web: Web, batch: int, warm: int, measured: int) -
     wall = user = system = 0.0
     written = 0
     for i in range(measured):
-        b = web.batch(batch)
+        b = web.batch(batch, known=known)
         c0, t0 = _cpu(), time.perf_counter()
         fr.apply_updates(b)
         if sieve and i == measured - 1:
@@ -172,7 +184,7 @@ def window(fr: SQLiteFrontier, web: Web, batch: int, warm: int, measured: int) -
         wall += time.perf_counter() - t0
         c1 = _cpu()
         user, system = user + c1[0] - c0[0], system + c1[1] - c0[1]
-        written += len(b)
+        written += web.drawn
     out = {"updates_per_s": round(written / wall), "user_ms": round(user * 1e6 / written, 2),
            "sys_ms": round(system * 1e6 / written, 2)}
     if sieve:
@@ -189,7 +201,7 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=20)
     ap.add_argument("--measured", type=int, default=300)
     ap.add_argument("--floor", type=int, default=200_000, help="the smallest inbox merged")
-    ap.add_argument("--variants", default="plain,id:32,arrival:32,id:8,plain")
+    ap.add_argument("--variants", default="plain,oracle,id:32,arrival:32,id:8,plain")
     ap.add_argument("--dir", default=None, help="where to put the database (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
@@ -226,7 +238,8 @@ def main() -> None:
                 f = open_variant(path, v, args.floor)
                 try:
                     r = {"urls": size, "variant": v,
-                         **window(f, web, args.batch, args.warm, args.measured)}
+                         **window(f, web, args.batch, args.warm, args.measured,
+                                  known=v != "oracle")}
                 finally:
                     f.close()
                 results.append(r)

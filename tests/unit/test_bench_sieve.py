@@ -56,11 +56,36 @@ def test_the_window_merges_what_it_wrote(tmp_path):
     assert "merges" not in plain and plain["user_ms"] > 0
 
 
+def test_the_oracle_leaves_out_only_what_the_frontier_ignores(tmp_path):
+    """The oracle's stream is the whole stream less the known URLs' DISCOVERED: drawn the same
+    (the next batches are equal), counted whole, and the frontier ends with the same rows."""
+    start = time.time() - 86400
+    whole, oracle = (Web(300, links=20, clock=start) for _ in range(2))
+    frs = [SQLiteFrontier(tmp_path / f"{n}.sqlite") for n in ("whole", "oracle")]
+    for i in range(6):
+        share = 1.0 if i == 0 else 0.3
+        full, short = whole.batch(1000, new_share=share), oracle.batch(1000, share, known=False)
+        assert whole.drawn == oracle.drawn == len(full) >= 1000
+        assert len(short) < len(full) if i else len(short) == len(full)
+        frs[0].apply_updates(full)
+        frs[1].apply_updates(short)
+    assert [u.url for u in whole.batch(50)] == [u.url for u in oracle.batch(50)]
+    sql = "SELECT url, status, next_fetch_date, key, metadata FROM urls"
+    assert _rows(frs[0], sql) == _rows(frs[1], sql)
+    assert frs[0].counts() == frs[1].counts()
+    fr = open_variant(tmp_path / "o.sqlite", "oracle", 0)
+    fr.apply_updates(oracle.batch(2000, new_share=1.0))
+    r = window(fr, oracle, 1000, 1, 2, known=False)
+    assert r["updates_per_s"] > 0 and "merges" not in r
+    for f in (*frs, fr):
+        f.close()
+
+
 def test_variants_are_checked():
-    assert parse_variant("plain") is None
+    assert parse_variant("plain") is None and parse_variant("oracle") is None
     assert parse_variant("id:32") == ("id", 32) and parse_variant("arrival:8") == ("arrival", 8)
     for bad in ("id", "id:0", "key:8", "id:x", ""):
-        with pytest.raises(ValueError, match="plain, or id:F or arrival:F"):
+        with pytest.raises(ValueError, match="plain, oracle, or id:F or arrival:F"):
             parse_variant(bad)
 
 
