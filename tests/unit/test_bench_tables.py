@@ -164,6 +164,35 @@ def test_scale_window_splits_the_writes_time_into_the_writers_cpu_and_waiting(tm
     assert {name for _, name in ROWS} >= set(split) | {"write_blocks_in", "write_other_cpu_ms"}
 
 
+def test_scale_window_ends_each_round_at_the_streams_time(tmp_path):
+    """OpenSearch's rounds end as the spout's do, at the time ``due()`` was asked for (the
+    stream's clock, a day behind the machine's): released at the machine's time, a queue stayed
+    paused for the stream's whole day, and with few hosts the next size served almost nothing."""
+    import time
+
+    from bench.bench_frontier_scale import Web, measure
+    from owler.frontier.sqlite import SQLiteFrontier
+
+    class Leasing(SQLiteFrontier):  # the leases and releases of the OpenSearch frontier's spout
+        leases: dict = {}
+        released: list = []
+
+        def due(self, now, queues, per_queue):
+            got = super().due(now, queues, per_queue)
+            self.leases.update((key, now) for _, _, key in got)
+            return got
+
+        def release(self, key, now, defer=False):
+            self.released.append((self.leases.pop(key), now))
+
+    web = Web(200, links=20, clock=time.time() - 86400)
+    fr = Leasing(tmp_path / "frontier.sqlite", {})
+    fr.apply_updates(web.batch(2000, new_share=1.0))
+    measure(fr, web, tmp_path / "frontier.sqlite", 2000, None, 2, due_s=0.05)
+    fr.close()
+    assert fr.released and all(at == asked == web.clock for asked, at in fr.released)
+
+
 def test_repeated_windows_start_from_the_same_database_and_stream(tmp_path):
     """``bench_frontier_scale.py --repeat``: every window starts from the same file and draws the
     same batches; the rates are the windows' medians, shown beside them in the table."""
