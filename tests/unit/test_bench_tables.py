@@ -174,8 +174,10 @@ def test_scale_window_ends_each_round_at_the_streams_time(tmp_path):
     from owler.frontier.sqlite import SQLiteFrontier
 
     class Leasing(SQLiteFrontier):  # the leases and releases of the OpenSearch frontier's spout
-        leases: dict = {}
-        released: list = []
+        def __init__(self, path, conf):
+            super().__init__(path, conf)
+            self.leases: dict[str, float] = {}
+            self.released: list[tuple[float, float]] = []
 
         def due(self, now, queues, per_queue):
             got = super().due(now, queues, per_queue)
