@@ -154,12 +154,15 @@ def test_scale_window_splits_the_writes_time_into_the_writers_cpu_and_waiting(tm
     web = Web(200, links=20, clock=time.time() - 86400)
     fr = SQLiteFrontier(path, {})
     fr.apply_updates(web.batch(2000, new_share=1.0))
-    r = measure(fr, web, path, 2000, None, 5, due_s=0.05, warm=1)
+    r = measure(fr, web, path, 2000, None, 20, due_s=0.05, warm=1)
     fr.close()
     split = ("write_user_ms", "write_sys_ms", "write_wait_ms")
     assert r["write_user_ms"] > 0 and all(r[k] >= 0 for k in split)
     wall = 1e6 / r["updates_per_s"]  # ms per 1,000 updates
-    assert abs(sum(r[k] for k in split) - wall) <= 0.05 * wall + 0.05, (r, wall)
+    # the kernel may account CPU time by the scheduler's tick: 10 ms over the window's updates
+    # (the window is 0.1-0.3 s; one tick was 9 % of a 5-batch window on a fast processor)
+    tick = 0.010 * 1e6 / (20 * web.drawn)
+    assert abs(sum(r[k] for k in split) - wall) <= 0.05 * wall + tick, (r, wall)
     assert r["write_blocks_in"] >= 0 and r["write_other_cpu_ms"] >= 0
     assert {name for _, name in ROWS} >= set(split) | {"write_blocks_in", "write_other_cpu_ms"}
 
