@@ -63,6 +63,7 @@ class StatusUpdaterBolt(OwlerComponent, Bolt):
         self._landed(self.writer.poll())
         if self.batch.due(time.time()):
             self.commit()
+        self.writer.idle()
         self.gauges["pending"] = self.batch.pending
         self.write_stats()
 

@@ -39,6 +39,7 @@ StormCrawler's ``opensearch.status.bulkActions`` and ``opensearch.status.flushIn
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections import OrderedDict
 from typing import Any, Callable, Iterable, Mapping
@@ -64,6 +65,12 @@ from owler.osclient import conn_key
 DISCOVERY_DATE = "discoveryDate"
 LAST_PROCESSED_DATE = "lastProcessedDate"
 MAX_FETCH_ERRORS_CAUSE = "maxFetchErrors"
+
+#: seconds a frontier's debt of one batch (FrontierWriter.idle) waits for the next batch to carry
+#: it before it is sent alone: within a crawl's flow of batches it never is
+CARRY_SECS = 0.5
+
+log = logging.getLogger("owler.status")
 
 _ROUND_UNITS = {"SECOND": 1.0, "MINUTE": 60.0, "HOUR": 3600.0}
 
@@ -431,6 +438,9 @@ class FrontierWriter:
             return False
         if hasattr(self.frontier, "round_results"):  # (OpenSearch: module docstring there)
             self.frontier.round_results = True
+            # each bulk carries the queues' lowering of the one before (one request a batch, not
+            # two); idle() sends it when no batch follows
+            self.frontier.carry_queues = True
         self._pipe = OneInFlight(self.frontier) if self.pipelined else None
         return True
 
@@ -461,6 +471,18 @@ class FrontierWriter:
     def drain(self) -> Outcome | None:
         """Wait for the batch on its way; its outcome, if there was one."""
         return self._settled(self._pipe.wait()) if self._pipe is not None else None
+
+    def idle(self) -> None:
+        """Between batches (the bolt's tick): what the frontier still owes of the last batch
+        it wrote, when no batch came to carry it within ``CARRY_SECS`` (OpenSearch: the queues
+        its new URLs lower). A failure is logged; it is tried again at the next batch or tick."""
+        flush = getattr(self.frontier, "flush_queues", None)
+        if flush is None or (self._pipe is not None and self._pipe.busy):
+            return  # (a batch on its way carries it)
+        try:
+            flush(CARRY_SECS)
+        except Exception as exc:  # noqa: BLE001 - owed still: the next batch or tick
+            log.warning("cannot lower the queues of the last batch: %s", exc)
 
     def _settled(self, outcome: Outcome | None) -> Outcome | None:
         if outcome is not None and outcome.ok:

@@ -721,6 +721,62 @@ def test_monitoring_reads_answer_from_the_queues_index(conf, opensearch):
         assert f.queue_count(now) == 3 and f.queue_count() == 5
 
 
+_CARRIES_THEN_DIES = """
+import json, os, signal, sys
+from owler.constants import Status
+from owler.frontier import StatusUpdate, open_frontier
+conf, now = json.loads(sys.argv[1]), float(sys.argv[2])
+f = open_frontier(conf, owner="dies")
+f.round_results = f.carry_queues = True  # as the status updater's (owler.status.FrontierWriter)
+f._recover_intents(now)
+f._next_intents = now + 3600
+for host in ("a.example", "b.example"):
+    assert f.apply_updates([StatusUpdate(f"http://{host}/1", Status.DISCOVERED, {}, now - 5,
+                                         host)]) == []
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_carrying_writer_lowers_queues_with_its_next_bulk_and_loses_none_when_killed(
+        conf, opensearch, monkeypatch):
+    """The status updater's frontier lowers the queues of a bulk's new URLs with its next bulk.
+    Killed -9 after its second bulk: the first's queue was lowered by the second, the second's
+    is owed, and the intent written with the second names both; the next writer applies it and
+    every URL is served. A carrying writer that closes lowers what it owes first."""
+    import subprocess
+    import sys
+
+    from owler.frontier import opensearch as osf
+
+    index = conf["opensearch.status.index.name"]
+    now = time.time()
+    r = subprocess.run([sys.executable, "-c", _CARRIES_THEN_DIES, json.dumps(conf), str(now)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == -9, r.stderr
+    assert queue_doc(opensearch, conf, "a.example")["due"] == int(now - 5)
+    assert queue_doc(opensearch, conf, "b.example") is None
+    status, intent = opensearch.request("GET", f"/{index}_leases/_doc/intent:dies")
+    assert status == 200 and intent["_source"]["dues"] == {
+        "a.example": int(now - 5) * 1000, "b.example": int(now - 5) * 1000}
+    with open_frontier(conf, owner="spout") as spout:
+        spout.refresh()
+        assert [u for u, _, _ in spout.due(now, 10, 10)] == ["http://a.example/1"]
+        monkeypatch.setattr(osf, "INTENT_AGE", 0.0)  # (else the next writer waits 30 s)
+        with open_frontier(conf, owner="next") as f:
+            f.round_results = f.carry_queues = True
+            f.apply_updates([upd("http://c.example/1", "DISCOVERED", now - 5, "c.example")])
+            # applied (the owed queue of the writer that died), its own not yet
+            assert queue_doc(opensearch, conf, "b.example")["due"] == int(now - 5)
+            assert queue_doc(opensearch, conf, "c.example") is None
+        # closed: its own lowered, its intent removed
+        assert queue_doc(opensearch, conf, "c.example")["due"] == int(now - 5)
+        status, _ = opensearch.request("GET", f"/{index}_leases/_doc/intent:next")
+        assert status == 404
+        spout.refresh()
+        assert sorted(u for u, _, _ in spout.due(now, 10, 10)) == [
+            "http://b.example/1", "http://c.example/1"]
+
+
 _DIES_AFTER_ITS_BULK = """
 import json, os, signal, sys
 from owler.constants import Status

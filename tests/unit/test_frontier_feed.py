@@ -175,6 +175,7 @@ def test_the_status_updater_tells_the_frontier_its_statuses_are_the_rounds_resul
     writer = FrontierWriter(conf, StatusUpdater(conf, DefaultScheduler(conf)),
                             opener=lambda c: opened)
     assert writer.frontier is opened and opened.round_results is True
+    assert opened.carry_queues is True  # its bulks carry the queues' lowering (FrontierWriter.idle)
 
 
 def test_the_frontier_writer_remembers_only_what_was_written(conf):

@@ -256,3 +256,31 @@ def test_a_taken_batch_is_acked_or_failed_when_it_is_settled():
     assert done.ok and done.failed == frozenset({1}) and acked == ["b", "c"] and failed == ["a"]
     done = b.settle(b.take(), error=FrontierError("x"))
     assert not done.ok and done.failed is None and failed == ["a", "d"]
+
+
+def test_the_writer_sends_what_the_frontier_owes_only_between_batches(updater):
+    """FrontierWriter.idle (the bolt's tick): the frontier's debt of the last batch (OpenSearch:
+    the queues its new URLs lower) is flushed when no batch is on its way to carry it, after
+    CARRY_SECS; a failure is logged and left for the next batch or tick."""
+    from owler import status
+
+    fr = Gated()
+    flushed: list[float] = []
+    fr.flush_queues = lambda older_than=0.0: flushed.append(older_than)
+    w = FrontierWriter({}, updater, opener=lambda c: fr)
+    w.idle()
+    assert flushed == [status.CARRY_SECS]
+    w.send(ups(1), "A")  # on its way: it carries the debt
+    w.idle()
+    assert flushed == [status.CARRY_SECS]
+    fr.answer(0)
+    w.drain()
+    w.idle()
+    assert flushed == [status.CARRY_SECS] * 2
+
+    def refused(older_than=0.0):
+        raise osf.OpenSearchError("node away")
+
+    fr.flush_queues = refused
+    w.idle()  # logged, not raised
+    w.close()

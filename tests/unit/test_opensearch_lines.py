@@ -27,6 +27,7 @@ class Lines(osf.OpenSearchFrontier):
     def __init__(self, routing: bool):  # noqa: no node: only what the lines need
         self.index, self.routing, self.write_updated, self.tag_rules = "st", routing, True, ()
         self.queues_index, self.round_results = "st_queues", False
+        self.carry_queues, self._owed = False, osf.QueueDebt()
         self.leases_index, self.owner, self._next_intents = "st_leases", "t", float("inf")
         self._md_names, self._md_key_sets, self._action_heads = {}, {}, {}
         self.conf, self._scheduler, self.crawl = {}, None, osf.DEFAULT_CRAWL
@@ -331,3 +332,79 @@ def test_a_bulk_that_lowers_queues_carries_the_writers_intent_last(monkeypatch, 
     f.client = Recorder(b'{"errors":false}')
     f.apply_updates([StatusUpdate("http://b/", Status.ERROR, {}, None, "b")])
     assert len(f.client.bodies) == 1 and len(f.client.bodies[0].splitlines()) == 2
+
+
+def test_a_carrying_writer_lowers_the_queues_of_a_bulk_with_the_next_one(monkeypatch, caplog):
+    """The status updater's frontier (carry_queues) sends one request per batch: the queues of a
+    bulk's new URLs are lowered by the next bulk's last actions, after the intent, which names
+    them too (a writer killed before they go leaves them to the others); a lowering the node
+    refuses, or a request that fails, leaves them owed for the next one; with no next bulk,
+    flush_queues sends them alone once the oldest has waited long enough."""
+    from owler.constants import Status
+    from owler.frontier import StatusUpdate
+    monkeypatch.setattr(osf.time, "time", lambda: 1_700_000_000.25)
+    w = 1_700_000_000_250
+
+    def new(host: str, date: float) -> list:
+        return [StatusUpdate(f"http://{host}/1", Status.DISCOVERED, {}, date, host)]
+
+    def sent(f) -> list:
+        return [orjson.loads(x) for x in f.client.bodies[0].splitlines()]
+
+    f = WithIntent(False)
+    f.round_results = f.carry_queues = True
+    f.client = Recorder([_answer([201, 200, 200, 200])])
+    assert f.apply_updates(_updates()) == []
+    lines = sent(f)
+    assert len(f.client.bodies) == 1 and len(lines) == 10  # no request of the queues' own
+    assert lines[9]["dues"] == {"a": 1_000_000_000_000}
+    # the next bulk: its update, the intent (its queue and the one owed), the owed lowering
+    f.client = Recorder([_answer([201, 200, 200])])
+    assert f.apply_updates(new("d", 1.5e9)) == []
+    lines = sent(f)
+    assert len(f.client.bodies) == 1 and len(lines) == 6
+    assert lines[2] == {"index": {"_index": "st_leases", "_id": "intent:t"}}
+    assert lines[3]["dues"] == {"a": 1_000_000_000_000, "d": 1_500_000_000_000}
+    assert _queue_lines(f.client.bodies[0].split(b"\n", 4)[4]) == {"a": (1_000_000_000_000, w)}
+    # no bulk follows: flushed alone, once old enough
+    f.client = Recorder([])
+    assert f.flush_queues(older_than=5.0) == 0 and not f.client.bodies
+    assert f.flush_queues() == 1
+    assert _queue_lines(f.client.bodies[0]) == {"d": (1_500_000_000_000, w)}
+    assert f.flush_queues() == 0 and len(f.client.bodies) == 1
+    # refused: owed again, with the next bulk
+    f.client = Recorder([_answer([201])])
+    f.apply_updates(new("e", 1e9))
+    f.client = Recorder([_answer([201, 200, 429])])
+    with caplog.at_level("WARNING", logger="owler.frontier.opensearch"):
+        assert f.apply_updates(new("g", 1e9)) == []
+    assert "cannot lower 1 queue(s) of st_queues" in caplog.text
+
+    class Down:
+        def request(self, *a, **kw):
+            raise osf.OpenSearchError("node away")
+
+    f.client = Down()
+    with pytest.raises(osf.FrontierError, match="node away"):
+        f.apply_updates(new("h", 1e9))
+    f.client = Recorder([_answer([201, 200, 200, 200])])
+    f.apply_updates(new("i", 1e9))
+    lines = sent(f)
+    assert set(lines[3]["dues"]) == {"e", "g", "i"}  # (h was not written)
+    assert set(_queue_lines(f.client.bodies[0].split(b"\n", 4)[4])) == {"e", "g"}
+    # a flush the node refuses: owed still
+    f.client = Down()
+    with pytest.raises(osf.OpenSearchError):
+        f.flush_queues()
+    f.client = Recorder([])
+    assert f.flush_queues() == 1 and set(_queue_lines(f.client.bodies[0])) == {"i"}
+
+
+def test_a_writer_that_does_not_carry_lowers_its_queues_at_once():
+    """Every other writer (a service's PutURLs, an import, a test) has its queues lowered
+    before apply_updates returns: a reader right after finds them."""
+    f = WithIntent(False)
+    f.client = Recorder([_answer([201, 200, 200, 200, 200])])
+    f.apply_updates(_updates())
+    assert len(f.client.bodies) == 2 and set(_queue_lines(f.client.bodies[1])) == {"a", "c"}
+    assert f.flush_queues() == 0

@@ -38,7 +38,13 @@ minutes in OWLer).
 
 The queues index: a queue's ``due`` is a lower bound of the earliest next fetch date of its URLs.
 :meth:`send_updates` lowers it after each bulk from the items written (a DISCOVERED already known
-is not: it would make a queue due whose URLs are not), with ``w`` = when; for the status updater
+is not: it would make a queue due whose URLs are not), with ``w`` = when. The status updater's
+frontier (``carry_queues``) sends that lowering as the last actions of its next bulk instead of a
+request of its own, or alone once no bulk followed within half a second
+(:meth:`flush_queues`, from its tick; and at :meth:`close`): a second request a bulk, sent
+after the first's answer, held one node at 0.70x the bare bulk's updates/s on the crawl's
+stream and 0.50x on the uniform one; carried, 0.78x and 0.65x (docs/benchmarks-history.md,
+issue 45, twelfth session). For the status updater
 (``round_results``) only from the DISCOVERED, its other statuses being the results of rounds, whose
 queues are dated when the rounds end (a document neither date nor ``w``, kept to the second,
 changes is not written again). Taking a lease raises it
@@ -48,10 +54,11 @@ leased a queue and found nothing due in it (:meth:`_settle_queues`) sets it to t
 earliest date or deletes the document. A writer killed between its bulk and the queues' request
 would leave a queue's date later than a DISCOVERED it created, or no document for a new host's
 queue, and the replay cannot tell (it is a conflict, as for any URL already known): the URL would
-wait until the queue's date, or for ever. So every bulk that lowers queues carries, as its last
-action, the writer's intent (``intent:<owner>`` in the leases index: the dates it will lower the
-queues to), durable with the statuses; each writer, at its first write and every
-:data:`INTENT_SCAN` seconds, lowers the queues of the intents other writers left more than
+wait until the queue's date, or for ever. So every bulk that lowers queues carries, after its
+updates, the writer's intent (``intent:<owner>`` in the leases index: the dates it will lower the
+queues to, those it still owes from the bulk before included), durable with the statuses; a
+lowering the node refused is owed again, for the next bulk. Each writer, at its first write and
+every :data:`INTENT_SCAN` seconds, lowers the queues of the intents other writers left more than
 :data:`INTENT_AGE` seconds ago and deletes them (a writer that finished its lowering meanwhile costs
 a queue picked too early, which the spout settles). A writer deletes its own when it closes. An
 index of an older version gets its queues index built once (:meth:`_build_queues`).
@@ -102,6 +109,7 @@ import os
 import random
 import re
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,12 +199,9 @@ class BulkRequest:
     dues: list = dataclasses.field(default_factory=list)
     #: the lines joined, once the request is complete (:meth:`seal`)
     body: bytes | None = None
-    #: the action line of the writer's intent document (OpenSearchFrontier._intent_head), and
-    #: its owner: the queues the updates will lower, written in the same request (None: none)
-    intent_head: bytes | None = None
-    intent_owner: str = ""
-    #: the actions of the sealed body: the updates, and the intent when there is one
-    items: int = 0
+    #: each queue's earliest date the updates may lower it to (:meth:`seal`): the writer's
+    #: intent, written last in the same request (OpenSearchFrontier.send_updates)
+    first: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def block(self, key: str, until: float) -> None:
         """Block queue ``key`` until ``until`` once written (the latest time asked wins)."""
@@ -213,20 +218,48 @@ class BulkRequest:
             self.block(key, until)
 
     def seal(self) -> bytes:
-        """The request's body, joined once. :class:`owler.frontier.pipeline.OneInFlight` seals a
-        request in the thread that built it, so that the sending thread has nothing to do between
-        the answer to one request and the start of the next. The intent document, when the
-        updates lower queues, is the last action."""
+        """The updates' lines joined once, and the queues they may lower (:attr:`first`).
+        :class:`owler.frontier.pipeline.OneInFlight` seals a request in the thread that built it,
+        so that the sending thread has little to do between the answer to one request and the
+        start of the next."""
         if self.body is None:
             self.body = _ndjson(self.lines)
-            self.items = self.count
-            first = _earliest(self.dues) if self.intent_head is not None else None
-            if first:
-                self.body += self.intent_head + b"\n" + orjson.dumps({
-                    "owner": self.intent_owner, "until": int(time.time() * 1000),
-                    "active": False, "intent": True, "dues": first}) + b"\n"
-                self.items += 1
+            self.first = _earliest(self.dues)
         return self.body
+
+
+class QueueDebt:
+    """The queues a writer owes a lowering (``OpenSearchFrontier.carry_queues``): each queue's
+    earliest date owed (epoch ms), when their URLs were written (the latest), and since when
+    any is owed. Shared by the thread that sends the bulks and the one that flushes between
+    them."""
+
+    def __init__(self) -> None:
+        self.dues: dict[str, int] = {}
+        self.w = 0
+        self.since = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, first: Mapping[str, int], w: int) -> None:
+        if not first:
+            return
+        with self._lock:
+            dues = self.dues
+            if not dues:
+                self.since = time.time()
+            for key, due in first.items():
+                if key not in dues or due < dues[key]:
+                    dues[key] = due
+            self.w = max(self.w, w)
+
+    def take(self, older_than: float = 0.0) -> tuple[dict[str, int], int]:
+        """What is owed, now no longer (nothing while the oldest is younger than
+        ``older_than`` seconds), and when it was written."""
+        with self._lock:
+            if not self.dues or time.time() - self.since < older_than:
+                return {}, self.w
+            dues, self.dues = self.dues, {}
+            return dues, self.w
 
 
 def _earliest(dues: Iterable[tuple[str, int | None]]) -> dict[str, int]:
@@ -277,6 +310,10 @@ class OpenSearchFrontier:
         #: the statuses written other than DISCOVERED are the results of the spouts' rounds (the
         #: status updater says so): their queues are dated when the rounds end, not by the writes
         self.round_results = False
+        #: the queues' lowering of one bulk is sent with the next bulk (module docstring): the
+        #: status updater's frontier, whose batches follow each other (owler.status.FrontierWriter)
+        self.carry_queues = False
+        self._owed = QueueDebt()
         self._budgets_ready = False  # <index>_budgets checked (charge())
         self.routing = C.get_bool(conf, "opensearch.status.routing", False)
         self.partition_mode = partition_mode(conf)
@@ -440,13 +477,7 @@ class OpenSearchFrontier:
         if not first:
             return
         w = int(time.time() * 1000) if written is None else written
-        head = b'{"update":{"_index":%s,"_id":' % orjson.dumps(self.queues_index)
-        lines = []
-        for key, due in first.items():
-            lines.append(head + orjson.dumps(key) + b',"retry_on_conflict":5}}')
-            lines.append(b'{"script":{"source":%s,"params":{"d":%d,"w":%d}},'
-                         b'"upsert":{"due":%d,"w":%d}}' % (self._LOWER_SCRIPT, due, w, due, w))
-        _, res = self.client.request("POST", "/_bulk", _ndjson(lines),
+        _, res = self.client.request("POST", "/_bulk", _ndjson(self._queue_lines(first, w)),
                                      params={"filter_path": "errors,items.*.status,"
                                                             "items.*.error.reason"})
         if res and res.get("errors"):
@@ -455,6 +486,31 @@ class OpenSearchFrontier:
             if bad:
                 raise OpenSearchError(f"cannot write {len(bad)} queue(s) of {self.queues_index}: "
                                       f"{bad[0]}")
+
+    def _queue_lines(self, first: Mapping[str, int], w: int) -> list[bytes]:
+        """The ``_bulk`` actions of :meth:`_lower_queues`: two lines per queue of ``first``."""
+        head = b'{"update":{"_index":%s,"_id":' % orjson.dumps(self.queues_index)
+        lines = []
+        for key, due in first.items():
+            lines.append(head + orjson.dumps(key) + b',"retry_on_conflict":5}}')
+            lines.append(b'{"script":{"source":%s,"params":{"d":%d,"w":%d}},'
+                         b'"upsert":{"due":%d,"w":%d}}' % (self._LOWER_SCRIPT, due, w, due, w))
+        return lines
+
+    def flush_queues(self, older_than: float = 0.0) -> int:
+        """Lower now the queues owed (:attr:`carry_queues`) when no bulk came to carry them (the
+        status updater's tick, :meth:`close`), if the oldest has waited ``older_than`` seconds.
+        Returns how many were lowered; when the node refuses, they stay owed and
+        :class:`OpenSearchError` is raised."""
+        owed, w = self._owed.take(older_than)
+        if not owed:
+            return 0
+        try:
+            self._lower_queues(owed.items(), written=w)
+        except BaseException:
+            self._owed.add(owed, w)
+            raise
+        return len(owed)
 
     def _settle_queues(self, keys: list[str], now: float) -> None:
         """Queues the spout leased and found nothing due in: their date becomes the earliest
@@ -660,8 +716,7 @@ class OpenSearchFrontier:
         """The request that writes ``updates``, built but not sent (:meth:`send_updates` sends
         it): a caller may build the next batch's while the node indexes the one before
         (:class:`owler.frontier.pipeline.OneInFlight`)."""
-        req = BulkRequest(updates=list(updates), intent_head=self._intent_head,
-                          intent_owner=self.owner)
+        req = BulkRequest(updates=list(updates))
         lines, dues = req.lines, req.dues
         now = time.time()
         n = 0
@@ -691,6 +746,7 @@ class OpenSearchFrontier:
         if not req.count:
             return []
         errors: dict[int, Any] = {}
+        owed, owed_w = self._owed.take()
         try:
             now = time.time()
             if now >= self._next_intents:
@@ -702,24 +758,51 @@ class OpenSearchFrontier:
             # (each item's status: the queues index learns the dates of the URLs written, not
             # those of the DISCOVERED already known)
             body = req.seal()
-            statuses = self._bulk(body, req.items, errors)
-            if req.items > req.count:  # the intent: only logged, the queues are lowered below
-                if statuses[req.count] >= 300:
-                    log.warning("cannot write the intent of %s: %s", self.owner,
-                                errors.get(req.count))
-                del statuses[req.count:]
-                errors.pop(req.count, None)
+            # after the updates: the writer's intent (the queues they may lower, and those still
+            # owed), then the lowering the bulk before owes (carry_queues; module docstring)
+            intent = self._intent_head is not None and bool(req.first or owed)
+            tail = []
+            if intent:
+                dues = dict(owed)
+                for key, due in req.first.items():
+                    if key not in dues or due < dues[key]:
+                        dues[key] = due
+                tail += [self._intent_head, orjson.dumps({
+                    "owner": self.owner, "until": int(now * 1000), "active": False,
+                    "intent": True, "dues": dues})]
+            tail += self._queue_lines(owed, owed_w)
+            statuses = self._bulk(body + _ndjson(tail) if tail else body,
+                                  req.count + len(tail) // 2, errors)
+            extra = statuses[req.count:]
+            del statuses[req.count:]
+            for i in range(req.count, req.count + len(extra)):
+                error = errors.pop(i, None)
+                if i == req.count and intent and extra[0] >= 300:  # only logged
+                    log.warning("cannot write the intent of %s: %s", self.owner, error)
+            unlowered = {k: d for (k, d), st in zip(owed.items(), extra[1 if intent else 0:])
+                         if st >= 300}
+            if unlowered:
+                log.warning("cannot lower %d queue(s) of %s (again with the next bulk)",
+                            len(unlowered), self.queues_index)
+            self._owed.add(unlowered, owed_w)
+            owed = {}
             refused = [i for i, e in errors.items() if statuses[i] == 400
                        and i < len(req.updates) and isinstance(e, dict)
                        and e.get("type") in _DOCUMENT_ERRORS]
             if refused:
                 self._write_refused(req, refused, errors, statuses)
             failed = [i for i, s in enumerate(statuses) if s >= 300 and s != 409]
-            self._lower_queues([req.dues[i] for i, s in enumerate(statuses) if s < 300])
+            written = [req.dues[i] for i, s in enumerate(statuses) if s < 300]
+            if self.carry_queues:
+                self._owed.add(_earliest(written), int(time.time() * 1000))
+            else:
+                self._lower_queues(written)
             if req.blocks:
                 self._block(req.blocks)
         except OpenSearchError as exc:
             raise FrontierError(str(exc)) from exc
+        finally:
+            self._owed.add(owed, owed_w)  # not sent (the request failed): with the next one
         self.stats.tick(now)
         return failed
 
@@ -1635,7 +1718,13 @@ class OpenSearchFrontier:
     def close(self) -> None:
         self.flush_releases()
         self.stats.join(10.0)  # a renewal of the figures in progress (on the same client)
-        if self._next_intents:  # a writer: its last intent's queues were lowered
+        lowered = True
+        try:
+            self.flush_queues()
+        except OpenSearchError as exc:  # (its intent stays, for another writer to apply)
+            lowered = False
+            log.warning("cannot lower the queues %s owes: %s", self.owner, exc)
+        if self._next_intents and lowered:  # a writer: its last intent's queues were lowered
             try:
                 self.client.request("DELETE", f"/{self.leases_index}/_doc/"
                                     f"{quote(f'intent:{self.owner}', safe='')}", ok=(200, 404),
