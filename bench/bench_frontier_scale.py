@@ -59,7 +59,9 @@ At each size:
   and the benchmark's own tables of hosts, 12 bytes a host: their weights and URL counts).
 
 On OpenSearch the writes go as the status updater's frontier sends them (``round_results``: the
-FETCHED are the spout's rounds' results), one bulk after the other; the reads come after a refresh;
+FETCHED are the spout's rounds' results; ``carry_queues``: each bulk lowers the queues of the one
+before, the window's last its own alone, timed), one bulk after the other; the reads come after a
+refresh;
 ``due()`` leases its queues and each is released as the spout releases it (paused after its
 round); each monitoring read is timed after one more write made searchable, as in a crawl (with
 nothing new, the node answers a search again from its request cache: 8-16 ms whatever the
@@ -247,6 +249,10 @@ def measure(fr, web: Web, path: Path | None, batch: int, node, measured: int,
         spent = [total + after - before for total, after, before in zip(spent, _cpu(), c0)]
         assert not failed, f"{len(failed)} updates failed"
         written += len(b)
+    if getattr(fr, "carry_queues", False):  # the last batch's queues (the bolt's next tick)
+        t0 = time.perf_counter()
+        fr.flush_queues()
+        t_write += time.perf_counter() - t0
     per_k = 1e6 / written  # seconds in all -> ms per 1,000 updates
     user, system, blocks_in, process = spent
     if node is not None:
@@ -490,7 +496,8 @@ def main() -> None:
                 "services.opensearch.nodes": args.nodes, "opensearch.status.index.name": "scale",
                 "opensearch.status.shards": args.shards,
                 "opensearch.status.replicas": args.replicas, **overrides}, owner="bench")
-            fr.round_results = True  # as the status updater opens it (owler.status)
+            # as the status updater opens it (owler.status)
+            fr.round_results = fr.carry_queues = True
             path = None
             name = (f"OpenSearch frontier, {args.nodes} node(s), {args.shards} shard(s), "
                     f"{args.replicas} replica(s)")
