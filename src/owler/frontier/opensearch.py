@@ -244,12 +244,9 @@ class QueueDebt:
         if not first:
             return
         with self._lock:
-            dues = self.dues
-            if not dues:
+            if not self.dues:
                 self.since = time.time()
-            for key, due in first.items():
-                if key not in dues or due < dues[key]:
-                    dues[key] = due
+            self.dues = _earliest([*self.dues.items(), *first.items()])
             self.w = max(self.w, w)
 
     def take(self, older_than: float = 0.0) -> tuple[dict[str, int], int]:
@@ -763,22 +760,17 @@ class OpenSearchFrontier:
             intent = self._intent_head is not None and bool(req.first or owed)
             tail = []
             if intent:
-                dues = dict(owed)
-                for key, due in req.first.items():
-                    if key not in dues or due < dues[key]:
-                        dues[key] = due
                 tail += [self._intent_head, orjson.dumps({
                     "owner": self.owner, "until": int(now * 1000), "active": False,
-                    "intent": True, "dues": dues})]
+                    "intent": True, "dues": _earliest([*owed.items(), *req.first.items()])})]
             tail += self._queue_lines(owed, owed_w)
             statuses = self._bulk(body + _ndjson(tail) if tail else body,
                                   req.count + len(tail) // 2, errors)
-            extra = statuses[req.count:]
+            extra = statuses[req.count:]  # (the intent's, then the lowering's)
+            extra_errors = [errors.pop(i, None) for i in range(req.count, len(statuses))]
             del statuses[req.count:]
-            for i in range(req.count, req.count + len(extra)):
-                error = errors.pop(i, None)
-                if i == req.count and intent and extra[0] >= 300:  # only logged
-                    log.warning("cannot write the intent of %s: %s", self.owner, error)
+            if intent and extra[0] >= 300:  # only logged
+                log.warning("cannot write the intent of %s: %s", self.owner, extra_errors[0])
             unlowered = {k: d for (k, d), st in zip(owed.items(), extra[1 if intent else 0:])
                          if st >= 300}
             if unlowered:
