@@ -35,7 +35,10 @@ above keep theirs; by index j, see ``SITEMAP_SITES``):
   requested), and ``/ok.xml`` listing ``/fine``.
 
 Every request is appended to an access log (JSON lines: time, host, path, status) that tests judge
-the crawl by. Run: ``python -m tests.farm.server --hosts 6 --log FILE`` → prints ``READY <port>``.
+the crawl by. The time is the request's arrival, as a server's access log keeps it: politeness is
+about when requests reach a host, and ``/slow`` answers 30 s after it was asked (its entry stamped
+at the answer once fell between two later requests to its host, a gap of 1.3 s where 3 s were
+kept). Run: ``python -m tests.farm.server --hosts 6 --log FILE`` → prints ``READY <port>``.
 ``--pad BYTES``: every HTML page of ``Farm.page`` carries that many random bytes (base64, in a
 comment: gzipped they stay about that many bytes, and the page's text and links do not change),
 for tests that need megabytes of WARC records from a small crawl.
@@ -119,6 +122,7 @@ class Farm:
                 f"</body></html>")
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.time()
         addr = request.transport.get_extra_info("sockname")[0]
         if addr in self.sm_index:
             i = self.sm_index[addr]
@@ -130,7 +134,7 @@ class Farm:
             resp = await getattr(self, f"site_{site}")(i, request)
         except web.HTTPException as exc:
             resp = exc
-        self.log.write(json.dumps({"t": time.time(), "host": addr, "site": site,
+        self.log.write(json.dumps({"t": arrived, "host": addr, "site": site,
                                    "path": request.path_qs, "status": resp.status,
                                    "ua": request.headers.get("User-Agent", "")}) + "\n")
         return resp
