@@ -47,7 +47,7 @@ def build(f, urls: int, keys_per_url: float) -> float:
     later = time.time() + MONTH
     while web.urls < urls:
         failed = f.apply_updates([StatusUpdate(u.url, Status.DISCOVERED, u.metadata, later, u.key)
-                                  for u in web.batch(5000, later, new_share=1.0)])
+                                  for u in web.batch(5000, new_share=1.0)])
         assert not failed, f"{len(failed)} writes failed"
     f.refresh()
     assert f.due_count(time.time()) == 0

@@ -299,3 +299,21 @@ def test_batch_pages_names_the_btrees_a_batch_writes(tmp_path):
     r = {"urls": 1e5, "pages_by_btree": by_btree, "pages_per_batch": total}
     rows = pages_table([r, r]).splitlines()
     assert rows[-1] == f"| (all) | {total:,} | {total:,} | 1.00 |"
+
+
+def test_big_frontier_is_built_of_urls_none_of_them_due(tmp_path):
+    """``bench_big_frontier.build``: the frontier holds at least the URLs asked for, on hosts of
+    the stream's law, and none of them is due (the crawl's URLs are the only ones it serves)."""
+    import time
+
+    from bench.bench_big_frontier import build
+    from owler.frontier.sqlite import SQLiteFrontier
+
+    fr = SQLiteFrontier(tmp_path / "frontier.sqlite", {})
+    try:
+        assert build(fr, 12_000, 0.05) >= 0
+        counts = fr.counts()
+        assert counts["DISCOVERED"] == sum(counts.values()) >= 12_000, counts
+        assert fr.due_count(time.time()) == 0 and fr.queue_count() > 100
+    finally:
+        fr.close()
