@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -127,6 +128,10 @@ def main() -> None:
     ap.add_argument("--heap", default="2g", help="opensearch: the node's heap")
     ap.add_argument("--port", type=int, default=9286, help="opensearch: the node's port")
     args = ap.parse_args()
+    # stopped with SIGTERM (kill, timeout), the finally below still takes the OpenSearch
+    # node down and the temporary files away: else the node outlived the benchmark and the
+    # next run found its port taken
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     farm = parse_farms(args.farm)[0]
     tmp = Path(tempfile.mkdtemp(prefix="bench-big-frontier-", dir=args.dir))
     copies = None

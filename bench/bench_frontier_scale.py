@@ -84,6 +84,7 @@ import os
 import random
 import resource
 import shutil
+import signal
 import statistics
 import struct
 import sys
@@ -462,6 +463,10 @@ def main() -> None:
     ap.add_argument("-o", dest="options", action="append", default=[], metavar="KEY=VALUE",
                     help="a frontier setting (e.g. frontier.sqlite.checkpoint.interval=5)")
     args = ap.parse_args()
+    # stopped with SIGTERM (kill, timeout), the finally below still takes the OpenSearch
+    # node down and the temporary files away: else the node outlived the benchmark and the
+    # next run found its port taken
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     if sizes != sorted(sizes):
         ap.error("--sizes must grow")
