@@ -8,8 +8,8 @@ A round, in the log: the requests to one host (its robots.txt and tdmrep.json in
 follow each other within ``ROUND_GAP`` seconds. Inside a round they are ``fetcher.server.delay``
 apart (plus the fetch; the host's files come with the first page);
 between two rounds the host hears nothing for most of the round delay. Outlinks are not followed
-(``parser.emitOutlinks: false``): the seeds are every URL of the crawl, all known and due from the
-start, so the rounds are full and their sizes known."""
+(``parser.emitOutlinks: false``): the seeds are every URL of the crawl, each host's all known
+before the first of them is due, so the rounds are full and their sizes known."""
 
 from __future__ import annotations
 
