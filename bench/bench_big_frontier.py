@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -32,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench.bench_frontier_scale import Web, parse_size  # noqa: E402
+from bench.bench_frontier_scale import Web, exit_on_sigterm, parse_size  # noqa: E402
 from bench.run_all import parse_farms, run_crawl  # noqa: E402
 from owler.constants import Status  # noqa: E402
 from owler.frontier import StatusUpdate  # noqa: E402
@@ -128,10 +127,7 @@ def main() -> None:
     ap.add_argument("--heap", default="2g", help="opensearch: the node's heap")
     ap.add_argument("--port", type=int, default=9286, help="opensearch: the node's port")
     args = ap.parse_args()
-    # stopped with SIGTERM (kill, timeout), the finally below still takes the OpenSearch
-    # node down and the temporary files away: else the node outlived the benchmark and the
-    # next run found its port taken
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_on_sigterm()
     farm = parse_farms(args.farm)[0]
     tmp = Path(tempfile.mkdtemp(prefix="bench-big-frontier-", dir=args.dir))
     copies = None

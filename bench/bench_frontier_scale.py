@@ -432,6 +432,13 @@ def pages_table(results: list[dict], top: int = 8) -> str:
     return "\n".join(lines)
 
 
+def exit_on_sigterm() -> None:
+    """SIGTERM (kill, timeout) as SystemExit: a benchmark's ``finally`` still takes its OpenSearch
+    node down and its temporary files away (else the node outlived the run and the next found
+    its port taken)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="100k,1M,10M", help="frontier sizes, growing (k, M)")
@@ -463,10 +470,7 @@ def main() -> None:
     ap.add_argument("-o", dest="options", action="append", default=[], metavar="KEY=VALUE",
                     help="a frontier setting (e.g. frontier.sqlite.checkpoint.interval=5)")
     args = ap.parse_args()
-    # stopped with SIGTERM (kill, timeout), the finally below still takes the OpenSearch
-    # node down and the temporary files away: else the node outlived the benchmark and the
-    # next run found its port taken
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_on_sigterm()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     if sizes != sorted(sizes):
         ap.error("--sizes must grow")
