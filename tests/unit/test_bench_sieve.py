@@ -104,3 +104,29 @@ def test_sieve_table_gives_each_run_and_the_ratio():
     assert lines[2] == "| plain | 100,000 (8.0 · 1.0) | 50,000 (11.0 · 4.0) | 0.50 |"
     assert lines[3] == ("| id:32 | 90,000 (9.0 · 1.0), merges 8, 50% of the time "
                         "| 63,000 (10.0 · 3.5), merges 5, 63% of the time | 0.70 |")
+
+
+def test_host_ids_put_a_hosts_urls_together_and_write_the_same_rows(tmp_path, monkeypatch):
+    """``--ids host``: a host's URLs share their ids' first 4 bytes, and the frontier written
+    with those ids holds the same URLs as with its own."""
+    import owler.frontier.sqlite as frontier_sqlite
+    from bench.bench_frontier_sieve import IDS, host_url_id
+
+    a, b = host_url_id("https://h1.example1.com/p/1"), host_url_id("https://h1.example1.com/p/2")
+    c = host_url_id("https://h2.example2.com/p/1")
+    assert len(a) == len(c) == 16 and a[:4] == b[:4] != c[:4] and a != b
+    assert IDS["sha"] is frontier_sqlite._url_id
+    frs = []
+    for layout in ("sha", "host"):
+        monkeypatch.setattr(frontier_sqlite, "_url_id", IDS[layout])
+        web = Web(300, links=20, clock=time.time() - 86400)
+        fr = SQLiteFrontier(tmp_path / f"{layout}.sqlite")
+        for i in range(5):
+            fr.apply_updates(web.batch(1000, new_share=1.0 if i == 0 else 0.3))
+        frs.append(fr)
+    sql = "SELECT url, status, key FROM urls"
+    assert _rows(frs[0], sql) == _rows(frs[1], sql)
+    assert frs[0].counts() == frs[1].counts()
+    assert all(i == host_url_id(u) for i, u in frs[1].conn.execute("SELECT id, url FROM urls"))
+    for fr in frs:
+        fr.close()
