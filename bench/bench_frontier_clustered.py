@@ -61,8 +61,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_frontier_scale import Web, exit_on_sigterm, parse_size  # noqa: E402
-from bench_frontier_sieve import IDS  # noqa: E402
+from bench_frontier_scale import Web, exit_on_sigterm  # noqa: E402
+from bench_frontier_sieve import IDS, growing_sizes, model_options  # noqa: E402
 
 from owler.constants import Status  # noqa: E402
 from owler.frontier.sqlite import _INSERT_NEW, _UPSERT, _dump, _stored_date  # noqa: E402
@@ -290,25 +290,11 @@ def table(results: list[dict], sizes: list[int]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", default="100k,10M", help="frontier sizes, growing (k, M)")
-    ap.add_argument("--keys-per-url", type=float, default=0.05,
-                    help="partition keys per URL at the largest size")
-    ap.add_argument("--batch", type=int, default=5000)
-    ap.add_argument("--warm", type=int, default=20)
-    ap.add_argument("--measured", type=int, default=60)
+    model_options(ap, measured=60)
     ap.add_argument("--due-s", type=float, default=3.0, help="seconds of due() per layout")
     ap.add_argument("--layouts", default="today,clustered,numbered")
-    ap.add_argument("--ids", choices=sorted(IDS), default="sha",
-                    help="the URL ids' layout (bench/bench_frontier_sieve.py)")
-    ap.add_argument("--dir", default=None, help="where to put the databases (default: a temp dir)")
-    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
-    try:
-        sizes = [parse_size(s) for s in args.sizes.split(",")]
-    except ValueError:
-        ap.error(f"--sizes: sizes such as 100k,10M, not {args.sizes!r}")
-    if sizes != sorted(sizes) or sizes[0] < 1:
-        ap.error("--sizes: growing, each at least 1")
+    sizes = growing_sizes(ap, args.sizes)
     if min(args.batch, args.measured) < 1 or args.warm < 0 or args.due_s <= 0:
         ap.error("--batch, --measured: 1 or more; --warm: 0 or more; --due-s > 0")
     names = args.layouts.split(",")

@@ -219,28 +219,40 @@ def window(fr: SQLiteFrontier, web: Web, batch: int, warm: int, measured: int,
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def model_options(ap: argparse.ArgumentParser, measured: int) -> None:
+    """The options every model of the frontier shares (this one, bench_frontier_clustered.py):
+    sizes, hosts, batches, the window, the ids, where its files go and how it prints."""
     ap.add_argument("--sizes", default="100k,10M", help="frontier sizes, growing (k, M)")
     ap.add_argument("--keys-per-url", type=float, default=0.05,
                     help="partition keys per URL at the largest size")
     ap.add_argument("--batch", type=int, default=5000)
     ap.add_argument("--warm", type=int, default=20)
-    ap.add_argument("--measured", type=int, default=300)
-    ap.add_argument("--floor", type=int, default=200_000, help="the smallest inbox merged")
-    ap.add_argument("--variants", default="plain,oracle,id:32,arrival:32,id:8,plain")
+    ap.add_argument("--measured", type=int, default=measured)
     ap.add_argument("--ids", choices=sorted(IDS), default="sha",
-                    help="the URL ids' layout (module docstring)")
-    ap.add_argument("--dir", default=None, help="where to put the database (default: a temp dir)")
+                    help="the URL ids' layout (bench/bench_frontier_sieve.py)")
+    ap.add_argument("--dir", default=None, help="where to put the files (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = ap.parse_args()
+
+
+def growing_sizes(ap: argparse.ArgumentParser, text: str) -> list[int]:
+    """``--sizes`` as numbers of URLs, growing, each at least 1 (else the parser's error)."""
     try:
-        sizes = [parse_size(s) for s in args.sizes.split(",")]
+        sizes = [parse_size(s) for s in text.split(",")]
     except ValueError:
-        ap.error(f"--sizes: sizes such as 100k,10M, not {args.sizes!r}")
-    variants = args.variants.split(",")
+        ap.error(f"--sizes: sizes such as 100k,10M, not {text!r}")
     if sizes != sorted(sizes) or sizes[0] < 1:
         ap.error("--sizes: growing, each at least 1")
+    return sizes
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    model_options(ap, measured=300)
+    ap.add_argument("--floor", type=int, default=200_000, help="the smallest inbox merged")
+    ap.add_argument("--variants", default="plain,oracle,id:32,arrival:32,id:8,plain")
+    args = ap.parse_args()
+    sizes = growing_sizes(ap, args.sizes)
+    variants = args.variants.split(",")
     if min(args.batch, args.measured) < 1 or min(args.warm, args.floor) < 0:
         ap.error("--batch and --measured: 1 or more; --warm and --floor: 0 or more")
     try:
