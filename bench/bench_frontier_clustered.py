@@ -65,8 +65,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_frontier_scale import Web, exit_on_sigterm  # noqa: E402
 from bench_frontier_sieve import IDS, growing_sizes, model_options  # noqa: E402
 
-from owler.constants import Status  # noqa: E402
-from owler.frontier.sqlite import _INSERT_NEW, _UPSERT, _dump, _stored_date  # noqa: E402
+from owler.frontier.sqlite import (_INSERT_NEW, _UPSERT, _dump, _split_rows,  # noqa: E402
+                                   _stored_date)
 
 TODAY = [
     """CREATE TABLE urls (id BLOB PRIMARY KEY, url TEXT NOT NULL, status TEXT NOT NULL,
@@ -178,7 +178,6 @@ class Layout:
 
     def write(self, updates) -> None:
         now = time.time()
-        discovered = Status.DISCOVERED.value
         rows, last_md, last_json = [], None, ""
         url_id = self.url_id
         numbers: dict[str, int] | None = {} if self.name == "numbered" else None
@@ -194,12 +193,7 @@ class Layout:
                     n = numbers[u.key] = queue_number(u.key)
                 row += (n,)
             rows.append(row)
-        others = [r for r in rows if r[2] != discovered]
-        over = {r[0] for r in others}
-        first: dict[bytes, tuple] = {}
-        for r in rows:
-            if r[2] == discovered and r[0] not in over and r[0] not in first:
-                first[r[0]] = r
+        first, others, _ = _split_rows(rows)
         self.conn.execute("BEGIN IMMEDIATE")
         self.conn.executemany(self.discover, first.values())
         self.conn.executemany(self.overwrite, others)

@@ -407,6 +407,20 @@ def _url_id(url: str) -> bytes:
     return hashlib.sha256(url.encode("utf-8", "surrogatepass")).digest()[:16]
 
 
+def _split_rows(rows: list[tuple]) -> tuple[dict[bytes, tuple], list[tuple], set[bytes]]:
+    """A batch's rows (id first, status third) as the DISCOVERED that may be inserted (each
+    URL's first, none of a URL the batch also writes with another status), by id; the rows of
+    every other status, in batch order; and those rows' ids (SQLiteFrontier._write_rows)."""
+    discovered = Status.DISCOVERED.value
+    others = [r for r in rows if r[2] != discovered]
+    over = {r[0] for r in others}
+    first: dict[bytes, tuple] = {}
+    for r in rows:
+        if r[2] == discovered and r[0] not in over and r[0] not in first:
+            first[r[0]] = r
+    return first, others, over
+
+
 def _sha256_hex(url: str) -> str:
     return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -716,12 +730,7 @@ class SQLiteFrontier:
         added read back to be counted; the overwritten URLs' status, date and key are read before
         and after."""
         discovered = Status.DISCOVERED.value
-        others = [r for r in rows if r[2] != discovered]
-        over = {r[0] for r in others}
-        first: dict[bytes, tuple] = {}
-        for r in rows:
-            if r[2] == discovered and r[0] not in over and r[0] not in first:
-                first[r[0]] = r
+        first, others, over = _split_rows(rows)
         if first:
             # one statement for them all; the rows it inserted are those past the table's last
             # rowid before it (a rowid table gives a new row the largest rowid + 1, and this
